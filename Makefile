@@ -1,0 +1,55 @@
+# fluss_py build. Quick start: `make up` (a local cluster), `make test` (the whole suite).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
+
+.PHONY: install zookeeper up down test test-unit lint format proto proto-check bench clean
+
+install: $(VENV)/.installed zookeeper
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+zookeeper:
+	@bash deploy/install-zookeeper.sh
+
+up: install
+	$(BIN)/fluss-py cluster up
+
+down:
+	$(BIN)/fluss-py cluster down
+
+test: install proto-check
+	$(BIN)/python -m pytest
+
+test-unit: install
+	$(BIN)/python -m pytest tests/unit
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+proto: $(VENV)/.installed
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+
+# Fails when the committed generated code differs from what `make proto` produces.
+proto-check: $(VENV)/.installed
+	@tmp=$$(mktemp -d) && \
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=$$tmp --pyi_out=$$tmp --grpc_python_out=$$tmp $(PROTOS) && \
+	diff -r -x __init__.py -x __pycache__ $$tmp/fluss_py/rpc/pb fluss_py/rpc/pb && rm -rf $$tmp && \
+	echo "proto-check: generated code is up to date" || \
+	{ echo "proto-check: fluss_py/rpc/pb is stale, run 'make proto' and commit"; rm -rf $$tmp; exit 1; }
+
+bench: install
+	$(BIN)/python -m tests.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,59 @@
+"""``fluss-py``: the single entry point for servers, the local cluster, and tools.
+
+Each command group lives in its own module under ``fluss_py.cli`` exposing
+``register(subparsers) -> None``; the handler it sets with ``set_defaults(func=...)`` receives the parsed
+arguments and returns an exit code. Exit codes: 0 ok, 1 failed, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fluss_py.errors import ConfigError, FlussError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# Command modules, in the order their commands appear in --help.
+_COMMAND_MODULES = (
+    "fluss_py.cli.servers",  # coordinator, tablet-server
+    "fluss_py.cli.cluster",  # cluster up/down/status/start/stop/kill
+    "fluss_py.cli.dump_log",  # dump-log
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fluss-py",
+        description="fluss_py: a replicated, partitioned log store (servers, local cluster and tools)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue  # a command group not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except ConfigError as e:
+        print(f"fluss-py: configuration error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except FlussError as e:
+        print(f"fluss-py: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

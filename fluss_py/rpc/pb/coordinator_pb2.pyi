@@ -1,0 +1,212 @@
+from fluss_py.rpc.pb import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SimpleResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class GetCoordinatorInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCoordinatorInfoResponse(_message.Message):
+    __slots__ = ("error", "server_id", "state", "leader_id", "leader_address", "coordinator_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    server_id: int
+    state: str
+    leader_id: int
+    leader_address: str
+    coordinator_epoch: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., server_id: _Optional[int] = ..., state: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_address: _Optional[str] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
+
+class CreateDatabaseRequest(_message.Message):
+    __slots__ = ("name", "ignore_if_exists")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ignore_if_exists: bool
+    def __init__(self, name: _Optional[str] = ..., ignore_if_exists: _Optional[bool] = ...) -> None: ...
+
+class DropDatabaseRequest(_message.Message):
+    __slots__ = ("name", "ignore_if_not_exists", "cascade")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    CASCADE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ignore_if_not_exists: bool
+    cascade: bool
+    def __init__(self, name: _Optional[str] = ..., ignore_if_not_exists: _Optional[bool] = ..., cascade: _Optional[bool] = ...) -> None: ...
+
+class ListDatabasesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDatabasesResponse(_message.Message):
+    __slots__ = ("error", "databases")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DATABASES_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    databases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., databases: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateTableRequest(_message.Message):
+    __slots__ = ("path", "descriptor", "ignore_if_exists")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTOR_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    path: _common_pb2.TablePath
+    descriptor: _common_pb2.TableDescriptor
+    ignore_if_exists: bool
+    def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., descriptor: _Optional[_Union[_common_pb2.TableDescriptor, _Mapping]] = ..., ignore_if_exists: _Optional[bool] = ...) -> None: ...
+
+class CreateTableResponse(_message.Message):
+    __slots__ = ("error", "table_id")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    table_id: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., table_id: _Optional[int] = ...) -> None: ...
+
+class DropTableRequest(_message.Message):
+    __slots__ = ("path", "ignore_if_not_exists")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    path: _common_pb2.TablePath
+    ignore_if_not_exists: bool
+    def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
+
+class ListTablesRequest(_message.Message):
+    __slots__ = ("database",)
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    database: str
+    def __init__(self, database: _Optional[str] = ...) -> None: ...
+
+class ListTablesResponse(_message.Message):
+    __slots__ = ("error", "tables")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    tables: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., tables: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AdjustIsrBucket(_message.Message):
+    __slots__ = ("table_bucket", "leader_epoch", "bucket_epoch", "new_isr")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    leader_epoch: int
+    bucket_epoch: int
+    new_isr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., leader_epoch: _Optional[int] = ..., bucket_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AdjustIsrRequest(_message.Message):
+    __slots__ = ("server_id", "buckets")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    buckets: _containers.RepeatedCompositeFieldContainer[AdjustIsrBucket]
+    def __init__(self, server_id: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[AdjustIsrBucket, _Mapping]]] = ...) -> None: ...
+
+class AdjustIsrBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "leader_and_isr")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_AND_ISR_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    leader_and_isr: _common_pb2.BucketLeaderAndIsr
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., leader_and_isr: _Optional[_Union[_common_pb2.BucketLeaderAndIsr, _Mapping]] = ...) -> None: ...
+
+class AdjustIsrResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[AdjustIsrBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[AdjustIsrBucketResult, _Mapping]]] = ...) -> None: ...
+
+class ControlledShutdownRequest(_message.Message):
+    __slots__ = ("server_id",)
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    def __init__(self, server_id: _Optional[int] = ...) -> None: ...
+
+class ControlledShutdownResponse(_message.Message):
+    __slots__ = ("error", "remaining_leaders")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_LEADERS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    remaining_leaders: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., remaining_leaders: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+
+class AllocateWriterIdRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AllocateWriterIdResponse(_message.Message):
+    __slots__ = ("error", "writer_id")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    writer_id: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., writer_id: _Optional[int] = ...) -> None: ...
+
+class BucketOffset(_message.Message):
+    __slots__ = ("table_bucket", "offset")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class CommitOffsetsRequest(_message.Message):
+    __slots__ = ("group", "offsets")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    offsets: _containers.RepeatedCompositeFieldContainer[BucketOffset]
+    def __init__(self, group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ...) -> None: ...
+
+class FetchOffsetsRequest(_message.Message):
+    __slots__ = ("group", "table_id")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    table_id: int
+    def __init__(self, group: _Optional[str] = ..., table_id: _Optional[int] = ...) -> None: ...
+
+class FetchOffsetsResponse(_message.Message):
+    __slots__ = ("error", "offsets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    offsets: _containers.RepeatedCompositeFieldContainer[BucketOffset]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("error", "groups")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,274 @@
+from fluss_py.rpc.pb import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OffsetSpec(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EARLIEST: _ClassVar[OffsetSpec]
+    LATEST: _ClassVar[OffsetSpec]
+    HIGH_WATERMARK: _ClassVar[OffsetSpec]
+    TIMESTAMP: _ClassVar[OffsetSpec]
+EARLIEST: OffsetSpec
+LATEST: OffsetSpec
+HIGH_WATERMARK: OffsetSpec
+TIMESTAMP: OffsetSpec
+
+class ProduceBucket(_message.Message):
+    __slots__ = ("table_bucket", "records")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    records: bytes
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., records: _Optional[bytes] = ...) -> None: ...
+
+class ProduceLogRequest(_message.Message):
+    __slots__ = ("acks", "timeout_ms", "buckets")
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    acks: int
+    timeout_ms: int
+    buckets: _containers.RepeatedCompositeFieldContainer[ProduceBucket]
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucket, _Mapping]]] = ...) -> None: ...
+
+class ProduceBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "base_offset", "last_offset", "log_append_time_ms")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_APPEND_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ...) -> None: ...
+
+class ProduceLogResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[ProduceBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucketResult, _Mapping]]] = ...) -> None: ...
+
+class FetchBucket(_message.Message):
+    __slots__ = ("table_bucket", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ...) -> None: ...
+
+class FetchLogRequest(_message.Message):
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "buckets")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    buckets: _containers.RepeatedCompositeFieldContainer[FetchBucket]
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[FetchBucket, _Mapping]]] = ...) -> None: ...
+
+class EpochEndOffset(_message.Message):
+    __slots__ = ("epoch", "end_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    end_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class FetchBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "high_watermark", "log_start_offset", "log_end_offset", "records", "diverging_epoch")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    records: bytes
+    diverging_epoch: EpochEndOffset
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ...) -> None: ...
+
+class FetchLogResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[FetchBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[FetchBucketResult, _Mapping]]] = ...) -> None: ...
+
+class ListOffsetsBucket(_message.Message):
+    __slots__ = ("table_bucket", "spec", "timestamp_ms")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    spec: OffsetSpec
+    timestamp_ms: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., spec: _Optional[_Union[OffsetSpec, str]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ListOffsetsRequest(_message.Message):
+    __slots__ = ("buckets",)
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[ListOffsetsBucket]
+    def __init__(self, buckets: _Optional[_Iterable[_Union[ListOffsetsBucket, _Mapping]]] = ...) -> None: ...
+
+class ListOffsetsBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "offset", "high_watermark", "log_end_offset", "log_start_offset")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    offset: int
+    high_watermark: int
+    log_end_offset: int
+    log_start_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+
+class ListOffsetsResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[ListOffsetsBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[ListOffsetsBucketResult, _Mapping]]] = ...) -> None: ...
+
+class OffsetsForLeaderEpochBucket(_message.Message):
+    __slots__ = ("table_bucket", "leader_epoch", "current_leader_epoch")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    leader_epoch: int
+    current_leader_epoch: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., leader_epoch: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+
+class OffsetsForLeaderEpochRequest(_message.Message):
+    __slots__ = ("replica_id", "buckets")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    buckets: _containers.RepeatedCompositeFieldContainer[OffsetsForLeaderEpochBucket]
+    def __init__(self, replica_id: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[OffsetsForLeaderEpochBucket, _Mapping]]] = ...) -> None: ...
+
+class OffsetsForLeaderEpochBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "leader_epoch", "end_offset")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    leader_epoch: int
+    end_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class OffsetsForLeaderEpochResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[OffsetsForLeaderEpochBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[OffsetsForLeaderEpochBucketResult, _Mapping]]] = ...) -> None: ...
+
+class NotifyLeaderAndIsrRequest(_message.Message):
+    __slots__ = ("coordinator_epoch", "coordinator_id", "buckets", "tables", "servers")
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_epoch: int
+    coordinator_id: int
+    buckets: _containers.RepeatedCompositeFieldContainer[_common_pb2.BucketLeaderAndIsr]
+    tables: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableInfo]
+    servers: _containers.RepeatedCompositeFieldContainer[_common_pb2.ServerNode]
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[_common_pb2.BucketLeaderAndIsr, _Mapping]]] = ..., tables: _Optional[_Iterable[_Union[_common_pb2.TableInfo, _Mapping]]] = ..., servers: _Optional[_Iterable[_Union[_common_pb2.ServerNode, _Mapping]]] = ...) -> None: ...
+
+class BucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class NotifyLeaderAndIsrResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[BucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketResult, _Mapping]]] = ...) -> None: ...
+
+class StopReplicaBucket(_message.Message):
+    __slots__ = ("table_bucket", "leader_epoch", "delete")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    leader_epoch: int
+    delete: bool
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., leader_epoch: _Optional[int] = ..., delete: _Optional[bool] = ...) -> None: ...
+
+class StopReplicaRequest(_message.Message):
+    __slots__ = ("coordinator_epoch", "coordinator_id", "buckets")
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_epoch: int
+    coordinator_id: int
+    buckets: _containers.RepeatedCompositeFieldContainer[StopReplicaBucket]
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[StopReplicaBucket, _Mapping]]] = ...) -> None: ...
+
+class StopReplicaResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[BucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketResult, _Mapping]]] = ...) -> None: ...
+
+class UpdateMetadataRequest(_message.Message):
+    __slots__ = ("coordinator_epoch", "coordinator_id", "metadata")
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    coordinator_epoch: int
+    coordinator_id: int
+    metadata: _common_pb2.ClusterMetadata
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., metadata: _Optional[_Union[_common_pb2.ClusterMetadata, _Mapping]] = ...) -> None: ...
+
+class UpdateMetadataResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,114 @@
+"""Value types shared by servers and clients: small, frozen, hashable, free of I/O."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fluss_py.errors import InvalidDatabaseNameError, InvalidTableNameError
+
+NO_LEADER = -1
+"""Leader id of a bucket that has no live leader."""
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+
+
+def validate_name(name: str, *, what: str = "table") -> str:
+    """Database and table names: 1-200 of ``[A-Za-z0-9_-]``; raise INVALID_*_NAME otherwise."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        error = InvalidDatabaseNameError if what == "database" else InvalidTableNameError
+        raise error(f"{what} name {name!r} must be 1-200 characters of letters, digits, '_' or '-'")
+    return name
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TablePath:
+    """``database.table``."""
+
+    database: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str, *, default_database: str = "fluss") -> TablePath:
+        """``db.table`` or just ``table`` (in ``default_database``); names are validated."""
+        database, _, table = text.rpartition(".")
+        path = cls(database or default_database, table)
+        path.validate()
+        return path
+
+    def validate(self) -> None:
+        validate_name(self.database, what="database")
+        validate_name(self.table, what="table")
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TableBucket:
+    """One bucket of one table, the unit of replication."""
+
+    table_id: int
+    bucket: int
+
+    def __str__(self) -> str:
+        return f"{self.table_id}-{self.bucket}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerNode:
+    """A server's RPC address (and rack, for placement)."""
+
+    id: int
+    host: str
+    port: int
+    rack: str = ""
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """The coordinator's decision for one bucket, stored in ZooKeeper and sent to tablet servers.
+
+    ``leader_epoch`` grows with every leader change; ``bucket_epoch`` with every change of this record
+    (leader or ISR), so a stale AdjustIsr can be refused.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    coordinator_epoch: int
+    bucket_epoch: int
+
+    def with_isr(self, isr: tuple[int, ...], coordinator_epoch: int) -> LeaderAndIsr:
+        return LeaderAndIsr(self.leader, self.leader_epoch, tuple(isr), coordinator_epoch, self.bucket_epoch + 1)
+
+    def with_leader(self, leader: int, isr: tuple[int, ...], coordinator_epoch: int) -> LeaderAndIsr:
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), coordinator_epoch, self.bucket_epoch + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    """A leader epoch and the first offset written in it (one line of ``leader-epoch-checkpoint``)."""
+
+    epoch: int
+    start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorLeaderInfo:
+    """The content of ``/fluss/coordinator/leader``."""
+
+    server_id: int
+    epoch: int
+    host: str
+    port: int
+    http_port: int = 0
+    extra: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"

@@ -1,0 +1,77 @@
+import pytest
+
+from fluss_py.config import (
+    COORDINATOR,
+    REPLICA_LAG_TIME_MAX,
+    TABLET,
+    ZK_SESSION_TIMEOUT,
+    load_config,
+    parse_duration,
+    parse_overrides,
+    parse_size,
+)
+from fluss_py.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "ms_key", "seconds"),
+    [
+        ("15s", False, 15),
+        ("500ms", False, 0.5),
+        ("5min", False, 300),
+        ("2h", False, 7200),
+        ("30000", True, 30),
+        (30000, True, 30),
+        (10, False, 10),
+        ("1d", False, 86400),
+    ],
+)
+def test_durations(text, ms_key, seconds):
+    assert parse_duration(text, bare_unit_ms=ms_key) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("10MB", 10 << 20),
+        ("1KB", 1024),
+        ("64KiB", 65536),
+        ("1GiB", 1 << 30),
+        (4096, 4096),
+        ("512", 512),
+        ("1.5MB", 1572864),
+    ],
+)
+def test_sizes(text, size):
+    assert parse_size(text) == size
+
+
+def test_yaml_and_overrides(tmp_path):
+    f = tmp_path / "tablet-server.yaml"
+    f.write_text("zookeeper.session-timeout: 15s\nreplica.lag.time.max.ms: 30000\nreplica.fetch.max.bytes: 10MB\n")
+    cfg = load_config(TABLET, f, parse_overrides(["zookeeper.session-timeout=4s"]))
+    assert cfg[ZK_SESSION_TIMEOUT] == 4
+    assert cfg[REPLICA_LAG_TIME_MAX] == 30
+    assert cfg["replica.fetch.max.bytes"] == 10 << 20
+
+
+def test_unknown_key_names_it():
+    with pytest.raises(ConfigError) as e:
+        load_config(COORDINATOR, None, {"zookeeper.sesion-timeout": "4s"})
+    assert e.value.key == "zookeeper.sesion-timeout"
+
+
+def test_bad_value_names_key():
+    with pytest.raises(ConfigError) as e:
+        load_config(COORDINATOR, None, {"zookeeper.session-timeout": "soon"})
+    assert e.value.key == "zookeeper.session-timeout"
+
+
+def test_option_of_other_role_is_refused():
+    with pytest.raises(ConfigError, match="not a coordinator option"):
+        load_config(COORDINATOR, None, {"data.dir": "/tmp/x"})
+
+
+def test_override_without_equals():
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
