@@ -1,0 +1,500 @@
+"""asyncio facade over one kazoo session: the only place in fluss_py that touches kazoo objects.
+
+kazoo runs its own threads (connection, callbacks). Every result and every callback is hopped back onto
+the owning asyncio loop with ``loop.call_soon_threadsafe``; nothing of ours ever runs on a kazoo thread
+except the tiny hop functions. kazoo exceptions are translated into the ``ZkError`` tree below, and kazoo
+stats into ``ZnodeStat``, so callers never import kazoo.
+
+Session events (``add_session_listener``) are delivered on the loop as ``SessionEvent``::
+
+    CONNECTED  (new_session=True after a LOST or at start: every ephemeral node and watch is gone)
+    SUSPENDED  connection lost; the session may still be alive; watches were reset by kazoo
+    LOST       the session expired (or was closed): its ephemeral nodes are gone
+
+Watches: ``watch_children``/``watch_data`` keep a watch armed on a path and call back on the loop with
+the fresh children/data after every change; they re-arm themselves after a reconnect (kazoo drops
+watches on every disconnect). One-shot watches (``exists(path, watch=fn)``) call ``fn(WatchEvent)``.
+
+Fenced writes: ``commit(ops, fence=EpochFence)`` sends one ZooKeeper transaction whose first op is
+``check(<epoch node>, fence.zk_version)``: if another coordinator has bumped the epoch since, nothing
+is written and ``EpochFencedError`` is raised.
+
+Who may call: coroutines on the loop that called ``start()``; listeners are called on that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.client import KazooClient, KazooState
+from kazoo.protocol.states import EventType
+
+from fluss_py.errors import ErrorCode, FlussError
+
+log = logging.getLogger("fluss_py.zk")
+
+
+# ---------------------------------------------------------------- errors
+class ZkError(FlussError):
+    """A ZooKeeper operation failed."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class NodeExistsError(ZkError):
+    """The node to create exists already."""
+
+
+class NoNodeError(ZkError):
+    """The node (or a parent of the node to create) does not exist."""
+
+
+class BadVersionError(ZkError):
+    """A version-conditional set/delete/check saw another version."""
+
+
+class NotEmptyError(ZkError):
+    """The node to delete has children."""
+
+
+class SessionLostError(ZkError):
+    """The connection dropped or the session expired before the answer arrived."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class ZkUnavailableError(ZkError):
+    """No ZooKeeper server answered within ``zookeeper.connection-timeout``."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class EpochFencedError(ZkError):
+    """A fenced transaction failed its epoch check: another coordinator leader has taken over."""
+
+    code = ErrorCode.INVALID_COORDINATOR_EPOCH
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, ZkError):
+        return exc
+    if isinstance(exc, kz.NodeExistsError):
+        return NodeExistsError(f"node exists: {exc}")
+    if isinstance(exc, kz.NoNodeError):
+        return NoNodeError(f"no node: {exc}")
+    if isinstance(exc, kz.BadVersionError):
+        return BadVersionError(f"bad version: {exc}")
+    if isinstance(exc, kz.NotEmptyError):
+        return NotEmptyError(f"not empty: {exc}")
+    if isinstance(exc, kz.ConnectionLoss | kz.SessionExpiredError | kz.ConnectionClosedError):
+        return SessionLostError(f"ZooKeeper session lost: {type(exc).__name__}")
+    if isinstance(exc, kz.ZookeeperError):
+        return ZkError(f"ZooKeeper error {type(exc).__name__}: {exc}")
+    return exc
+
+
+# ---------------------------------------------------------------- values
+class SessionState(enum.Enum):
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    LOST = "LOST"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """A change of the ZooKeeper session as seen on the loop."""
+
+    state: SessionState
+    session_id: int  # 0 when not connected
+    new_session: bool = False  # CONNECTED only: a different session than before (ephemerals gone)
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeStat:
+    version: int
+    ephemeral_owner: int  # session id owning an ephemeral node, 0 for persistent nodes
+    ctime_ms: int
+    mtime_ms: int
+    num_children: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """A one-shot watch fired: ``type`` is CREATED, DELETED, CHANGED, CHILD or NONE (connection change)."""
+
+    type: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class EpochFence:
+    """The coordinator epoch a leader won and the epoch node's version after its bump (the fencing token)."""
+
+    epoch: int
+    zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOp:
+    path: str
+    version: int
+
+
+Op = CreateOp | SetOp | DeleteOp | CheckOp
+
+
+def _stat(s: Any) -> ZnodeStat:
+    return ZnodeStat(s.version, s.ephemeralOwner, s.ctime, s.mtime, s.numChildren)
+
+
+_EVENT_NAMES = {
+    EventType.CREATED: "CREATED",
+    EventType.DELETED: "DELETED",
+    EventType.CHANGED: "CHANGED",
+    EventType.CHILD: "CHILD",
+}
+
+
+# ---------------------------------------------------------------- client
+class ZkClient:
+    """One ZooKeeper session for one process. Owns the KazooClient, its threads and the active watchers."""
+
+    def __init__(
+        self,
+        hosts: str,
+        root: str,
+        *,
+        session_timeout: float,
+        connection_timeout: float,
+        epoch_path: str | None = None,
+    ) -> None:
+        self.hosts = hosts
+        self.root = root.rstrip("/") or "/fluss"
+        self.session_timeout = session_timeout
+        self.connection_timeout = connection_timeout
+        self.epoch_path = epoch_path or f"{self.root}/coordinator/epoch"
+        self._kazoo = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout,
+            connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
+            command_retry={"max_tries": 0},
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._watchers: set[_Watcher] = set()
+        self._wrappers: dict[Callable[[WatchEvent], None], Callable[[Any], None]] = {}
+        self._session_id = 0
+        self._stopped = False
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Connect, logging while ZooKeeper is unreachable; ZkUnavailableError after connection_timeout."""
+        self._loop = asyncio.get_running_loop()
+        self._kazoo.add_listener(self._on_kazoo_state)
+        live = self._kazoo.start_async()
+        started = time.monotonic()
+        deadline = started + self.connection_timeout
+        while True:
+            wait = max(0.0, min(1.0, deadline - time.monotonic()))
+            if await self._loop.run_in_executor(None, live.wait, wait) and self._kazoo.connected:
+                break
+            elapsed = time.monotonic() - started
+            if time.monotonic() >= deadline:
+                await self._loop.run_in_executor(None, self._stop_kazoo)
+                raise ZkUnavailableError(
+                    f"could not connect to ZooKeeper at {self.hosts} within {self.connection_timeout:g}s "
+                    "(zookeeper.connection-timeout)"
+                )
+            log.warning(
+                "ZooKeeper at %s is not reachable yet (%.1fs of %gs), retrying",
+                self.hosts,
+                elapsed,
+                self.connection_timeout,
+            )
+        self._session_id = self._kazoo.client_id[0] if self._kazoo.client_id else 0
+        log.info("Connected to ZooKeeper at %s, session 0x%x", self.hosts, self._session_id)
+
+    async def close(self) -> None:
+        """Close the session: this process's ephemeral nodes vanish at once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for w in list(self._watchers):
+            w.cancel()
+        loop = self._loop or asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._stop_kazoo)
+        log.info("Closed ZooKeeper session")
+
+    def _stop_kazoo(self) -> None:
+        try:
+            self._kazoo.stop()
+        finally:
+            self._kazoo.close()
+
+    # ---------------------------------------------------------------- session state
+    @property
+    def connected(self) -> bool:
+        """True while kazoo holds a live connection (read directly from kazoo, not from hopped events)."""
+        return self._kazoo.state == KazooState.CONNECTED
+
+    @property
+    def session_id(self) -> int:
+        """The current session id (0 when not connected)."""
+        cid = self._kazoo.client_id
+        return cid[0] if cid and self.connected else 0
+
+    def add_session_listener(self, fn: Callable[[SessionEvent], None]) -> None:
+        self._listeners.append(fn)
+
+    def _on_kazoo_state(self, state: str) -> None:  # kazoo thread
+        if state == KazooState.CONNECTED:
+            cid = self._kazoo.client_id
+            sid = cid[0] if cid else 0
+            event = SessionEvent(SessionState.CONNECTED, sid)
+        elif state == KazooState.SUSPENDED:
+            event = SessionEvent(SessionState.SUSPENDED, 0)
+        else:
+            event = SessionEvent(SessionState.LOST, 0)
+        self._hop(self._dispatch_session, event)
+
+    def _dispatch_session(self, event: SessionEvent) -> None:  # loop
+        if event.state is SessionState.CONNECTED:
+            new = event.session_id != self._session_id
+            self._session_id = event.session_id
+            event = SessionEvent(SessionState.CONNECTED, event.session_id, new_session=new)
+            for w in list(self._watchers):
+                w.rearm()
+        elif event.state is SessionState.LOST:
+            self._session_id = 0
+        for fn in list(self._listeners):
+            try:
+                fn(event)
+            except Exception:
+                log.exception("session listener failed on %s", event)
+
+    def _hop(self, fn: Callable[..., None], *args: Any) -> None:  # any thread
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed between the check and the call
+            pass
+
+    # ---------------------------------------------------------------- the bridge
+    def _bridge(self, async_result: Any, convert: Callable[[Any], Any] = lambda r: r) -> asyncio.Future:
+        loop = self._loop or asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+
+        def settle(value: Any, exc: BaseException | None) -> None:  # loop
+            if fut.cancelled():
+                return
+            if exc is not None:
+                fut.set_exception(_translate(exc))
+            else:
+                try:
+                    fut.set_result(convert(value))
+                except Exception as e:
+                    fut.set_exception(e)
+
+        def done(result: Any) -> None:  # kazoo thread
+            try:
+                value, exc = result.get_nowait(), None
+            except BaseException as e:
+                value, exc = None, e
+            self._hop(settle, value, exc)
+
+        async_result.rawlink(done)
+        return fut
+
+    def _watch_fn(self, fn: Callable[[WatchEvent], None]) -> Callable[[Any], None]:
+        # One kazoo-side wrapper per callback: kazoo keeps watchers in a set per path, so arming the same
+        # callback twice on a path then calls it once, as ZooKeeper itself keeps one watch per path.
+        wrapper = self._wrappers.get(fn)
+        if wrapper is None:
+
+            def wrapper(ev: Any) -> None:  # kazoo thread
+                self._hop(fn, WatchEvent(_EVENT_NAMES.get(ev.type, "NONE"), ev.path or ""))
+
+            self._wrappers[fn] = wrapper
+        return wrapper
+
+    # ---------------------------------------------------------------- reads
+    async def get(self, path: str, watch: Callable[[WatchEvent], None] | None = None) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat of ``path``, or None when it does not exist."""
+        w = self._watch_fn(watch) if watch else None
+        try:
+            return await self._bridge(self._kazoo.get_async(path, watch=w), lambda r: (r[0], _stat(r[1])))
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str, watch: Callable[[WatchEvent], None] | None = None) -> ZnodeStat | None:
+        w = self._watch_fn(watch) if watch else None
+        return await self._bridge(self._kazoo.exists_async(path, watch=w), lambda s: _stat(s) if s else None)
+
+    async def get_children(self, path: str, watch: Callable[[WatchEvent], None] | None = None) -> list[str]:
+        w = self._watch_fn(watch) if watch else None
+        return await self._bridge(self._kazoo.get_children_async(path, watch=w), list)
+
+    async def sync(self, path: str) -> None:
+        """A round trip through the leader: raises SessionLostError when our session is gone."""
+        await self._bridge(self._kazoo.sync_async(path))
+
+    # ---------------------------------------------------------------- writes (unfenced: own registrations)
+    async def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False, makepath: bool = False
+    ) -> str:
+        ar = self._kazoo.create_async(path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+        return await self._bridge(ar)
+
+    async def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its parents as empty persistent nodes where missing."""
+        parts = [p for p in path.split("/") if p]
+        current = ""
+        for part in parts:
+            current += "/" + part
+            if await self.exists(current) is None:
+                try:
+                    await self.create(current)
+                except NodeExistsError:
+                    pass
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        return await self._bridge(self._kazoo.set_async(path, data, version), _stat)
+
+    async def delete(self, path: str, version: int = -1) -> None:
+        await self._bridge(self._kazoo.delete_async(path, version))
+
+    # ---------------------------------------------------------------- transactions
+    async def commit(self, ops: Sequence[Op], fence: EpochFence | None = None) -> list[Any]:
+        """Apply ``ops`` atomically. With ``fence``, the transaction first checks the epoch node's version.
+
+        Returns one result per op of ``ops`` (created path, ZnodeStat, or True). Raises EpochFencedError
+        when the fence check failed, else the translated error of the first failing op.
+        """
+        t = self._kazoo.transaction()
+        if fence is not None:
+            t.check(self.epoch_path, fence.zk_version)
+        for op in ops:
+            if isinstance(op, CreateOp):
+                t.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+            elif isinstance(op, SetOp):
+                t.set_data(op.path, op.data, op.version)
+            elif isinstance(op, DeleteOp):
+                t.delete(op.path, op.version)
+            else:
+                t.check(op.path, op.version)
+        results = await self._bridge(t.commit_async(), list)
+        if fence is not None:
+            first, results = results[0], results[1:]
+            if isinstance(first, Exception):
+                raise EpochFencedError(
+                    f"coordinator epoch {fence.epoch} (version {fence.zk_version}) is fenced: another leader took over"
+                )
+        for op, r in zip(ops, results, strict=True):
+            if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError):
+                err = _translate(r)
+                if isinstance(err, ZkError):
+                    raise type(err)(f"{err.message} ({type(op).__name__} {op.path})")
+                raise err
+        return [_stat(r) if hasattr(r, "mzxid") else r for r in results]
+
+    # ---------------------------------------------------------------- persistent watches
+    def watch_children(self, path: str, on_change: Callable[[list[str] | None], None]) -> _Watcher:
+        """Keep a children watch on ``path``; ``on_change(children)`` on the loop (None: node absent)."""
+        w = _Watcher(self, path, on_change, children=True)
+        self._watchers.add(w)
+        w.rearm()
+        return w
+
+    def watch_data(self, path: str, on_change: Callable[[tuple[bytes, ZnodeStat] | None], None]) -> _Watcher:
+        """Keep a data watch on ``path`` (also while it does not exist); ``on_change((data, stat) | None)``."""
+        w = _Watcher(self, path, on_change, children=False)
+        self._watchers.add(w)
+        w.rearm()
+        return w
+
+
+class _Watcher:
+    """A watch kept armed on one path; owned by ZkClient, cancelled by its creator. Runs on the loop."""
+
+    def __init__(self, zk: ZkClient, path: str, on_change: Callable[[Any], None], *, children: bool) -> None:
+        self._zk = zk
+        self.path = path
+        self._on_change = on_change
+        self._children = children
+        self._cancelled = False
+        self._task: asyncio.Task | None = None
+        self._pending = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._zk._watchers.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+
+    def rearm(self) -> None:
+        if self._cancelled:
+            return
+        if self._task is not None and not self._task.done():
+            self._pending = True
+            return
+        self._task = asyncio.get_running_loop().create_task(self._read(), name=f"zk-watch {self.path}")
+
+    def _fired(self, ev: WatchEvent) -> None:
+        if ev.type != "NONE":  # NONE: connection change; re-armed on reconnect by ZkClient
+            self.rearm()
+
+    async def _read(self) -> None:
+        while not self._cancelled:
+            self._pending = False
+            try:
+                if self._children:
+                    if await self._zk.exists(self.path, watch=self._fired) is None:
+                        value: Any = None
+                    else:
+                        value = await self._zk.get_children(self.path, watch=self._fired)
+                else:
+                    value = await self._zk.get(self.path, watch=self._fired)
+                    if value is None:
+                        await self._zk.exists(self.path, watch=self._fired)
+                        value = await self._zk.get(self.path)
+            except (SessionLostError, NoNodeError) as e:
+                log.debug("watch on %s not armed (%s); waiting for reconnect", self.path, e)
+                return
+            if self._cancelled:
+                return
+            try:
+                self._on_change(value)
+            except Exception:
+                log.exception("watch callback on %s failed", self.path)
+            if not self._pending:
+                return

@@ -1,0 +1,159 @@
+"""Coordinator leader election: ephemeral-sequential candidates, each watching only its predecessor.
+
+    <root>/coordinator/election/candidate_0000000001   <- smallest sequence: the leader
+    <root>/coordinator/election/candidate_0000000002   <- watches ...01 (exists-watch), nothing else
+    <root>/coordinator/election/candidate_0000000003   <- watches ...02
+
+When a candidate's predecessor disappears only that one candidate is notified (O(1) per change, no herd).
+It lists the children again: if it is now the smallest it has won, otherwise it watches its new
+predecessor (the one that vanished may have been a middle candidate).
+
+Winning is not enough to act: the winner fences with ``fence_become_leader``, a transaction that checks
+its own candidate still exists and bumps ``<root>/coordinator/epoch`` with a version-conditional set. The
+epoch node's new version is the token every later metadata write checks (``ZkClient.commit(fence=...)``).
+
+``decide`` is the pure rule; ``LeaderElection`` does the I/O. Who may call: the coordinator's lifecycle
+task only (one caller at a time); the predecessor watch calls ``on_predecessor_gone`` on the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from fluss_py.zk.client import (
+    BadVersionError,
+    CheckOp,
+    EpochFence,
+    EpochFencedError,
+    NodeExistsError,
+    NoNodeError,
+    SetOp,
+    WatchEvent,
+    ZkClient,
+)
+from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode, sequence_of
+
+log = logging.getLogger("fluss_py.coordinator.CoordinatorLeaderElection")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Outcome of one look at the candidates: ``leader``, or the ``predecessor`` to watch, or ``missing``."""
+
+    leader: bool = False
+    predecessor: str | None = None
+    missing: bool = False  # our candidate is not among the children (session expired / deleted)
+
+
+def decide(own: str, children: Iterable[str]) -> Decision:
+    """The election rule: the smallest sequence wins; every other candidate watches the next smaller one."""
+    candidates = sorted((c for c in children if c.startswith(CandidateZNode.PREFIX)), key=sequence_of)
+    if own not in candidates:
+        return Decision(missing=True)
+    index = candidates.index(own)
+    if index == 0:
+        return Decision(leader=True)
+    return Decision(predecessor=candidates[index - 1])
+
+
+class LeaderElection:
+    """Owns this coordinator's candidate node and its single predecessor watch."""
+
+    def __init__(self, zk: ZkClient, root: str, server_id: int, on_predecessor_gone: Callable[[], None]) -> None:
+        self._zk = zk
+        self._root = root
+        self._server_id = server_id
+        self._on_predecessor_gone = on_predecessor_gone
+        self.candidate: str | None = None  # node name, e.g. candidate_0000000003
+        self.watching: str | None = None
+
+    @property
+    def candidate_path(self) -> str | None:
+        return f"{CandidateZNode.parent(self._root)}/{self.candidate}" if self.candidate else None
+
+    async def ensure_candidate(self) -> str:
+        """Create our ephemeral-sequential candidate unless we hold one in the current session."""
+        if self.candidate is None:
+            path = await self._zk.create(
+                CandidateZNode.prefix_path(self._root),
+                CandidateZNode.encode(self._server_id),
+                ephemeral=True,
+                sequence=True,
+                makepath=True,
+            )
+            self.candidate = path.rsplit("/", 1)[1]
+            log.info("Created candidate node: %s", self.candidate)
+        return self.candidate
+
+    async def check(self) -> Decision:
+        """Look at the candidates; when not the leader, arm the watch on the predecessor (re-looking if it is
+        already gone). ``missing`` means our candidate vanished: call ``forget`` and ``ensure_candidate``."""
+        while True:
+            own = await self.ensure_candidate()
+            children = await self._zk.get_children(CandidateZNode.parent(self._root))
+            decision = decide(own, children)
+            if decision.missing:
+                log.warning("Candidate node %s is gone (session expired or deleted)", own)
+                self.forget()
+                return decision
+            if decision.leader:
+                self.watching = None
+                return decision
+            assert decision.predecessor is not None
+            pred_path = f"{CandidateZNode.parent(self._root)}/{decision.predecessor}"
+            if await self._zk.exists(pred_path, watch=self._on_watch) is None:
+                continue  # vanished between the listing and the watch: look again
+            if self.watching != decision.predecessor:
+                log.info("Candidate %s is not the smallest; watching predecessor %s", own, decision.predecessor)
+            self.watching = decision.predecessor
+            return decision
+
+    def _on_watch(self, event: WatchEvent) -> None:
+        if event.type == "NONE":
+            return  # connection change: the lifecycle re-checks on reconnect
+        if self.watching and event.path.endswith("/" + self.watching):
+            log.info("Predecessor %s changed (%s); checking the election again", self.watching, event.type)
+            self._on_predecessor_gone()
+
+    async def resign(self) -> None:
+        """Delete our candidate (voluntary release); the next candidate is notified and takes over."""
+        path = self.candidate_path
+        self.forget()
+        if path is not None:
+            try:
+                await self._zk.delete(path)
+                log.info("Deleted candidate node %s", path.rsplit("/", 1)[1])
+            except NoNodeError:
+                pass
+
+    def forget(self) -> None:
+        """Drop our idea of the candidate (its session is gone, so is the node)."""
+        self.candidate = None
+        self.watching = None
+
+
+async def fence_become_leader(zk: ZkClient, root: str, candidate_path: str) -> EpochFence:
+    """Bump the coordinator epoch, version-conditionally and only while our candidate exists.
+
+    Creates the epoch node (value 0) when absent. Raises EpochFencedError when another coordinator bumped
+    the epoch in between or our candidate is gone.
+    """
+    path = CoordinatorEpochZNode.path(root)
+    try:
+        await zk.create(path, CoordinatorEpochZNode.encode(CoordinatorEpochZNode.INITIAL), makepath=True)
+    except NodeExistsError:
+        pass
+    got = await zk.get(path)
+    if got is None:
+        raise EpochFencedError(f"{path} vanished while fencing")
+    data, stat = got
+    epoch = CoordinatorEpochZNode.decode(data) + 1
+    try:
+        results = await zk.commit(
+            [CheckOp(candidate_path, 0), SetOp(path, CoordinatorEpochZNode.encode(epoch), stat.version)]
+        )
+    except (BadVersionError, NoNodeError) as e:
+        raise EpochFencedError(f"could not bump the coordinator epoch to {epoch}: {e}") from None
+    return EpochFence(epoch, results[1].version)

@@ -1,0 +1,377 @@
+"""Every znode of fluss_py, declared once: one small class per node with its path and its codec.
+
+Paths take the cluster root (``zookeeper.root``, default ``/fluss``) as first argument. JSON payloads are
+compact UTF-8 JSON carrying ``"version"`` so the format can evolve; ``decode`` tolerates unknown keys.
+
+    <root>/coordinator/servers/server_<seq>              ephemeral-seq  CoordinatorServerZNode
+    <root>/coordinator/election/candidate_<seq>          ephemeral-seq  CandidateZNode
+    <root>/coordinator/leader                            ephemeral      CoordinatorLeaderZNode
+    <root>/coordinator/epoch                             persistent     CoordinatorEpochZNode (plain integer)
+    <root>/tabletservers/ids/<id>                        ephemeral      TabletServerZNode
+    <root>/metadata/databases/<db>                       persistent     DatabaseZNode
+    <root>/metadata/databases/<db>/tables/<table>        persistent     TableZNode
+    <root>/metadata/databases/<db>/tables/<t>/schemas/<n> persistent    SchemaZNode
+    <root>/metadata/table_seqid                          persistent     TableIdCounterZNode (plain integer)
+    <root>/metadata/writer_id                            persistent     WriterIdCounterZNode (plain integer)
+    <root>/tabletservers/tables/<table_id>               persistent     TableAssignmentZNode
+    <root>/tabletservers/tables/<table_id>/buckets/<b>/leader_isr  persistent  LeaderIsrZNode
+    <root>/consumers/<group>/offsets/<table_id>/<bucket> persistent     ConsumerOffsetZNode
+    <root>/cluster/rebalance                             persistent     RebalanceZNode
+
+Who may call: anyone (pure functions, no I/O).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
+
+SEQUENCE_DIGITS = 10  # ZooKeeper appends a 10-digit zero-padded counter to sequential nodes
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _load(data: bytes) -> dict[str, Any]:
+    value = json.loads(data.decode("utf-8"))
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _int_encode(value: int) -> bytes:
+    return str(int(value)).encode("ascii")
+
+
+def _int_decode(data: bytes) -> int:
+    return int(data.decode("ascii").strip() or "0")
+
+
+def sequence_of(name: str) -> int:
+    """The ZooKeeper sequence number at the end of a sequential node's name (``candidate_0000000007`` -> 7)."""
+    return int(name[-SEQUENCE_DIGITS:])
+
+
+# ---------------------------------------------------------------- coordinator
+@dataclass(frozen=True, slots=True)
+class CoordinatorRegistration:
+    """What a running coordinator (Standby or Leader) registers under ``coordinator/servers``."""
+
+    server_id: int
+    host: str
+    port: int
+    http_port: int = 0
+
+
+class CoordinatorServerZNode:
+    """``<root>/coordinator/servers/server_<seq>``: ephemeral-sequential, one per running coordinator."""
+
+    PREFIX = "server_"
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/coordinator/servers"
+
+    @classmethod
+    def prefix_path(cls, root: str) -> str:
+        return f"{cls.parent(root)}/{cls.PREFIX}"
+
+    @staticmethod
+    def encode(reg: CoordinatorRegistration) -> bytes:
+        return _dump({"version": 1, "server_id": reg.server_id, "host": reg.host, "port": reg.port,
+                      "http_port": reg.http_port})  # fmt: skip
+
+    @staticmethod
+    def decode(data: bytes) -> CoordinatorRegistration:
+        d = _load(data)
+        return CoordinatorRegistration(int(d["server_id"]), str(d["host"]), int(d["port"]), int(d.get("http_port", 0)))
+
+
+class CandidateZNode:
+    """``<root>/coordinator/election/candidate_<seq>``: ephemeral-sequential election candidate.
+
+    Data: the candidate's server id as a plain integer (for operators; the election uses only names).
+    """
+
+    PREFIX = "candidate_"
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/coordinator/election"
+
+    @classmethod
+    def prefix_path(cls, root: str) -> str:
+        return f"{cls.parent(root)}/{cls.PREFIX}"
+
+    encode = staticmethod(_int_encode)
+    decode = staticmethod(_int_decode)
+
+
+class CoordinatorLeaderZNode:
+    """``<root>/coordinator/leader``: ephemeral, the current leader. JSON::
+
+    {"version":1,"server_id":1,"epoch":3,"host":"127.0.0.1","port":9123,"http_port":9124,
+     "address":"127.0.0.1:9123"}
+    """
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/coordinator/leader"
+
+    @staticmethod
+    def encode(info: CoordinatorLeaderInfo) -> bytes:
+        return _dump({"version": 1, "server_id": info.server_id, "epoch": info.epoch, "host": info.host,
+                      "port": info.port, "http_port": info.http_port, "address": info.address})  # fmt: skip
+
+    @staticmethod
+    def decode(data: bytes) -> CoordinatorLeaderInfo:
+        d = _load(data)
+        return CoordinatorLeaderInfo(
+            int(d["server_id"]), int(d["epoch"]), str(d["host"]), int(d["port"]), int(d.get("http_port", 0))
+        )
+
+
+class CoordinatorEpochZNode:
+    """``<root>/coordinator/epoch``: persistent plain integer; its *znode version* is the fencing token.
+
+    Created as ``0`` when absent; the first leader bumps it to 1 with a version-conditional set.
+    """
+
+    INITIAL = 0
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/coordinator/epoch"
+
+    encode = staticmethod(_int_encode)
+    decode = staticmethod(_int_decode)
+
+
+# ---------------------------------------------------------------- tablet servers
+@dataclass(frozen=True, slots=True)
+class TabletServerRegistration:
+    """What a live tablet server registers under ``tabletservers/ids/<id>``."""
+
+    host: str
+    port: int
+    http_port: int = 0
+    rack: str = ""
+    registered_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class TabletServerZNode:
+    """``<root>/tabletservers/ids/<id>``: ephemeral. JSON
+    ``{"version":1,"host","port","http_port","rack","registered_ms"}``."""
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/tabletservers/ids"
+
+    @classmethod
+    def path(cls, root: str, server_id: int) -> str:
+        return f"{cls.parent(root)}/{server_id}"
+
+    @staticmethod
+    def encode(reg: TabletServerRegistration) -> bytes:
+        return _dump({"version": 1, "host": reg.host, "port": reg.port, "http_port": reg.http_port,
+                      "rack": reg.rack, "registered_ms": reg.registered_ms})  # fmt: skip
+
+    @staticmethod
+    def decode(data: bytes) -> TabletServerRegistration:
+        d = _load(data)
+        return TabletServerRegistration(
+            str(d["host"]), int(d["port"]), int(d.get("http_port", 0)), str(d.get("rack", "")),
+            int(d.get("registered_ms", 0)),
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------- metadata (databases, tables, counters)
+class DatabaseZNode:
+    """``<root>/metadata/databases/<db>``: persistent. JSON ``{"version":1,"created_ms":...}``."""
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/metadata/databases"
+
+    @classmethod
+    def path(cls, root: str, database: str) -> str:
+        return f"{cls.parent(root)}/{database}"
+
+    @staticmethod
+    def encode(created_ms: int) -> bytes:
+        return _dump({"version": 1, "created_ms": created_ms})
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(_load(data).get("created_ms", 0)) if data else 0
+
+
+class TableZNode:
+    """``<root>/metadata/databases/<db>/tables/<table>``: persistent table registration. JSON
+    ``{"version":1,"table_id","num_buckets","replication_factor","properties":{},"comment","created_ms"}``."""
+
+    @staticmethod
+    def parent(root: str, database: str) -> str:
+        return f"{DatabaseZNode.path(root, database)}/tables"
+
+    @classmethod
+    def path(cls, root: str, database: str, table: str) -> str:
+        return f"{cls.parent(root, database)}/{table}"
+
+    @staticmethod
+    def encode(registration: dict[str, Any]) -> bytes:
+        return _dump({"version": 1, **registration})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        d = _load(data)
+        d.pop("version", None)
+        return d
+
+
+class SchemaZNode:
+    """``<root>/metadata/databases/<db>/tables/<table>/schemas/<schema_id>``: persistent schema JSON."""
+
+    @staticmethod
+    def path(root: str, database: str, table: str, schema_id: int) -> str:
+        return f"{TableZNode.path(root, database, table)}/schemas/{schema_id}"
+
+    @staticmethod
+    def encode(schema: dict[str, Any]) -> bytes:
+        return _dump({"version": 1, **schema})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        d = _load(data)
+        d.pop("version", None)
+        return d
+
+
+class TableIdCounterZNode:
+    """``<root>/metadata/table_seqid``: persistent plain integer, the last table id handed out."""
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/metadata/table_seqid"
+
+    encode = staticmethod(_int_encode)
+    decode = staticmethod(_int_decode)
+
+
+class WriterIdCounterZNode:
+    """``<root>/metadata/writer_id``: persistent plain integer, the last idempotent writer id handed out."""
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/metadata/writer_id"
+
+    encode = staticmethod(_int_encode)
+    decode = staticmethod(_int_decode)
+
+
+# ---------------------------------------------------------------- assignment and per-bucket state
+class TableAssignmentZNode:
+    """``<root>/tabletservers/tables/<table_id>``: bucket -> replica list (first = preferred leader). JSON
+    ``{"version":1,"buckets":{"0":[1,2,3],"1":[2,3,1]}}``."""
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/tabletservers/tables"
+
+    @classmethod
+    def path(cls, root: str, table_id: int) -> str:
+        return f"{cls.parent(root)}/{table_id}"
+
+    @staticmethod
+    def encode(buckets: dict[int, tuple[int, ...]]) -> bytes:
+        return _dump({"version": 1, "buckets": {str(b): list(r) for b, r in sorted(buckets.items())}})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[int, tuple[int, ...]]:
+        return {int(b): tuple(int(x) for x in r) for b, r in _load(data)["buckets"].items()}
+
+
+class LeaderIsrZNode:
+    """``<root>/tabletservers/tables/<table_id>/buckets/<bucket>/leader_isr``: persistent. JSON
+    ``{"version":1,"leader":1,"leader_epoch":3,"isr":[1,2,3],"coordinator_epoch":5,"bucket_epoch":7}``."""
+
+    @staticmethod
+    def path(root: str, table_id: int, bucket: int) -> str:
+        return f"{TableAssignmentZNode.path(root, table_id)}/buckets/{bucket}/leader_isr"
+
+    @staticmethod
+    def encode(lai: LeaderAndIsr) -> bytes:
+        return _dump({"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch, "isr": list(lai.isr),
+                      "coordinator_epoch": lai.coordinator_epoch, "bucket_epoch": lai.bucket_epoch})  # fmt: skip
+
+    @staticmethod
+    def decode(data: bytes) -> LeaderAndIsr:
+        d = _load(data)
+        return LeaderAndIsr(
+            int(d["leader"]), int(d["leader_epoch"]), tuple(int(x) for x in d["isr"]),
+            int(d["coordinator_epoch"]), int(d["bucket_epoch"]),
+        )  # fmt: skip
+
+
+class ConsumerOffsetZNode:
+    """``<root>/consumers/<group>/offsets/<table_id>/<bucket>``: persistent committed offset. JSON
+    ``{"version":1,"offset":N,"committed_ms":T}``."""
+
+    @staticmethod
+    def groups(root: str) -> str:
+        return f"{root}/consumers"
+
+    @classmethod
+    def group_path(cls, root: str, group: str) -> str:
+        return f"{cls.groups(root)}/{group}"
+
+    @classmethod
+    def path(cls, root: str, group: str, table_id: int, bucket: int) -> str:
+        return f"{cls.group_path(root, group)}/offsets/{table_id}/{bucket}"
+
+    @staticmethod
+    def encode(offset: int, committed_ms: int) -> bytes:
+        return _dump({"version": 1, "offset": offset, "committed_ms": committed_ms})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        d = _load(data)
+        return int(d["offset"]), int(d.get("committed_ms", 0))
+
+
+class RebalanceZNode:
+    """``<root>/cluster/rebalance``: persistent, the current rebalance plan and its progress (JSON object)."""
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/cluster/rebalance"
+
+    @staticmethod
+    def encode(plan: dict[str, Any]) -> bytes:
+        return _dump({"version": 1, **plan})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        d = _load(data)
+        d.pop("version", None)
+        return d
+
+
+def persistent_parents(root: str) -> list[str]:
+    """The persistent container nodes every server ensures at start (creation order)."""
+    return [
+        CoordinatorServerZNode.parent(root),
+        CandidateZNode.parent(root),
+        TabletServerZNode.parent(root),
+        DatabaseZNode.parent(root),
+        TableAssignmentZNode.parent(root),
+    ]
