@@ -27,11 +27,16 @@ class WaitTimeout(AssertionError):
 
 
 def wait_until(
-    cond: Callable[[], object], timeout: float, interval: float = 0.05, message: str | Callable[[], str] = ""
+    cond: Callable[[], object],
+    timeout: float,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "",
+    reraise: tuple[type[BaseException], ...] = (),
 ) -> object:
     """Poll ``cond`` until it returns a truthy value (returned) or ``timeout`` seconds pass (WaitTimeout).
 
-    Exceptions raised by ``cond`` count as "not yet"; the last one is chained to the WaitTimeout.
+    Exceptions raised by ``cond`` count as "not yet" (the last one is chained to the WaitTimeout), except
+    those of the ``reraise`` types, which end the wait at once.
     """
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
@@ -41,6 +46,8 @@ def wait_until(
             if value:
                 return value
             last_exc = None
+        except reraise:
+            raise
         except Exception as e:  # the condition may probe something not up yet
             last_exc = e
         if time.monotonic() >= deadline:
@@ -139,11 +146,19 @@ class ProcessHandle:
     def kill(self) -> bool:
         return self.signal(SIGKILL)
 
-    def pause(self) -> bool:
-        return self.signal(SIGSTOP)
+    def pause(self, timeout: float = 5.0) -> bool:
+        """SIGSTOP and wait until the kernel shows the process stopped (signal delivery is asynchronous)."""
+        if not self.signal(SIGSTOP):
+            return False
+        wait_until(lambda: self.paused() or not self.alive(), timeout, interval=0.005, message=f"{self.pid} stopped")
+        return True
 
-    def resume(self) -> bool:
-        return self.signal(SIGCONT)
+    def resume(self, timeout: float = 5.0) -> bool:
+        """SIGCONT and wait until the process no longer shows as stopped."""
+        if not self.signal(SIGCONT):
+            return False
+        wait_until(lambda: not self.paused(), timeout, interval=0.005, message=f"{self.pid} continued")
+        return True
 
     def wait_exit(self, timeout: float) -> bool:
         """Wait until the process is gone; False when it is still alive at the deadline."""

@@ -120,6 +120,12 @@ class ZooKeeperProcess:
         return [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-cp", classpath, MAIN_CLASS, str(self.config_file)]
 
     # ---------------------------------------------------------------- lifecycle
+    def prepare(self) -> list[str]:
+        """Create the directory and zoo.cfg; return the command line (used by ``start`` and LocalCluster)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(zoo_cfg(self.data_dir, self.port, self.tick_time))
+        return self.command()
+
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
         """Write zoo.cfg, start the JVM and wait until ``srvr`` answers ``Mode:``."""
         if not ZOOKEEPER_JAR.exists():
@@ -128,9 +134,7 @@ class ZooKeeperProcess:
             raise ZooKeeperUnavailable("no `java` on PATH: install a JRE (apt-get install zookeeper pulls one in)")
         if self.alive():
             return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(zoo_cfg(self.data_dir, self.port, self.tick_time))
-        self.handle = ProcessHandle.spawn(self.command(), log_file=self.log_file, cwd=self.directory)
+        self.handle = ProcessHandle.spawn(self.prepare(), log_file=self.log_file, cwd=self.directory)
         try:
             self.wait_ready(timeout)
         except BaseException:

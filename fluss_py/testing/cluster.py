@@ -1,0 +1,498 @@
+"""``LocalCluster``: ZooKeeper + N coordinators + M tablet servers as detached real processes.
+
+    with LocalCluster(tmp_path, coordinators=3, tablet_servers=3,
+                      overrides={"zookeeper.session-timeout": "2s"}) as cluster:
+        leader = cluster.wait_for_leader(10)          # "coordinator-2"
+        cluster.kill(leader)                          # kill -9
+        cluster.wait_for_leader(5, exclude=[leader])
+
+Layout of ``directory``::
+
+    cluster.json                       every process (see cluster_file.py)
+    zookeeper/{zoo.cfg,data/,zookeeper.log}
+    coordinator-<id>/{logs/coordinator-server.log,stdout.log}
+    tablet-server-<id>/{logs/tablet-server.log,stdout.log,data/}
+
+Each server runs ``python -m fluss_py.cli.main coordinator|tablet-server --config deploy/conf/<role>.yaml
+-D ...`` in its own session (``start_new_session=True``) so a terminal's Ctrl-C never reaches it; ports come
+from one ``PortAllocator``. Readiness follows the process contract (``GET /health``); ZooKeeper is ready when
+``srvr`` answers ``Mode:``. ``open(directory)`` re-attaches to a cluster started by another process (the CLI)
+through cluster.json; PIDs are checked against their start time before any signal.
+
+Cleanup: ``close()`` (and the context manager, and an atexit hook) stops every process this object
+started, SIGKILL after a short grace, even when a test failed.
+
+Who may call: one thread (a test, or the CLI).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from signal import SIGCONT, SIGTERM
+from typing import Any
+
+from fluss_py.testing.cluster_file import (
+    CLUSTER_FILE,
+    COORDINATOR,
+    TABLET_SERVER,
+    ZOOKEEPER,
+    ClusterRecord,
+    ProcessRecord,
+)
+from fluss_py.testing.health import fetch_health, is_ready, leader_of
+from fluss_py.testing.ports import PortAllocator, default_allocator
+from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
+from fluss_py.testing.zookeeper import ZooKeeperProcess, four_letter
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "deploy" / "conf"
+CONF_FILES = {COORDINATOR: "coordinator-server.yaml", TABLET_SERVER: "tablet-server.yaml"}
+LOG_FILES = {COORDINATOR: "coordinator-server.log", TABLET_SERVER: "tablet-server.log"}
+ID_KEYS = {COORDINATOR: "coordinator.id", TABLET_SERVER: "tablet-server.id"}
+DEFAULT_DIR = Path(".fluss-cluster")
+
+_LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
+
+
+def default_launcher() -> list[str]:
+    """Command prefix of a server process: this interpreter running the ``fluss-py`` entry point."""
+    return [sys.executable, "-m", "fluss_py.cli.main"]
+
+
+class ClusterError(RuntimeError):
+    """A process of the local cluster failed to start, exited, or the cluster did not become ready."""
+
+
+def _kill_leftovers() -> None:
+    for cluster in list(_LIVE):
+        cluster.kill_all()
+
+
+atexit.register(_kill_leftovers)
+
+
+class LocalCluster:
+    """Owns the processes of one local cluster, its directory and its cluster.json."""
+
+    def __init__(
+        self,
+        directory: Path | str = DEFAULT_DIR,
+        coordinators: int = 3,
+        tablet_servers: int = 3,
+        *,
+        zookeeper: str | None = None,
+        zk_root: str = "/fluss",
+        tick_time: int = 500,
+        overrides: Mapping[str, Any] | None = None,
+        coordinator_overrides: Mapping[str, Any] | None = None,
+        tablet_overrides: Mapping[str, Any] | None = None,
+        ports: PortAllocator | None = None,
+        conf_dir: Path | None = CONF_DIR,
+        launcher: list[str] | None = None,
+    ) -> None:
+        self.directory = Path(directory).absolute()
+        self.ports = ports or default_allocator()
+        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self.role_overrides = {
+            COORDINATOR: {str(k): str(v) for k, v in (coordinator_overrides or {}).items()},
+            TABLET_SERVER: {str(k): str(v) for k, v in (tablet_overrides or {}).items()},
+        }
+        self.conf_dir = conf_dir
+        self.launcher = list(launcher) if launcher else default_launcher()
+        self.handles: dict[str, ProcessHandle] = {}
+        self._zk: ZooKeeperProcess | None = None
+        zk_address = zookeeper
+        if zookeeper is None:
+            self._zk = ZooKeeperProcess(self.directory / ZOOKEEPER, tick_time=tick_time, ports=self.ports)
+            zk_address = self._zk.address
+        assert zk_address is not None
+        self.record = ClusterRecord(str(self.directory), zk_address, zk_root)
+        if self._zk is not None:
+            argv = self._zk.command()
+            self.record.processes.append(
+                ProcessRecord(
+                    ZOOKEEPER,
+                    ZOOKEEPER,
+                    None,
+                    self._zk.address,
+                    None,
+                    str(self._zk.log_file),
+                    str(self._zk.log_file),
+                    str(self._zk.data_dir),
+                    argv,
+                )
+            )
+        for i in range(1, coordinators + 1):
+            self._add(COORDINATOR, i)
+        for i in range(1, tablet_servers + 1):
+            self._add(TABLET_SERVER, i)
+        _LIVE.add(self)
+
+    # ---------------------------------------------------------------- re-attaching (CLI)
+    @classmethod
+    def open(cls, directory: Path | str = DEFAULT_DIR, ports: PortAllocator | None = None) -> LocalCluster:
+        """Attach to the cluster described by ``<directory>/cluster.json`` (processes keep running)."""
+        directory = Path(directory).absolute()
+        record = ClusterRecord.load(directory)
+        self = cls.__new__(cls)
+        self.directory = directory
+        self.ports = ports or default_allocator()
+        self.overrides, self.role_overrides = {}, {COORDINATOR: {}, TABLET_SERVER: {}}
+        self.conf_dir, self.launcher, self._zk = CONF_DIR, default_launcher(), None
+        self.record = record
+        self.handles = {}
+        for p in record.processes:
+            for addr in (p.rpc_address, p.http_address):
+                if addr:
+                    self.ports.reserve(int(addr.rsplit(":", 1)[1]))
+            if p.pid is not None:
+                self.handles[p.name] = ProcessHandle.attach(p.pid, p.start_ticks)
+        _LIVE.add(self)
+        return self
+
+    @staticmethod
+    def exists(directory: Path | str = DEFAULT_DIR) -> bool:
+        return (Path(directory) / CLUSTER_FILE).exists()
+
+    # ---------------------------------------------------------------- process table
+    def _add(self, role: str, server_id: int) -> ProcessRecord:
+        name = f"{role}-{server_id}"
+        if any(p.name == name for p in self.record.processes):
+            raise ValueError(f"{name} already exists")
+        home = self.directory / name
+        rpc, http = self.ports.allocate(), self.ports.allocate()
+        data_dir = home / "data" if role == TABLET_SERVER else home
+        settings = {
+            "zookeeper.address": self.record.zookeeper,
+            "zookeeper.root": self.record.zk_root,
+            "bind.host": "127.0.0.1",
+            "advertised.host": "127.0.0.1",
+            "rpc.port": str(rpc),
+            "http.port": str(http),
+            "log.dir": str(home / "logs"),
+            ID_KEYS[role]: str(server_id),
+        }
+        if role == TABLET_SERVER:
+            settings["data.dir"] = str(data_dir)
+        settings.update(self.overrides)
+        settings.update(self.role_overrides[role])
+        argv = [*self.launcher, role]
+        conf = self.conf_dir / CONF_FILES[role] if self.conf_dir else None
+        if conf is not None and conf.exists():
+            argv += ["--config", str(conf)]
+        for key, value in settings.items():
+            argv += ["-D", f"{key}={value}"]
+        rec = ProcessRecord(
+            name,
+            role,
+            server_id,
+            f"127.0.0.1:{rpc}",
+            f"127.0.0.1:{http}",
+            str(home / "logs" / LOG_FILES[role]),
+            str(home / "stdout.log"),
+            str(data_dir),
+            argv,
+        )
+        self.record.processes.append(rec)
+        return rec
+
+    def add_coordinator(self, server_id: int | None = None, start: bool = True) -> str:
+        ids = [p.id or 0 for p in self.record.by_role(COORDINATOR)]
+        rec = self._add(COORDINATOR, server_id if server_id is not None else max(ids, default=0) + 1)
+        if start:
+            self.start_process(rec.name)
+        return rec.name
+
+    def add_tablet_server(self, server_id: int | None = None, start: bool = True) -> str:
+        ids = [p.id or 0 for p in self.record.by_role(TABLET_SERVER)]
+        rec = self._add(TABLET_SERVER, server_id if server_id is not None else max(ids, default=0) + 1)
+        if start:
+            self.start_process(rec.name)
+        return rec.name
+
+    def get(self, name: str) -> ProcessRecord:
+        return self.record.get(name)
+
+    def names(self, role: str | None = None) -> list[str]:
+        return [p.name for p in self.record.processes if role is None or p.role == role]
+
+    @property
+    def zookeeper_address(self) -> str:
+        return self.record.zookeeper
+
+    @property
+    def zk_root(self) -> str:
+        return self.record.zk_root
+
+    def save(self) -> None:
+        self.record.save(self.directory)
+
+    # ---------------------------------------------------------------- starting
+    def start(self, timeout: float = 60.0, wait: bool = True) -> LocalCluster:
+        """Start every process not running (ZooKeeper first, then all servers at once); wait until ready."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for rec in self.record.processes:
+                if not self.alive(rec.name):
+                    self.start_process(rec.name, wait=rec.role == ZOOKEEPER)
+            if wait:
+                self.wait_ready(timeout=timeout)
+        except BaseException:
+            self.kill_all()
+            raise
+        return self
+
+    def start_process(self, name: str, wait: bool = False, timeout: float = 30.0) -> ProcessHandle:
+        """Spawn one process from its recorded command line (its ports and directories stay the same)."""
+        rec = self.get(name)
+        if self.alive(name):
+            raise ClusterError(f"{name} is already running (pid {rec.pid})")
+        if rec.role == ZOOKEEPER:
+            zk = self._zk or ZooKeeperProcess(Path(rec.data_dir).parent, port=rec.rpc_port)
+            if not zk.config_file.exists():
+                zk.prepare()
+        Path(rec.data_dir).mkdir(parents=True, exist_ok=True)
+        Path(rec.log_file).parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        handle = ProcessHandle.spawn(rec.argv, log_file=Path(rec.stdout_file), cwd=Path(rec.data_dir), env=env)
+        self.handles[name] = handle
+        rec.pid, rec.start_ticks = handle.pid, handle.start_ticks
+        self.save()
+        if wait:
+            self.wait_ready([name], timeout=timeout)
+        return handle
+
+    # ---------------------------------------------------------------- state
+    def handle(self, name: str) -> ProcessHandle | None:
+        return self.handles.get(name)
+
+    def pid(self, name: str) -> int | None:
+        h = self.handles.get(name)
+        return h.pid if h else None
+
+    def alive(self, name: str) -> bool:
+        h = self.handles.get(name)
+        return h is not None and h.alive()
+
+    def paused(self, name: str) -> bool:
+        h = self.handles.get(name)
+        return h is not None and h.paused()
+
+    def health(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
+        rec = self.get(name)
+        if rec.http_url is None or not self.alive(name) or self.paused(name):
+            return None
+        return fetch_health(rec.http_url, timeout)
+
+    def ready(self, name: str) -> bool:
+        rec = self.get(name)
+        if not self.alive(name) or self.paused(name):
+            return False
+        if rec.role == ZOOKEEPER:
+            try:
+                return "Mode:" in four_letter("127.0.0.1", rec.rpc_port, "srvr", timeout=1.0)
+            except OSError:
+                return False
+        return is_ready(rec.role, self.health(name))
+
+    def coordinator_healths(self) -> dict[str, dict[str, Any] | None]:
+        return {n: self.health(n) for n in self.names(COORDINATOR)}
+
+    def coordinator_leader(self) -> str | None:
+        """Name of the coordinator whose /health says Leader (highest epoch wins), None when there is none."""
+        return leader_of(self.coordinator_healths())
+
+    def zk_four_letter(self, cmd: str, timeout: float = 5.0) -> str:
+        host, port = self.record.zookeeper.split(",")[0].rsplit(":", 1)
+        return four_letter(host, int(port), cmd, timeout)
+
+    # ---------------------------------------------------------------- waiting
+    def wait_until(
+        self, cond: Callable[[], object], timeout: float, message: str | Callable[[], str] = "", interval: float = 0.1
+    ) -> object:
+        """``wait_until(cond, timeout)``; on timeout the message ends with every process's state."""
+        return wait_until(cond, timeout, interval, message=lambda: self._describe(message))
+
+    def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 60.0) -> None:
+        """Wait until every named process (default: all) is ready; fail fast when one exits."""
+        todo = list(names) if names is not None else self.names()
+
+        def all_ready() -> bool:
+            for n in todo:
+                h = self.handles.get(n)
+                if h is None or not h.alive():
+                    raise ClusterError(f"{n} is not running (exit code {h.returncode if h else None})")
+            return all(self.ready(n) for n in todo)
+
+        try:
+            wait_until(all_ready, timeout, interval=0.1, reraise=(ClusterError,))
+        except ClusterError as e:
+            raise ClusterError(f"{e}\n{self._log_tails(todo)}") from None
+        except WaitTimeout:
+            not_ready = [n for n in todo if not self.ready(n)]
+            raise ClusterError(
+                f"not ready after {timeout:.0f}s: {', '.join(not_ready)}\n{self._log_tails(not_ready)}"
+            ) from None
+
+    def wait_for_leader(self, timeout: float, exclude: Iterable[str] = ()) -> str:
+        """Wait until exactly one coordinator (not in ``exclude``) reports Leader; return its name."""
+        excluded = set(exclude)
+
+        def leader() -> str | None:
+            name = self.coordinator_leader()
+            return name if name is not None and name not in excluded else None
+
+        return str(self.wait_until(leader, timeout, message="a coordinator leader"))
+
+    def wait_for_log(self, name: str, pattern: str, timeout: float) -> re.Match[str]:
+        """Wait until the process's log file (or stdout) matches ``pattern``; return the match."""
+        regex = re.compile(pattern)
+
+        def found() -> re.Match[str] | None:
+            return regex.search(self.log_text(name))
+
+        return self.wait_until(found, timeout, message=f"{pattern!r} in the log of {name}")  # type: ignore[return-value]
+
+    def log_text(self, name: str) -> str:
+        rec = self.get(name)
+        parts = []
+        for path in dict.fromkeys([rec.log_file, rec.stdout_file]):
+            try:
+                parts.append(Path(path).read_text(errors="replace"))
+            except OSError:
+                continue
+        return "\n".join(parts)
+
+    # ---------------------------------------------------------------- stopping and faults
+    def signal(self, name: str, sig: int) -> bool:
+        h = self.handles.get(name)
+        return h.signal(sig) if h else False
+
+    def kill(self, name: str, timeout: float = 10.0) -> None:
+        """kill -9 and wait until the process is gone."""
+        h = self.handles.get(name)
+        if h is not None:
+            h.kill()
+            if not h.wait_exit(timeout):
+                raise ClusterError(f"{name} (pid {h.pid}) survived SIGKILL")
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP (returns once the process shows as stopped)."""
+        h = self.handles.get(name)
+        if h is None or not h.pause():
+            raise ClusterError(f"{name} is not running")
+
+    def resume(self, name: str) -> None:
+        """SIGCONT (returns once the process runs again)."""
+        h = self.handles.get(name)
+        if h is None or not h.resume():
+            raise ClusterError(f"{name} is not running")
+
+    def stop_process(self, name: str, timeout: float = 10.0) -> str:
+        """SIGTERM, SIGKILL after ``timeout``; returns "gone", "stopped" or "killed"."""
+        h = self.handles.get(name)
+        return h.stop(timeout) if h else "gone"
+
+    def stop_many(self, names: Iterable[str], timeout: float) -> dict[str, str]:
+        """Stop several processes at once: SIGTERM to all, wait with one deadline, SIGKILL the rest."""
+        todo = [n for n in names if self.alive(n)]
+        for n in todo:
+            if self.paused(n):
+                self.signal(n, SIGCONT)
+            self.signal(n, SIGTERM)
+        deadline = time.monotonic() + timeout
+        result = {}
+        for n in todo:
+            h = self.handles[n]
+            if h.wait_exit(max(0.0, deadline - time.monotonic())):
+                result[n] = "stopped"
+            else:
+                h.kill()
+                h.wait_exit(10.0)
+                result[n] = "killed"
+        return result
+
+    def down(self, timeout: float = 15.0) -> dict[str, str]:
+        """Graceful stop of the servers (all at once), then ZooKeeper; SIGKILL after ``timeout``."""
+        servers = [n for n in self.names() if self.get(n).role != ZOOKEEPER]
+        result = self.stop_many(servers, timeout)
+        result.update(self.stop_many(self.names(ZOOKEEPER), timeout))
+        if self.record_path().exists():
+            self.save()
+        return result
+
+    def kill_all(self) -> None:
+        """SIGKILL every process this object knows (used on failure and at exit)."""
+        for h in self.handles.values():
+            if h.alive():
+                h.resume()
+                h.kill()
+        for h in self.handles.values():
+            h.wait_exit(5.0)
+
+    def close(self, grace: float = 5.0) -> None:
+        try:
+            self.down(timeout=grace)
+        finally:
+            self.kill_all()
+            _LIVE.discard(self)
+
+    def record_path(self) -> Path:
+        return self.directory / CLUSTER_FILE
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- diagnostics
+    def status_rows(self) -> list[dict[str, Any]]:
+        """One row per process: name, role, id, pid, alive, paused, ready, state, leader, epoch, addresses."""
+        rows = []
+        healths = {n: self.health(n, timeout=0.5) for n in self.names() if self.get(n).role != ZOOKEEPER}
+        leader = leader_of({n: h for n, h in healths.items() if self.get(n).role == COORDINATOR})
+        for rec in self.record.processes:
+            h = healths.get(rec.name) or {}
+            alive = self.alive(rec.name)
+            rows.append(
+                {
+                    "name": rec.name,
+                    "role": rec.role,
+                    "id": rec.id,
+                    "pid": self.pid(rec.name),
+                    "alive": alive,
+                    "paused": self.paused(rec.name),
+                    "ready": self.ready(rec.name) if alive else False,
+                    "state": h.get("state") if rec.role != ZOOKEEPER else ("Running" if alive else None),
+                    "leader": rec.name == leader,
+                    "coordinator_epoch": h.get("coordinator_epoch"),
+                    "rpc_address": rec.rpc_address,
+                    "http_address": rec.http_address,
+                    "log_file": rec.log_file,
+                    "data_dir": rec.data_dir,
+                }
+            )
+        return rows
+
+    def _describe(self, message: str | Callable[[], str]) -> str:
+        text = message() if callable(message) else message
+        states = []
+        for n in self.names():
+            h = self.health(n, timeout=0.3) if self.get(n).role != ZOOKEEPER else None
+            flag = "paused" if self.paused(n) else ("alive" if self.alive(n) else "dead")
+            states.append(f"{n}={flag}{'/' + str(h.get('state')) if h else ''}")
+        return f"{text} [{' '.join(states)}]"
+
+    def _log_tails(self, names: Iterable[str], lines: int = 15) -> str:
+        out = []
+        for n in names:
+            tail = self.log_text(n).splitlines()[-lines:]
+            out.append(f"--- {n} ({self.get(n).log_file}) ---\n" + "\n".join(tail))
+        return "\n".join(out)
