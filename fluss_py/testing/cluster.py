@@ -443,6 +443,10 @@ class LocalCluster:
             self.kill_all()
             _LIVE.discard(self)
 
+    def detach(self) -> None:
+        """Leave the processes running when this Python process exits (the CLI's ``up``, ``status``, ...)."""
+        _LIVE.discard(self)
+
     def record_path(self) -> Path:
         return self.directory / CLUSTER_FILE
 

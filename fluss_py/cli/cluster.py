@@ -1,0 +1,228 @@
+"""``fluss-py cluster ...``: a local cluster of real processes (ZooKeeper, coordinators, tablet servers).
+
+    fluss-py cluster up [--dir DIR] [--coordinators 3] [--tablet-servers 3] [--zookeeper HOST:PORT] [-D k=v]
+    fluss-py cluster status [--dir DIR] [--json]
+    fluss-py cluster down [--dir DIR] [--timeout 15]
+    fluss-py cluster stop|start NAME [--dir DIR]
+    fluss-py cluster kill NAME [--signal KILL|TERM|STOP|CONT] [--dir DIR]
+
+``up`` starts the processes detached (they outlive this command), waits until the cluster is ready and
+writes ``DIR/cluster.json``; every other subcommand reads that file. NAME is ``zookeeper``,
+``coordinator-<id>`` or ``tablet-server-<id>`` (see ``status``). The machinery is ``fluss_py.testing``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fluss_py.config import parse_overrides
+from fluss_py.testing.cluster import DEFAULT_DIR, ClusterError, LocalCluster
+from fluss_py.testing.cluster_file import COORDINATOR
+from fluss_py.testing.zookeeper import ZKCLI, ZooKeeperUnavailable
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
+CLI_TICK_TIME = 2000  # ms: sessions of 4..40 s, so the yaml's 15 s session timeout is allowed
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("cluster", help="start, inspect and stop a local cluster of real processes")
+    sub = parser.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND", required=True)
+
+    def with_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="cluster directory (default: %(default)s)")
+        return p
+
+    up = with_dir(sub.add_parser("up", help="start ZooKeeper, coordinators and tablet servers; wait until ready"))
+    up.add_argument("--coordinators", type=int, default=3, help="number of coordinators (default: %(default)s)")
+    up.add_argument("--tablet-servers", type=int, default=3, help="number of tablet servers (default: %(default)s)")
+    up.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness (default: 60)")
+    up.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override for every server (repeatable)")  # fmt: skip
+    up.set_defaults(func=cmd_up)
+
+    status = with_dir(sub.add_parser("status", help="table of processes: alive, role, state, leader"))
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.set_defaults(func=cmd_status)
+
+    down = with_dir(sub.add_parser("down", help="stop every process (SIGTERM, then SIGKILL after --timeout)"))
+    down.add_argument("--timeout", type=float, default=15.0, help="grace period in seconds (default: 15)")
+    down.set_defaults(func=cmd_down)
+
+    stop = with_dir(sub.add_parser("stop", help="stop one process gracefully (SIGKILL after --timeout)"))
+    stop.add_argument("name")
+    stop.add_argument("--timeout", type=float, default=15.0)
+    stop.set_defaults(func=cmd_stop)
+
+    start = with_dir(sub.add_parser("start", help="start one stopped process again (same id, ports, dirs)"))
+    start.add_argument("name")
+    start.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    start.add_argument("--no-wait", action="store_true", help="do not wait until it is ready")
+    start.set_defaults(func=cmd_start)
+
+    kill = with_dir(sub.add_parser("kill", help="send a signal to one process (default KILL)"))
+    kill.add_argument("name")
+    kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
+    kill.set_defaults(func=cmd_kill)
+
+
+def _err(message: str) -> None:
+    print(f"fluss-py cluster: {message}", file=sys.stderr)
+
+
+def _open(directory: Path) -> LocalCluster | None:
+    if not LocalCluster.exists(directory):
+        _err(f"no cluster in {directory} (no cluster.json): run `fluss-py cluster up --dir {directory}`")
+        return None
+    return LocalCluster.open(directory)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.coordinators < 0 or args.tablet_servers < 0:
+        _err("--coordinators and --tablet-servers must be >= 0")
+        return EXIT_USAGE
+    overrides = parse_overrides(args.overrides)
+    if LocalCluster.exists(args.dir):
+        old = LocalCluster.open(args.dir)
+        running = [n for n in old.names() if old.alive(n)]
+        old.detach()
+        if running:
+            _err(f"a cluster is already running in {args.dir} ({', '.join(running)}): `cluster down` first")
+            return EXIT_FAILED
+    cluster = LocalCluster(
+        args.dir,
+        args.coordinators,
+        args.tablet_servers,
+        zookeeper=args.zookeeper,
+        tick_time=CLI_TICK_TIME,
+        overrides=overrides,
+    )
+    print(f"starting a local cluster in {cluster.directory} ...", flush=True)
+    try:
+        cluster.start(timeout=args.timeout)
+        if args.coordinators:
+            cluster.wait_for_leader(args.timeout)
+    except (ClusterError, ZooKeeperUnavailable, AssertionError) as e:
+        cluster.kill_all()
+        _err(f"the cluster did not start: {e}")
+        return EXIT_FAILED
+    cluster.detach()
+    _print_table(cluster.status_rows())
+    _print_next_steps(cluster, args.dir)
+    return EXIT_OK
+
+
+def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
+    me = sys.argv[0] if Path(sys.argv[0]).name == "fluss-py" else "fluss-py"
+    d = "" if directory == DEFAULT_DIR else f" --dir {directory}"
+    leader = cluster.coordinator_leader()
+    print(f"\nZooKeeper: {cluster.zookeeper_address}   cluster file: {cluster.record_path()}")
+    print("Next, try:")
+    print(f"  {me} cluster status{d}")
+    print(f"  {ZKCLI} -server {cluster.zookeeper_address} get {cluster.zk_root}/coordinator/leader")
+    if leader:
+        print(f"  curl -s http://{cluster.get(leader).http_address}/metrics | head")
+        print(f"  {me} cluster kill {leader}{d}     # kill -9 the leader, then `cluster status` again")
+    print(f"  {me} cluster down{d}                  # or: make down")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    if cluster is None:
+        return EXIT_FAILED
+    rows = cluster.status_rows()
+    cluster.detach()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_table(rows)
+    return EXIT_OK
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="fluss_py local cluster")
+    for col in ("name", "pid", "alive", "state", "leader", "epoch", "rpc", "http", "log"):
+        table.add_column(col)
+    for r in rows:
+        alive = "[yellow]paused[/]" if r["paused"] else ("[green]yes[/]" if r["alive"] else "[red]no[/]")
+        leader = "[bold]LEADER[/]" if r["leader"] else ("" if r["role"] != COORDINATOR else "-")
+        epoch = "" if r["coordinator_epoch"] is None else str(r["coordinator_epoch"])
+        table.add_row(
+            r["name"], str(r["pid"] or ""), alive, str(r["state"] or ""), leader, epoch,
+            r["rpc_address"], r["http_address"] or "", r["log_file"],
+        )  # fmt: skip
+    Console().print(table)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    if cluster is None:
+        return EXIT_FAILED
+    result = cluster.down(timeout=args.timeout)
+    cluster.detach()
+    for name, how in result.items():
+        print(f"{name}: {how}")
+    if not result:
+        print("nothing was running")
+    return EXIT_OK
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    if cluster is None:
+        return EXIT_FAILED
+    try:
+        how = cluster.stop_process(args.name, timeout=args.timeout)
+    except KeyError as e:
+        _err(str(e.args[0]))
+        return EXIT_USAGE
+    finally:
+        cluster.detach()
+    print(f"{args.name}: {how}")
+    return EXIT_OK
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    if cluster is None:
+        return EXIT_FAILED
+    try:
+        handle = cluster.start_process(args.name, wait=not args.no_wait, timeout=args.timeout)
+    except KeyError as e:
+        _err(str(e.args[0]))
+        return EXIT_USAGE
+    except ClusterError as e:
+        _err(str(e))
+        return EXIT_FAILED
+    finally:
+        cluster.detach()
+    print(f"{args.name}: started (pid {handle.pid})")
+    return EXIT_OK
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    if cluster is None:
+        return EXIT_FAILED
+    try:
+        cluster.get(args.name)
+        sent = cluster.signal(args.name, SIGNALS[args.signal])
+    except KeyError as e:
+        _err(str(e.args[0]))
+        return EXIT_USAGE
+    finally:
+        cluster.detach()
+    if not sent:
+        _err(f"{args.name} is not running")
+        return EXIT_FAILED
+    print(f"{args.name}: sent SIG{args.signal} to pid {cluster.pid(args.name)}")
+    return EXIT_OK
