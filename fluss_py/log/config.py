@@ -1,0 +1,48 @@
+"""Per-log settings, resolved from the server ``Config`` and a table's properties."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fluss_py import config as cfg
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Immutable settings of one ``LogTablet``. Build with ``from_config``; tests may construct directly."""
+
+    segment_bytes: int = 1024**3
+    segment_max_age_s: float = 7 * 86400.0
+    index_interval_bytes: int = 4096
+    max_batch_bytes: int = 8 * 1024**2
+    ttl_s: float = 7 * 86400.0  # table.log.ttl; <= 0 disables time retention
+    retention_bytes: int = -1  # -1: no size limit
+    writer_expiration_s: float = 7 * 86400.0
+    flush_interval_s: float = 1.0
+    writer_snapshot_interval_bytes: int = 64 * 1024**2  # flush() snapshots writer state this often
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self.ttl_s * 1000) if self.ttl_s > 0 else -1
+
+    @classmethod
+    def from_config(cls, config: cfg.Config, table_properties: Mapping[str, str] | None = None) -> LogConfig:
+        """Server defaults overridden by table properties (same keys, e.g. ``table.log.ttl``)."""
+        props = dict(table_properties or {})
+
+        def get(option: cfg.ConfigOption):
+            if option.key in props:
+                return option.parse(props[option.key])
+            return config[option]
+
+        return cls(
+            segment_bytes=int(get(cfg.LOG_SEGMENT_FILE_SIZE)),
+            segment_max_age_s=float(get(cfg.LOG_SEGMENT_MAX_AGE)),
+            index_interval_bytes=int(get(cfg.LOG_INDEX_INTERVAL)),
+            max_batch_bytes=int(get(cfg.LOG_MAX_BATCH_SIZE)),
+            ttl_s=float(get(cfg.TABLE_LOG_TTL)),
+            retention_bytes=int(get(cfg.TABLE_LOG_RETENTION_BYTES)),
+            writer_expiration_s=float(get(cfg.WRITER_EXPIRATION)),
+            flush_interval_s=float(get(cfg.LOG_FLUSH_INTERVAL)),
+        )

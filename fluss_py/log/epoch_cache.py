@@ -1,0 +1,191 @@
+"""Leader-epoch cache: epoch -> first offset written in it, persisted as ``leader-epoch-checkpoint``.
+
+File (Kafka's ``CheckpointFile`` text format, byte-for-byte)::
+
+    0            <- version
+    2            <- entry count
+    0 0          <- epoch startOffset
+    3 1500
+
+Invariant: epochs and start offsets are both strictly increasing. ``assign`` removes entries that would
+break it (a new entry wins over conflicting older ones, as Kafka's ``LeaderEpochFileCache``).
+Semantics of ``end_offset_for`` follow KIP-279 (see ``docs/storage.md`` and reference/kafka.md §4.2).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+from pathlib import Path
+
+from fluss_py.errors import LogCorruptedError
+from fluss_py.log.checkpoint import CheckpointFile
+from fluss_py.types import EpochEntry
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+log = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    """Owned by one ``LogTablet`` (single owner, synchronous). Every change is persisted before returning.
+
+    ``path=None`` keeps the cache in memory only (tests, dump tools).
+    """
+
+    def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None) -> None:
+        self._file = CheckpointFile(path, 2) if path is not None else None
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        for e in entries or []:
+            self._epochs.append(e.epoch)
+            self._starts.append(e.start_offset)
+
+    @classmethod
+    def load(cls, path: Path) -> LeaderEpochCache:
+        """Read ``path`` (missing file = empty cache); raise LogCorruptedError naming the file if malformed."""
+        rows = CheckpointFile(path, 2).read() or []
+        try:
+            entries = [EpochEntry(int(e), int(o)) for e, o in rows]
+        except ValueError:
+            raise LogCorruptedError(f"{path}: non-integer epoch entry") from None
+        for a, b in itertools.pairwise(entries):
+            if b.epoch <= a.epoch or b.start_offset < a.start_offset:
+                raise LogCorruptedError(f"{path}: entries not increasing ({a} then {b})")
+        return cls(path, entries)
+
+    # --- queries
+    def entries(self) -> list[EpochEntry]:
+        return [EpochEntry(e, o) for e, o in zip(self._epochs, self._starts, strict=True)]
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs[-1] if self._epochs else None
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return EpochEntry(self._epochs[-1], self._starts[-1]) if self._epochs else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return EpochEntry(self._epochs[0], self._starts[0]) if self._epochs else None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch that covers ``offset`` (the last entry starting at or before it)."""
+        i = bisect.bisect_right(self._starts, offset)
+        return self._epochs[i - 1] if i else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """KIP-279: (the largest epoch <= requested that this log knows, where it ended), or (-1, -1).
+
+        - requested == -1                 -> (-1, -1)
+        - requested == latest epoch       -> (requested, LEO)
+        - no epoch > requested            -> (-1, -1)
+        - no epoch <= requested           -> (requested, start of the first higher epoch)
+        - otherwise                       -> (floor epoch, start of the first higher epoch)
+        """
+        if requested_epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._epochs and self._epochs[-1] == requested_epoch:
+            return requested_epoch, log_end_offset
+        hi = bisect.bisect_right(self._epochs, requested_epoch)
+        if hi == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher_start = self._starts[hi]
+        if hi == 0:
+            return requested_epoch, higher_start
+        return self._epochs[hi - 1], higher_start
+
+    # --- changes
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"cannot assign epoch {epoch} at offset {start_offset}")
+        if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
+            return False
+        # Drop entries that conflict with the new one (epoch >= new or start >= new).
+        keep = len(self._epochs)
+        while keep and (self._epochs[keep - 1] >= epoch or self._starts[keep - 1] >= start_offset):
+            keep -= 1
+        if keep != len(self._epochs):
+            log.warning(
+                "%s: assign(%d, %d) removes conflicting entries %s",
+                self._file.path if self._file else "epoch cache",
+                epoch,
+                start_offset,
+                self.entries()[keep:],
+            )
+        del self._epochs[keep:], self._starts[keep:]
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self._persist()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Drop entries starting at or after ``end_offset`` (the log was truncated to it)."""
+        i = bisect.bisect_left(self._starts, end_offset)
+        if end_offset < 0 or i == len(self._starts):
+            return False
+        del self._epochs[i:], self._starts[i:]
+        self._persist()
+        return True
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """Drop entries wholly below ``start_offset``; the last of them is moved up to start there."""
+        i = bisect.bisect_right(self._starts, start_offset)
+        if i == 0 or (i == 1 and self._starts[0] == start_offset):
+            return False
+        epoch = self._epochs[i - 1]
+        del self._epochs[:i], self._starts[:i]
+        self._epochs.insert(0, epoch)
+        self._starts.insert(0, start_offset)
+        self._persist()
+        return True
+
+    def clear(self) -> None:
+        self._epochs.clear()
+        self._starts.clear()
+        self._persist()
+
+    def replace(self, entries: list[EpochEntry]) -> None:
+        """Replace every entry (used when rebuilding from the log)."""
+        self._epochs = [e.epoch for e in entries]
+        self._starts = [e.start_offset for e in entries]
+        self._persist()
+
+    def flush(self) -> None:
+        self._persist()
+
+    def _persist(self) -> None:
+        if self._file is not None:
+            self._file.write(list(zip(self._epochs, self._starts, strict=True)))
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({[(e, o) for e, o in zip(self._epochs, self._starts, strict=True)]})"
+
+
+def follower_truncation_offset(
+    leader_epoch: int,
+    leader_end_offset: int,
+    follower_cache: LeaderEpochCache,
+    follower_leo: int,
+    follower_hw: int,
+) -> tuple[int, bool]:
+    """Where a follower truncates given the leader's (epoch, end offset) answer; (offset, complete).
+
+    reference/kafka.md §4.6 (``AbstractFetcherThread.getOffsetTruncationState``). When ``complete`` is
+    False the follower must ask again with its new latest epoch.
+    """
+    if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
+        return follower_hw, True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end_offset, follower_leo), True
+    f_epoch, f_end = follower_cache.end_offset_for(leader_epoch, follower_leo)
+    if f_end == UNDEFINED_EPOCH_OFFSET:
+        return min(leader_end_offset, follower_leo), True
+    if f_epoch != leader_epoch:
+        return min(f_end, follower_leo), False
+    return min(f_end, leader_end_offset, follower_leo), True

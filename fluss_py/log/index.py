@@ -1,0 +1,225 @@
+"""Sparse per-segment indexes, kept in memory and appended to their files on flush.
+
+``.index``     entries of 8 bytes: int32 relative offset (batch base offset - segment base), int32 position
+``.timeindex`` entries of 12 bytes: int64 max timestamp seen so far in the segment, int32 relative offset
+
+(big-endian, Kafka's entry layouts). An entry is added at a batch boundary once ``index_interval_bytes`` of
+log have been written since the previous entry. Entries are buffered and written by ``flush()`` (the
+segment's flush, roll and close); after a crash indexes of unflushed segments are rebuilt from the log, and
+an index that fails ``sanity_check`` is rebuilt too, so a lost index tail costs only a rescan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import sys
+from array import array
+from pathlib import Path
+
+
+class CorruptIndexError(Exception):
+    """An index file is inconsistent; the segment rebuilds it from the log."""
+
+
+_BIG_ENDIAN_HOST = sys.byteorder == "big"
+
+
+def _read_ints(path: Path, typecode: str) -> array:
+    arr = array(typecode)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path.name}: missing") from None
+    itemsize = arr.itemsize
+    if len(data) % itemsize:
+        raise CorruptIndexError(f"{path.name}: size {len(data)} is not a multiple of {itemsize}")
+    arr.frombytes(data)
+    if not _BIG_ENDIAN_HOST:
+        arr.byteswap()
+    return arr
+
+
+class OffsetIndex:
+    """Offset -> file position for one segment. Owned by its ``LogSegment``."""
+
+    ENTRY = struct.Struct(">ii")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.rel_offsets = array("i")
+        self.positions = array("i")
+        self._pending = bytearray()
+        self._written = 0  # entries already in the file
+
+    def load(self, log_size: int) -> None:
+        """Read the file and check it (raises CorruptIndexError)."""
+        raw = _read_ints(self.path, "i")
+        if len(raw) % 2:
+            raise CorruptIndexError(f"{self.path.name}: odd number of int32 fields")
+        rel, pos = raw[0::2], raw[1::2]
+        for i in range(1, len(rel)):
+            if rel[i] <= rel[i - 1] or pos[i] <= pos[i - 1]:
+                raise CorruptIndexError(f"{self.path.name}: entry {i} ({rel[i]}, {pos[i]}) does not increase")
+        if len(rel) and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= log_size):
+            raise CorruptIndexError(f"{self.path.name}: positions outside the log ({pos[-1]} >= {log_size})")
+        self.rel_offsets, self.positions = rel, pos
+        self._pending.clear()
+        self._written = len(rel)
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        self.rel_offsets.append(rel)
+        self.positions.append(position)
+        self._pending += self.ENTRY.pack(rel, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(batch base offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
+        i = bisect.bisect_right(self.rel_offsets, offset - self.base_offset)
+        if i == 0:
+            return self.base_offset, 0
+        return self.base_offset + self.rel_offsets[i - 1], self.positions[i - 1]
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        if not self.rel_offsets:
+            return self.base_offset, 0
+        return self.base_offset + self.rel_offsets[-1], self.positions[-1]
+
+    def __len__(self) -> int:
+        return len(self.rel_offsets)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries at or after ``position`` (the log is being cut there)."""
+        keep = bisect.bisect_left(self.positions, position)
+        self._truncate_entries(keep)
+
+    def _truncate_entries(self, keep: int) -> None:
+        if keep >= len(self.rel_offsets):
+            return
+        del self.rel_offsets[keep:], self.positions[keep:]
+        if keep < self._written:
+            self._rewrite()
+        else:
+            self._pending = bytearray(self._pending[: (keep - self._written) * self.ENTRY.size])
+
+    def reset(self) -> None:
+        self.rel_offsets = array("i")
+        self.positions = array("i")
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Rewrite the whole file from memory (after a truncation below what was written)."""
+        data = b"".join(self.ENTRY.pack(r, p) for r, p in zip(self.rel_offsets, self.positions, strict=True))
+        _write_file(self.path, data)
+        self._pending.clear()
+        self._written = len(self.rel_offsets)
+
+    def flush(self, fsync: bool = True) -> None:
+        if self._pending:
+            _append_file(self.path, self._pending, fsync)
+            self._written += len(self._pending) // self.ENTRY.size
+            self._pending.clear()
+        elif not self.path.exists():
+            _write_file(self.path, b"")
+
+
+class TimeIndex:
+    """Timestamp -> offset for one segment: entry (max timestamp so far, batch base offset)."""
+
+    ENTRY = struct.Struct(">qi")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.timestamps: list[int] = []
+        self.rel_offsets: list[int] = []
+        self._pending = bytearray()
+        self._written = 0
+
+    def load(self, max_rel_offset: int) -> None:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise CorruptIndexError(f"{self.path.name}: missing") from None
+        size = self.ENTRY.size
+        if len(data) % size:
+            raise CorruptIndexError(f"{self.path.name}: size {len(data)} is not a multiple of {size}")
+        ts, rel = [], []
+        for t, r in self.ENTRY.iter_unpack(data):
+            if ts and (t < ts[-1] or r <= rel[-1]):
+                raise CorruptIndexError(f"{self.path.name}: entry ({t}, {r}) does not increase")
+            ts.append(t)
+            rel.append(r)
+        if rel and (rel[0] < 0 or rel[-1] > max_rel_offset):
+            raise CorruptIndexError(f"{self.path.name}: offset {rel[-1]} outside the segment")
+        self.timestamps, self.rel_offsets = ts, rel
+        self._pending.clear()
+        self._written = len(ts)
+
+    def maybe_append(self, max_timestamp: int, offset: int) -> None:
+        """Add (max_timestamp, offset) if it raises the maximum timestamp."""
+        if self.timestamps and max_timestamp <= self.timestamps[-1]:
+            return
+        rel = offset - self.base_offset
+        self.timestamps.append(max_timestamp)
+        self.rel_offsets.append(rel)
+        self._pending += self.ENTRY.pack(max_timestamp, rel)
+
+    def lookup(self, timestamp: int) -> int:
+        """Base offset of a batch at or before the first batch with max timestamp >= ``timestamp``."""
+        i = bisect.bisect_left(self.timestamps, timestamp)
+        if i == 0:
+            return self.base_offset
+        return self.base_offset + self.rel_offsets[i - 1]
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        keep = bisect.bisect_left(self.rel_offsets, offset - self.base_offset)
+        if keep >= len(self.rel_offsets):
+            return
+        del self.timestamps[keep:], self.rel_offsets[keep:]
+        if keep < self._written:
+            self._rewrite()
+        else:
+            self._pending = bytearray(self._pending[: (keep - self._written) * self.ENTRY.size])
+
+    def reset(self) -> None:
+        self.timestamps, self.rel_offsets = [], []
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        data = b"".join(self.ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.rel_offsets, strict=True))
+        _write_file(self.path, data)
+        self._pending.clear()
+        self._written = len(self.timestamps)
+
+    def flush(self, fsync: bool = True) -> None:
+        if self._pending:
+            _append_file(self.path, self._pending, fsync)
+            self._written += len(self._pending) // self.ENTRY.size
+            self._pending.clear()
+        elif not self.path.exists():
+            _write_file(self.path, b"")
+
+
+def _append_file(path: Path, data: bytes | bytearray, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

@@ -1,0 +1,147 @@
+"""LogManager: every bucket log of one data dir, plus the per-dir checkpoints and clean-shutdown marker.
+
+Data dir layout::
+
+    <data_dir>/
+      .fluss_cleanshutdown                 present only between a clean shutdown and the next start
+      high-watermark-checkpoint            0 / count / "<table_id> <bucket> <hw>" lines
+      recovery-point-offset-checkpoint     same format: offsets below which everything was fsynced
+      log-start-offset-checkpoint          same format
+      <table_id>-<bucket>/                 one LogTablet (see tablet.py)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from fluss_py import config as cfg
+from fluss_py.log.checkpoint import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpoint,
+    take_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+from fluss_py.log.config import LogConfig
+from fluss_py.log.tablet import LogTablet
+from fluss_py.types import TableBucket
+
+log = logging.getLogger(__name__)
+
+_BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
+
+
+def bucket_dir_name(tb: TableBucket) -> str:
+    return f"{tb.table_id}-{tb.bucket}"
+
+
+class LogManager:
+    """Owns the logs of one data dir. Synchronous; the tablet server calls it from one task (or an
+    executor thread it serialises), at start (``load_logs``), on replica creation/deletion, from the
+    periodic flush/checkpoint loop and at shutdown."""
+
+    def __init__(self, data_dir: Path, config: cfg.Config) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.logs: dict[TableBucket, LogTablet] = {}
+        self.hw_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
+        self.recovery_checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self.log_start_checkpoint = OffsetCheckpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self.had_clean_shutdown = False
+
+    def default_log_config(self) -> LogConfig:
+        return LogConfig.from_config(self.config)
+
+    def load_logs(
+        self, configs_by_bucket: Mapping[TableBucket, LogConfig] | None = None
+    ) -> dict[TableBucket, LogTablet]:
+        """Recover every ``<table_id>-<bucket>`` dir (the marker is consumed first: a crash now is unclean)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        clean = take_clean_shutdown_marker(self.data_dir)
+        self.had_clean_shutdown = clean
+        hws = self._read_checkpoint(self.hw_checkpoint)
+        rps = self._read_checkpoint(self.recovery_checkpoint)
+        starts = self._read_checkpoint(self.log_start_checkpoint)
+        configs = configs_by_bucket or {}
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith("-delete"):
+                log.info("deleting %s (a deletion interrupted before)", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            m = _BUCKET_DIR.match(path.name)
+            if not m:
+                log.warning("%s: not a bucket directory; ignored", path)
+                continue
+            tb = TableBucket(int(m.group(1)), int(m.group(2)))
+            self.logs[tb] = LogTablet.open(
+                path,
+                tb,
+                configs.get(tb) or self.default_log_config(),
+                recovery_point=rps.get(tb, 0),
+                log_start_offset=starts.get(tb),
+                high_watermark=hws.get(tb, 0),
+                clean_shutdown=clean,
+            )
+        log.info(
+            "%s: loaded %d logs after a %s shutdown", self.data_dir, len(self.logs), "clean" if clean else "unclean"
+        )
+        return dict(self.logs)
+
+    @staticmethod
+    def _read_checkpoint(cp: OffsetCheckpoint) -> dict[TableBucket, int]:
+        try:
+            return cp.read()
+        except Exception as e:  # an unreadable checkpoint means "recover everything" (offset 0)
+            log.warning("%s: unreadable (%s); treating every offset in it as 0", cp.path, e)
+            return {}
+
+    def get_or_create(self, table_bucket: TableBucket, log_config: LogConfig | None = None) -> LogTablet:
+        tablet = self.logs.get(table_bucket)
+        if tablet is None:
+            tablet = LogTablet.open(
+                self.data_dir / bucket_dir_name(table_bucket),
+                table_bucket,
+                log_config or self.default_log_config(),
+                clean_shutdown=True,
+            )
+            self.logs[table_bucket] = tablet
+        return tablet
+
+    def get(self, table_bucket: TableBucket) -> LogTablet | None:
+        return self.logs.get(table_bucket)
+
+    def delete(self, table_bucket: TableBucket) -> None:
+        """Rename to ``-delete`` first so a crash mid-delete is finished at the next start."""
+        tablet = self.logs.pop(table_bucket, None)
+        path = self.data_dir / bucket_dir_name(table_bucket)
+        if tablet is not None:
+            tablet.close_without_flush()
+        if path.exists():
+            doomed = path.with_name(path.name + "-delete")
+            path.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write the three per-dir offset checkpoints (temp file + fsync + rename)."""
+        self.hw_checkpoint.write({tb: t.high_watermark for tb, t in self.logs.items()})
+        self.recovery_checkpoint.write({tb: t.recovery_point for tb, t in self.logs.items()})
+        self.log_start_checkpoint.write({tb: t.log_start_offset for tb, t in self.logs.items()})
+
+    def flush_all(self) -> None:
+        for t in self.logs.values():
+            t.flush()
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then write the clean-shutdown marker (last)."""
+        for t in self.logs.values():
+            t.close()
+        self.checkpoint()
+        write_clean_shutdown_marker(self.data_dir)

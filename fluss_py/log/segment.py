@@ -1,0 +1,319 @@
+"""One segment: ``<20-digit base offset>.log`` plus its sparse ``.index`` and ``.timeindex``.
+
+The ``.log`` holds whole record batches back to back; the segment never looks inside a batch beyond its
+61-byte header. Appends are one ``os.write`` of already-validated bytes; reads are one ``os.pread`` of a
+byte range. Positions are int32 (segments stay below 2 GiB).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fluss_py.errors import StorageError
+from fluss_py.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from fluss_py.record.batch import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SCAN_CHUNK = 8 * 1024 * 1024
+MAX_SEGMENT_POSITION = 2**31 - 1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(slots=True)
+class BatchMeta:
+    """What the segment needs to know about a batch it appends (computed by the tablet's validation)."""
+
+    position: int  # within the buffer being appended
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    """Owns one segment's files and fd. Created and used only by its ``LogTablet`` (single owner)."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.index_interval = index_interval
+        self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(directory / segment_name(base_offset, INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(directory / segment_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_timestamp: int | None = None
+        self._bytes_since_index = 0
+        self._dirty = False
+
+    # --- loading
+    def load(self) -> bool:
+        """Load indexes and find the segment's end; False if an index was missing or corrupt (caller recovers)."""
+        try:
+            self.offset_index.load(self.size)
+            self.time_index.load(MAX_SEGMENT_POSITION)
+        except CorruptIndexError as e:
+            log.warning("%s: %s; rebuilding the index", self.log_path, e)
+            return False
+        start_offset, start_pos = self.offset_index.last_entry
+        if self.time_index.timestamps:
+            self.max_timestamp = self.time_index.timestamps[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
+        self.next_offset = start_offset
+        end = start_pos
+        for pos, h, _ in self.scan(start_pos, verify=False):
+            self._track(h)
+            end = pos + h[1] + LOG_OVERHEAD
+        self._bytes_since_index = end - start_pos
+        if end != self.size:
+            log.warning("%s: %d bytes after the last whole batch; recovering", self.log_path, self.size - end)
+            return False
+        self._read_first_timestamp()
+        return True
+
+    def _read_first_timestamp(self) -> None:
+        if self.size >= BATCH_HEADER_SIZE:
+            self.first_timestamp = HEADER.unpack(os.pread(self._fd, BATCH_HEADER_SIZE, 0))[7]
+
+    def _track(self, h: tuple) -> None:
+        self.next_offset = h[0] + h[6] + 1
+        if h[8] > self.max_timestamp:
+            self.max_timestamp = h[8]
+            self.offset_of_max_timestamp = h[0]
+
+    def recover(self, start_offset: int | None, expected_next: int, check: callable) -> tuple[int, list[tuple]]:
+        """Re-validate batches from the one holding ``start_offset`` (None: from the start), rebuilding the
+        indexes from there. ``check(header, view)`` raises on a bad batch. Truncates the file at the first
+        torn, corrupt or discontinuous batch. Returns (bytes truncated, headers of the re-validated batches).
+        """
+        start_pos = 0
+        if start_offset is not None and start_offset > self.base_offset:
+            try:
+                self.offset_index.load(self.size)
+                self.time_index.load(MAX_SEGMENT_POSITION)
+                expected_next, start_pos = self.offset_index.lookup(start_offset)
+                self.offset_index.truncate_to_position(start_pos)
+                self.time_index.truncate_to_offset(expected_next)
+                if self.time_index.timestamps:
+                    self.max_timestamp = self.time_index.timestamps[-1]
+                    self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
+            except CorruptIndexError as e:
+                log.warning("%s: %s; rescanning the whole segment", self.log_path, e)
+                start_pos, expected_next = 0, self.base_offset
+        if start_pos == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+            expected_next = self.base_offset
+        self.next_offset = expected_next
+        self._bytes_since_index = self.index_interval  # index the first re-validated batch
+        valid_end = start_pos
+        headers: list[tuple] = []
+        for pos, h, view in self.scan(start_pos, verify=True):
+            if h[0] != expected_next:
+                log.warning(
+                    "%s: batch at position %d has base offset %d, expected %d", self.log_path, pos, h[0], expected_next
+                )
+                break
+            try:
+                check(h, view)
+            except Exception as e:  # any invalid batch ends the valid prefix
+                log.warning("%s: invalid batch at position %d (offset %d): %s", self.log_path, pos, h[0], e)
+                break
+            size = h[1] + LOG_OVERHEAD
+            self._index_batch(pos, size, h[0], h[0] + h[6], h[8])
+            headers.append(h)
+            expected_next = self.next_offset
+            valid_end = pos + size
+        truncated = self.size - valid_end
+        if truncated:
+            log.warning("%s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid_end)
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        self._read_first_timestamp()
+        self._dirty = True
+        return truncated, headers
+
+    # --- scanning
+    def scan(
+        self, start_pos: int, *, verify: bool, end_pos: int | None = None
+    ) -> Iterator[tuple[int, tuple, memoryview]]:
+        """(position, header tuple, batch bytes) for whole batches from ``start_pos``; stops at a torn tail.
+
+        Reads in chunks of 8 MiB (more for a larger batch); ``verify`` is only a hint that the caller will
+        look at the bytes (without it short header reads would do, but chunks are as fast from page cache).
+        """
+        end = self.size if end_pos is None else min(end_pos, self.size)
+        pos = start_pos
+        unpack = HEADER.unpack_from
+        while end - pos >= BATCH_HEADER_SIZE:
+            chunk = os.pread(self._fd, min(SCAN_CHUNK, end - pos), pos)
+            view = memoryview(chunk)
+            cpos, clen = 0, len(chunk)
+            while clen - cpos >= BATCH_HEADER_SIZE:
+                h = unpack(view, cpos)
+                size = h[1] + LOG_OVERHEAD
+                if size < BATCH_HEADER_SIZE:
+                    return
+                if cpos + size > clen:
+                    break
+                yield pos + cpos, h, view[cpos : cpos + size]
+                cpos += size
+            if cpos == 0:
+                # One batch larger than the chunk: read exactly it (or stop at a torn tail).
+                h = unpack(view, 0)
+                size = h[1] + LOG_OVERHEAD
+                if size < BATCH_HEADER_SIZE or pos + size > end:
+                    return
+                big = os.pread(self._fd, size, pos)
+                if len(big) < size:
+                    return
+                yield pos, h, memoryview(big)
+                cpos = size
+            pos += cpos
+
+    def find_batch(self, offset: int) -> tuple[int, tuple] | None:
+        """(position, header) of the batch holding ``offset`` (or the first after it); None past the end."""
+        if offset >= self.next_offset:
+            return None
+        _, pos = self.offset_index.lookup(offset)
+        while pos < self.size:
+            raw = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+            if len(raw) < BATCH_HEADER_SIZE:
+                return None
+            h = HEADER.unpack(raw)
+            if h[0] + h[6] >= offset:
+                return pos, h
+            pos += h[1] + LOG_OVERHEAD
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """File position where the batch holding ``offset`` starts (``size`` if at or past the end)."""
+        found = self.find_batch(offset)
+        return self.size if found is None else found[0]
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    # --- writing
+    def append(self, buf: bytes | bytearray, batches: list[BatchMeta]) -> None:
+        """Write ``buf`` (whole validated batches) with one ``os.write``; on failure nothing stays."""
+        start = self.size
+        try:
+            written = os.write(self._fd, buf)
+            if written != len(buf):
+                raise OSError(errno.EIO, f"short write: {written} of {len(buf)} bytes")
+        except OSError as e:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError as e2:
+                log.error("%s: cannot cut back a failed write: %s", self.log_path, e2)
+            raise StorageError(f"{self.log_path}: write failed: {e}") from e
+        self.size = start + len(buf)
+        if self.first_timestamp is None:
+            self.first_timestamp = batches[0].max_timestamp
+        for b in batches:
+            self._index_batch(start + b.position, b.size, b.base_offset, b.last_offset, b.max_timestamp)
+        self._dirty = True
+
+    def _index_batch(self, position: int, size: int, base_offset: int, last_offset: int, max_ts: int) -> None:
+        """Account one appended or re-validated batch: end offset, max timestamp, sparse index entries."""
+        self.next_offset = last_offset + 1
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index >= self.index_interval:
+            self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        pos, h = found
+        removed = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.offset_index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(h[0])
+        self._rescan_tail_stats()
+        self._dirty = True
+        return removed
+
+    def _rescan_tail_stats(self) -> None:
+        """Recompute next offset and max timestamp after a truncation (from the index, then a short scan)."""
+        offset, pos = self.offset_index.last_entry
+        self.next_offset = offset
+        if self.time_index.timestamps:
+            self.max_timestamp = self.time_index.timestamps[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        for _, h, _ in self.scan(pos, verify=False):
+            self._track(h)
+        if self.size == 0:
+            self.first_timestamp = None
+        self._bytes_since_index = self.size - pos
+
+    # --- durability and lifecycle
+    def flush(self, fsync: bool = True) -> None:
+        """fsync the log, then write and fsync the index tails (index entries never precede their data).
+
+        ``fsync=False`` (segment roll) only writes the index tails; a later flush still fsyncs.
+        """
+        if not self._dirty:
+            return
+        if self.size:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        try:
+            if fsync:
+                os.fsync(self._fd)
+            self.offset_index.flush(fsync)
+            self.time_index.flush(fsync)
+        except OSError as e:
+            raise StorageError(f"{self.log_path}: flush failed: {e}") from e
+        self._dirty = not fsync
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.flush()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_without_flush(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close_without_flush()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
