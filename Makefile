@@ -9,6 +9,7 @@ PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 install: $(VENV)/.installed zookeeper
 
 $(VENV)/.installed: pyproject.toml
+	@bash deploy/check-python.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -21,7 +22,7 @@ up: install
 	$(BIN)/fluss-py cluster up
 
 down:
-	$(BIN)/fluss-py cluster down
+	@if [ -x $(BIN)/fluss-py ]; then $(BIN)/fluss-py cluster down; else echo "no $(BIN): nothing to stop"; fi
 
 test: install proto-check
 	$(BIN)/python -m pytest

@@ -93,10 +93,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.overrides)
     if LocalCluster.exists(args.dir):
         old = LocalCluster.open(args.dir)
-        running = [n for n in old.names() if old.alive(n)]
         old.detach()
+        running = [n for n in old.names() if old.alive(n)]
+        if running and len(running) == len(old.names()):
+            print(f"a local cluster is already running in {old.directory}:")
+            _print_table(old.status_rows())
+            _print_next_steps(old, args.dir)
+            return EXIT_OK
         if running:
-            _err(f"a cluster is already running in {args.dir} ({', '.join(running)}): `cluster down` first")
+            _err(f"part of a cluster is running in {args.dir} ({', '.join(running)}): `cluster down` first")
             return EXIT_FAILED
     cluster = LocalCluster(
         args.dir,
@@ -164,9 +169,10 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    cluster = _open(args.dir)
-    if cluster is None:
-        return EXIT_FAILED
+    if not LocalCluster.exists(args.dir):
+        print(f"no cluster in {args.dir}: nothing to stop")
+        return EXIT_OK
+    cluster = LocalCluster.open(args.dir)
     result = cluster.down(timeout=args.timeout)
     cluster.detach()
     for name, how in result.items():

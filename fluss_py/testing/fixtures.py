@@ -1,0 +1,102 @@
+"""pytest fixtures for integration and fault tests (imported by tests/integration and tests/fault conftests).
+
+- ``zookeeper``        one real ZooKeeper per test session (tickTime 500 ms: 1-10 s sessions allowed)
+- ``zk_root``          a fresh root per test, e.g. ``/fluss-test_leader_failover-3``
+- ``cluster_factory``  ``make(coordinators, tablet_servers, ...) -> LocalCluster`` on the shared ZooKeeper
+                       under ``zk_root`` (or with its own ZooKeeper and the default ``/fluss`` root);
+                       every cluster it made is closed after the test, every PID killed, pass or fail
+- ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
+
+Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
+
+SESSION_TIMEOUT_S = 2.0
+TEST_OVERRIDES = {
+    "zookeeper.session-timeout": f"{SESSION_TIMEOUT_S:g}s",
+    "zookeeper.connection-timeout": "20s",
+    "log.level": "INFO",
+}
+_counter = itertools.count(1)
+
+
+def servers_available() -> bool:
+    return importlib.util.find_spec("fluss_py.cli.servers") is not None
+
+
+@pytest.fixture
+def servers_built() -> None:
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (make install)")
+    if not servers_available():
+        pytest.skip("fluss_py.cli.servers (fluss-py coordinator/tablet-server) is not built yet")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (make install)")
+    zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time=500).start()
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+@pytest.fixture
+def zk_root(request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", request.node.name)[:60]
+    return f"/fluss-{name}-{next(_counter)}"
+
+
+@pytest.fixture
+def cluster_factory(
+    request: pytest.FixtureRequest, tmp_path: Path, zk_root: str
+) -> Iterator[Callable[..., LocalCluster]]:
+    made: list[LocalCluster] = []
+
+    def make(
+        coordinators: int = 3,
+        tablet_servers: int = 3,
+        *,
+        own_zookeeper: bool = False,
+        start: bool = True,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float = 60.0,
+    ) -> LocalCluster:
+        if own_zookeeper:
+            zk_address, root = None, "/fluss"
+        else:
+            zk_address, root = request.getfixturevalue("zookeeper").address, zk_root
+        cluster = LocalCluster(
+            tmp_path / f"cluster-{len(made) + 1}",
+            coordinators,
+            tablet_servers,
+            zookeeper=zk_address,
+            zk_root=root,
+            tick_time=500,
+            overrides={**TEST_OVERRIDES, **(overrides or {})},
+        )
+        made.append(cluster)
+        if start:
+            cluster.start(timeout=timeout)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.close(grace=3.0)
