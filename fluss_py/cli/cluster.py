@@ -155,17 +155,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
     table = Table(title="fluss_py local cluster")
-    for col in ("name", "pid", "alive", "state", "leader", "epoch", "rpc", "http", "log"):
-        table.add_column(col)
+    for col in ("name", "role", "pid", "alive", "state", "leader", "epoch", "rpc", "http"):
+        table.add_column(col, no_wrap=True)
     for r in rows:
         alive = "[yellow]paused[/]" if r["paused"] else ("[green]yes[/]" if r["alive"] else "[red]no[/]")
         leader = "[bold]LEADER[/]" if r["leader"] else ("" if r["role"] != COORDINATOR else "-")
         epoch = "" if r["coordinator_epoch"] is None else str(r["coordinator_epoch"])
         table.add_row(
-            r["name"], str(r["pid"] or ""), alive, str(r["state"] or ""), leader, epoch,
-            r["rpc_address"], r["http_address"] or "", r["log_file"],
+            r["name"], r["role"], str(r["pid"] or ""), alive, str(r["state"] or ""), leader, epoch,
+            r["rpc_address"], r["http_address"] or "",
         )  # fmt: skip
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

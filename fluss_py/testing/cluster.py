@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shlex
 import sys
 import time
 import weakref
@@ -60,9 +61,17 @@ DEFAULT_DIR = Path(".fluss-cluster")
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
 
+LAUNCHER_ENV = "FLUSS_PY_SERVER_LAUNCHER"
+
+
 def default_launcher() -> list[str]:
-    """Command prefix of a server process: this interpreter running the ``fluss-py`` entry point."""
-    return [sys.executable, "-m", "fluss_py.cli.main"]
+    """Command prefix of a server process: this interpreter running the ``fluss-py`` entry point.
+
+    ``$FLUSS_PY_SERVER_LAUNCHER`` (a shell-quoted command) replaces it; the harness's own tests use it to
+    run the CLI against stand-in servers.
+    """
+    custom = os.environ.get(LAUNCHER_ENV)
+    return shlex.split(custom) if custom else [sys.executable, "-m", "fluss_py.cli.main"]
 
 
 class ClusterError(RuntimeError):
