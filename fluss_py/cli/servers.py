@@ -1,0 +1,100 @@
+"""``fluss-py coordinator`` and ``fluss-py tablet-server``: run one server process in the foreground.
+
+    fluss-py coordinator   [--config PATH] [-D key=value ...]
+    fluss-py tablet-server [--config PATH] [-D key=value ...]
+
+Logs go to ``<log.dir>/coordinator-server.log`` / ``<log.dir>/tablet-server.log``. SIGTERM or SIGINT stops
+gracefully (exit 0). Exit 2: unknown config key or bad value (the message names the key). Exit 1: the
+server failed (ZooKeeper unreachable within zookeeper.connection-timeout, duplicate tablet-server id, a
+port that cannot be bound, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from functools import partial
+from typing import Any
+
+import uvloop
+
+from fluss_py import config as cfg
+from fluss_py.common.logging import setup_logging
+from fluss_py.errors import ConfigError, FlussError
+
+log = logging.getLogger("fluss_py.cli.servers")
+
+_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    for name, role, text in (
+        ("coordinator", cfg.COORDINATOR, "run a coordinator server (Standby until elected Leader)"),
+        ("tablet-server", cfg.TABLET, "run a tablet server"),
+    ):
+        parser = subparsers.add_parser(name, help=text, description=text)
+        parser.add_argument("--config", metavar="PATH", help="YAML file of key: value settings")
+        parser.add_argument(
+            "-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override one setting"
+        )
+        parser.set_defaults(func=partial(_run, role))
+
+
+def load_server_config(role: str, path: str | None, overrides: list[str]) -> cfg.Config:
+    """The role's config (ConfigError naming the key for unknown keys and bad values)."""
+    config = cfg.load_config(role, path, cfg.parse_overrides(overrides))
+    level = str(config[cfg.LOG_LEVEL]).upper()
+    if level not in _LEVELS:
+        raise ConfigError(
+            cfg.LOG_LEVEL.key, f"invalid log level {config[cfg.LOG_LEVEL]!r} (one of {', '.join(_LEVELS)})"
+        )
+    for key in (cfg.RPC_PORT, cfg.HTTP_PORT):
+        if not 0 <= config[key] <= 65535:
+            raise ConfigError(key.key, f"port {config[key]} is out of range 0..65535")
+    if config[cfg.ZK_SESSION_TIMEOUT] <= 0 or config[cfg.ZK_CONNECTION_TIMEOUT] <= 0:
+        raise ConfigError(cfg.ZK_SESSION_TIMEOUT.key, "ZooKeeper timeouts must be positive")
+    return config
+
+
+def _run(role: str, args: argparse.Namespace) -> int:
+    config = load_server_config(role, args.config, args.overrides)
+    if role == cfg.COORDINATOR:
+        from fluss_py.coordinator.server import CoordinatorServer
+
+        log_file = setup_logging(config[cfg.LOG_DIR], "coordinator-server.log", config[cfg.LOG_LEVEL])
+        server: Any = CoordinatorServer(config)
+    else:
+        from fluss_py.tablet.server import TabletServer
+
+        log_file = setup_logging(config[cfg.LOG_DIR], "tablet-server.log", config[cfg.LOG_LEVEL])
+        server = TabletServer(config)
+    explicit = ", ".join(f"{k}={v}" for k, v in sorted(config.explicit().items()))
+    log.info("fluss-py %s starting; log file %s; settings: %s", role, log_file, explicit or "defaults")
+    return serve(server)
+
+
+def serve(server: Any) -> int:
+    """Run ``server.run()`` on a uvloop loop with SIGTERM/SIGINT wired to ``server.request_stop``."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.request_stop)
+        await server.run()
+
+    try:
+        uvloop.run(main())
+    except asyncio.CancelledError:
+        log.info("Stopped before start-up completed")
+    except FlussError as e:
+        log.error("Server failed: %s", e)
+        raise
+    except Exception:
+        log.exception("Server crashed")
+        print("fluss-py: server crashed; see the log file", file=sys.stderr)
+        return 1
+    log.info("Server exited cleanly")
+    return 0

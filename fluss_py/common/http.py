@@ -1,0 +1,88 @@
+"""A tiny HTTP/1.1 server on the process's asyncio loop for ``GET /health`` and ``GET /metrics``.
+
+Routes map a path to ``async handler() -> (status, content_type, body)``. One request per connection
+(``Connection: close``); no keep-alive, no chunking, no request bodies — it serves probes and Prometheus.
+``metrics_route(registry)`` renders a prometheus-client registry in the text exposition format.
+
+Who may call: the owning server, from its loop (``start``/``close``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = logging.getLogger("fluss_py.common.HttpServer")
+
+Response = tuple[int, str, bytes]
+Handler = Callable[[], Awaitable[Response]]
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
+
+
+def json_response(body: Mapping[str, Any], status: int = 200) -> Response:
+    return status, "application/json", json.dumps(body, sort_keys=True).encode("utf-8")
+
+
+def metrics_route(registry: CollectorRegistry) -> Handler:
+    async def handler() -> Response:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
+
+    return handler
+
+
+class HttpServer:
+    """Owns one listening socket and its connections. ``port`` is the bound port after ``start``."""
+
+    def __init__(self, host: str, port: int, routes: Mapping[str, Handler]) -> None:
+        self.host = host
+        self.port = port
+        self._routes = dict(routes)
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HTTP server listening on %s:%d (%s)", self.host, self.port, ", ".join(sorted(self._routes)))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5.0)
+            method, target, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            path = target.split("?", 1)[0]
+            handler = self._routes.get(path)
+            if handler is None:
+                status, ctype, body = 404, "text/plain", f"no route {path}\n".encode()
+            elif method not in ("GET", "HEAD"):
+                status, ctype, body = 405, "text/plain", b"only GET\n"
+            else:
+                try:
+                    status, ctype, body = await handler()
+                except Exception as e:
+                    log.exception("HTTP handler for %s failed", path)
+                    status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+            header = (
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode("latin-1")
+            writer.write(header if method == "HEAD" else header + body)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except ConnectionError:
+                pass

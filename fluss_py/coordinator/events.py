@@ -1,0 +1,55 @@
+"""Events of the coordinator leader's single-writer loop.
+
+RPC handlers and ZooKeeper watches never touch ``CoordinatorContext``: they build one of these and put it
+on the ``CoordinatorEventLoop``. Events that need an answer carry a ``Future`` (set on the loop's task);
+fire-and-forget events (watch notifications) carry none.
+
+Who may call: anyone on the process's asyncio loop may create events; only the event loop completes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Event:
+    """Base: ``future`` is None for notifications, else completed with the handler's result or error."""
+
+    future: asyncio.Future | None = field(default=None, kw_only=True, repr=False)
+
+
+@dataclass(eq=False)
+class CreateDatabase(Event):
+    name: str
+    ignore_if_exists: bool = False
+
+
+@dataclass(eq=False)
+class DropDatabase(Event):
+    name: str
+    ignore_if_not_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(eq=False)
+class ListDatabases(Event):
+    pass
+
+
+@dataclass(eq=False)
+class GetClusterMetadata(Event):
+    """Live tablet servers and this leader, for clients' GetMetadata (tables come with the table layer)."""
+
+
+@dataclass(eq=False)
+class TabletServersChanged(Event):
+    """The children of ``tabletservers/ids`` changed (None: the parent node is absent)."""
+
+    children: list[str] | None
+
+
+@dataclass(eq=False)
+class LoadContext(Event):
+    """First event of every leadership: read databases from ZooKeeper into the context."""

@@ -1,0 +1,169 @@
+"""Event handlers of the coordinator leader for databases and tablet-server membership.
+
+Every ZooKeeper write here is ``zk.commit(ops, fence=context.fence)``: a transaction that first checks the
+epoch node's version, so a fenced (zombie) leader writes nothing. Handlers run on the event loop's task
+only (single writer of ``CoordinatorContext``).
+
+``MetadataStore`` is the narrow ZooKeeper edge the handlers use (``ZkClient`` implements it; unit tests use
+an in-memory fake).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.events import (
+    CreateDatabase,
+    DropDatabase,
+    GetClusterMetadata,
+    ListDatabases,
+    LoadContext,
+    TabletServersChanged,
+)
+from fluss_py.errors import (
+    DatabaseAlreadyExistError,
+    DatabaseNotEmptyError,
+    DatabaseNotExistError,
+)
+from fluss_py.types import ServerNode, validate_name
+from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, NodeExistsError, NoNodeError, Op, ZnodeStat
+from fluss_py.zk.paths import DatabaseZNode, TabletServerRegistration, TabletServerZNode, TableZNode
+
+log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
+
+DEFAULT_DATABASE = "fluss"
+
+ServersListener = Callable[[dict[int, TabletServerRegistration], list[int]], Awaitable[None]]
+
+
+class MetadataStore(Protocol):
+    """The ZooKeeper operations the leader's handlers need."""
+
+    root: str
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None: ...
+
+    async def get_children(self, path: str) -> list[str]: ...
+
+    async def commit(self, ops: Sequence[Op], fence: EpochFence | None = None) -> list[Any]: ...
+
+
+class MetadataHandlers:
+    """Database DDL and tablet-server membership for one leadership. Owns nothing but its context view."""
+
+    def __init__(self, store: MetadataStore, context: CoordinatorContext) -> None:
+        self._store = store
+        self._root = store.root
+        self.context = context
+        self._servers_listeners: list[ServersListener] = []
+
+    def install(self, loop: CoordinatorEventLoop) -> None:
+        loop.register(LoadContext, self.load_context)
+        loop.register(CreateDatabase, self.create_database)
+        loop.register(DropDatabase, self.drop_database)
+        loop.register(ListDatabases, self.list_databases)
+        loop.register(GetClusterMetadata, self.cluster_metadata)
+        loop.register(TabletServersChanged, self.tablet_servers_changed)
+
+    def add_servers_listener(self, listener: ServersListener) -> None:
+        """``listener(joined, died_ids)`` runs on the event loop after membership changed (e.g. UpdateMetadata)."""
+        self._servers_listeners.append(listener)
+
+    # ---------------------------------------------------------------- context
+    async def load_context(self, _event: LoadContext) -> None:
+        try:
+            self.context.databases = set(await self._store.get_children(DatabaseZNode.parent(self._root)))
+        except NoNodeError:
+            self.context.databases = set()
+        log.info("Loaded coordinator context: %d database(s)", len(self.context.databases))
+
+    # ---------------------------------------------------------------- databases
+    async def create_database(self, event: CreateDatabase) -> bool:
+        """True when created, False when it existed and ``ignore_if_exists``."""
+        name = validate_name(event.name, what="database")
+        if name in self.context.databases:
+            if event.ignore_if_exists:
+                return False
+            raise DatabaseAlreadyExistError(f"database {name} already exists")
+        created_ms = int(time.time() * 1000)
+        try:
+            await self._store.commit(
+                [CreateOp(DatabaseZNode.path(self._root, name), DatabaseZNode.encode(created_ms))],
+                fence=self.context.fence,
+            )
+        except NodeExistsError:
+            self.context.databases.add(name)
+            if event.ignore_if_exists:
+                return False
+            raise DatabaseAlreadyExistError(f"database {name} already exists") from None
+        self.context.databases.add(name)
+        log.info("Created database %s (coordinator epoch %d)", name, self.context.epoch)
+        return True
+
+    async def drop_database(self, event: DropDatabase) -> bool:
+        """True when dropped, False when absent and ``ignore_if_not_exists``."""
+        name = event.name
+        if name not in self.context.databases:
+            if event.ignore_if_not_exists:
+                return False
+            raise DatabaseNotExistError(f"database {name} does not exist")
+        db_path = DatabaseZNode.path(self._root, name)
+        try:
+            tables = await self._store.get_children(TableZNode.parent(self._root, name))
+        except NoNodeError:
+            tables = []
+        if tables and not event.cascade:
+            raise DatabaseNotEmptyError(f"database {name} holds {len(tables)} table(s); drop them or use cascade")
+        subtree = await self._subtree(db_path)
+        await self._store.commit([DeleteOp(p) for p in reversed(subtree)], fence=self.context.fence)
+        self.context.databases.discard(name)
+        log.info("Dropped database %s (%d znode(s), coordinator epoch %d)", name, len(subtree), self.context.epoch)
+        return True
+
+    async def _subtree(self, path: str) -> list[str]:
+        """``path`` and its descendants, parents before children."""
+        result = [path]
+        try:
+            children = await self._store.get_children(path)
+        except NoNodeError:
+            return result
+        for child in sorted(children):
+            result.extend(await self._subtree(f"{path}/{child}"))
+        return result
+
+    async def list_databases(self, _event: ListDatabases) -> list[str]:
+        return sorted(self.context.databases)
+
+    # ---------------------------------------------------------------- cluster membership
+    async def cluster_metadata(self, _event: GetClusterMetadata) -> tuple[list[ServerNode], ServerNode, int]:
+        servers = [
+            ServerNode(sid, reg.host, reg.port, reg.rack) for sid, reg in sorted(self.context.tablet_servers.items())
+        ]
+        me = ServerNode(self.context.coordinator_id, self.context.host, self.context.port)
+        return servers, me, self.context.epoch
+
+    async def tablet_servers_changed(self, event: TabletServersChanged) -> None:
+        current = {int(c) for c in (event.children or []) if c.isdigit()}
+        known = set(self.context.tablet_servers)
+        joined: dict[int, TabletServerRegistration] = {}
+        for sid in sorted(current - known):
+            got = await self._store.get(TabletServerZNode.path(self._root, sid))
+            if got is None:
+                continue  # gone again before we read it; a later change event follows
+            reg = TabletServerZNode.decode(got[0])
+            self.context.tablet_servers[sid] = reg
+            joined[sid] = reg
+            log.info("Tablet server %d joined at %s (rack %r)", sid, reg.address, reg.rack)
+        died = sorted(known - current)
+        for sid in died:
+            reg = self.context.tablet_servers.pop(sid)
+            log.warning("Tablet server %d at %s died: its registration node is gone", sid, reg.address)
+        if joined or died:
+            log.info("Live tablet servers: %s", sorted(self.context.tablet_servers) or "none")
+            for listener in self._servers_listeners:
+                await listener(joined, died)

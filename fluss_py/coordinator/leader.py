@@ -1,0 +1,199 @@
+"""Leader-only resources of a coordinator, created in order on winning and torn down in reverse.
+
+    start:  rpc-channels -> channel-manager -> background-managers -> event-processor
+            then: load context, register <root>/coordinator/leader, create database `fluss`
+    stop:   event-processor -> background-managers -> channel-manager -> rpc-channels
+
+Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
+with the session, and a voluntary release deletes them in ``CoordinatorServer``.
+
+Who may call: the coordinator's lifecycle task (``start``/``stop``); RPC handlers use ``event_loop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServersChanged
+from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
+from fluss_py.rpc import convert
+from fluss_py.rpc.channels import ChannelPool
+from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
+from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerRegistration, TabletServerZNode
+
+log = logging.getLogger("fluss_py.coordinator.initCoordinatorLeader")
+
+Stop = Callable[[], Awaitable[None]]
+
+
+class ResourceStack:
+    """Named resources started in order; ``close`` stops them in reverse order, logging each step."""
+
+    def __init__(self) -> None:
+        self._started: list[tuple[str, Stop]] = []
+
+    async def push(self, name: str, start: Callable[[], Awaitable[None]] | None, stop: Stop) -> None:
+        if start is not None:
+            await start()
+        self._started.append((name, stop))
+        log.info("Started leader resource %d: %s", len(self._started), name)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self._started]
+
+    async def close(self) -> None:
+        while self._started:
+            name, stop = self._started.pop()
+            try:
+                await stop()
+                log.info("Stopped leader resource: %s", name)
+            except Exception:
+                log.exception("Stopping leader resource %s failed", name)
+
+
+class CoordinatorChannelManager:
+    """Leader -> tablet server requests, each stamped with this leader's coordinator epoch.
+
+    Owns the background send tasks (cancelled on ``close``); channels come from the ChannelPool.
+    """
+
+    def __init__(self, pool: ChannelPool, context: CoordinatorContext, timeout: float = 5.0) -> None:
+        self._pool = pool
+        self._context = context
+        self._timeout = timeout
+        self._tasks: set[asyncio.Task] = set()
+
+    def stub(self, server_id: int) -> tablet_pb2_grpc.TabletServiceStub:
+        reg = self._context.tablet_servers[server_id]
+        return tablet_pb2_grpc.TabletServiceStub(self._pool.get(reg.address))
+
+    def cluster_metadata(self) -> common_pb2.ClusterMetadata:
+        ctx = self._context
+        return common_pb2.ClusterMetadata(
+            tablet_servers=[
+                common_pb2.ServerNode(id=sid, host=r.host, port=r.port, rack=r.rack)
+                for sid, r in sorted(ctx.tablet_servers.items())
+            ],
+            coordinator=common_pb2.ServerNode(id=ctx.coordinator_id, host=ctx.host, port=ctx.port),
+            coordinator_epoch=ctx.epoch,
+        )
+
+    async def update_metadata(self, server_id: int) -> None:
+        request = tablet_pb2.UpdateMetadataRequest(
+            coordinator_epoch=self._context.epoch,
+            coordinator_id=self._context.coordinator_id,
+            metadata=self.cluster_metadata(),
+        )
+        response = await self.stub(server_id).UpdateMetadata(request, timeout=self._timeout)
+        convert.raise_for(response.error)
+
+    def send_in_background(self, name: str, coro: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("%s failed: %s", name, e)
+
+        task = asyncio.get_running_loop().create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def on_servers_changed(self, joined: dict[int, TabletServerRegistration], died: list[int]) -> None:
+        """Tell every live tablet server the new membership and who leads (with our epoch)."""
+        if joined or died:
+            for sid in sorted(self._context.tablet_servers):
+                self.send_in_background(f"UpdateMetadata to tablet server {sid}", self.update_metadata(sid))
+
+    async def close(self) -> None:
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class LeaderServices:
+    """Everything a coordinator holds only while leader. Owned by CoordinatorServer's lifecycle task."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        context: CoordinatorContext,
+        http_port: int,
+        guard: Callable[[], Awaitable[None]],
+        on_fenced: Callable[[], None],
+    ) -> None:
+        self._zk = zk
+        self.context = context
+        self._http_port = http_port
+        self.stack = ResourceStack()
+        self.event_loop = CoordinatorEventLoop(guard, on_fenced)
+        self.handlers = MetadataHandlers(zk, context)
+        self.handlers.install(self.event_loop)
+        self.pool: ChannelPool | None = None
+        self.channel_manager: CoordinatorChannelManager | None = None
+
+    async def start(self) -> None:
+        """Create the leader resources in order, then register the leader node and the default database.
+
+        Raises on any failure; the caller then calls ``stop`` (reverse teardown) and releases leadership.
+        """
+        log.info("Starting coordinator leader services")
+        ctx = self.context
+        load = LoadContext()
+        load.future = asyncio.get_running_loop().create_future()
+        self.event_loop.put(load)  # first in the queue: the context is loaded before any other event
+
+        self.pool = ChannelPool()
+        await self.stack.push("rpc-channels", None, self.pool.close)
+        self.channel_manager = CoordinatorChannelManager(self.pool, ctx)
+        self.handlers.add_servers_listener(self.channel_manager.on_servers_changed)
+        await self.stack.push("channel-manager", None, self.channel_manager.close)
+        watcher = None
+
+        async def start_watchers() -> None:
+            nonlocal watcher
+            watcher = self._zk.watch_children(
+                TabletServerZNode.parent(self._zk.root),
+                lambda children: self.event_loop.put(TabletServersChanged(children)),
+            )
+
+        async def stop_watchers() -> None:
+            if watcher is not None:
+                watcher.cancel()
+
+        await self.stack.push("background-managers (tablet-server watcher)", start_watchers, stop_watchers)
+
+        async def start_processor() -> None:
+            self.event_loop.start()
+
+        await self.stack.push("event-processor", start_processor, self.event_loop.stop)
+        await load.future
+
+        await self._register_leader_node()
+        await self.event_loop.submit(CreateDatabase(DEFAULT_DATABASE, ignore_if_exists=True))
+
+    async def _register_leader_node(self) -> None:
+        ctx = self.context
+        info = CoordinatorLeaderInfo(ctx.coordinator_id, ctx.epoch, ctx.host, ctx.port, self._http_port)
+        path = CoordinatorLeaderZNode.path(self._zk.root)
+        data = CoordinatorLeaderZNode.encode(info)
+        try:
+            await self._zk.commit([CreateOp(path, data, ephemeral=True)], fence=ctx.fence)
+        except NodeExistsError:
+            got = await self._zk.get(path)
+            if got is None or got[1].ephemeral_owner != self._zk.session_id:
+                raise
+            await self._zk.commit([SetOp(path, data, got[1].version)], fence=ctx.fence)  # ours, from before
+        log.info("Registered coordinator leader node %s (server %d, epoch %d)", path, ctx.coordinator_id, ctx.epoch)
+
+    async def stop(self) -> None:
+        await self.stack.close()

@@ -1,0 +1,413 @@
+"""``fluss-py coordinator``: one coordinator process — Standby services always, leader services when elected.
+
+Lifecycle (states and legal moves in ``context.py``; design in ``docs/coordinator-ha.md``)::
+
+    start: ZK session -> register coordinator/servers/server_<seq> -> RPC + HTTP -> Standby -> elect
+    elect: Electing: candidate node, list candidates; not smallest -> Standby (watch predecessor only);
+           smallest -> fence (bump epoch, version-conditional) -> leader services (in order) -> Leader
+           fence/initialisation failed -> tear down (reverse), delete own leader/candidate nodes -> Standby
+           -> elect again after a back-off
+    session SUSPENDED longer than the session timeout, session LOST, or fenced by a newer epoch:
+           tear down leader services (reverse), no ZooKeeper write -> Standby; after reconnecting:
+           re-register (new session) and elect again
+    SIGTERM: Down, tear down, close the session (our ephemeral nodes vanish at once), exit 0
+
+One lifecycle task applies every step (the single writer of the coordinator state); ZooKeeper session
+events, the predecessor watch and the event loop's fencing only enqueue ``_Signal``s for it.
+
+Who may call: the CLI (``run`` on the process's loop, ``request_stop`` from a signal handler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import Enum as EnumMetric
+
+from fluss_py import config as cfg
+from fluss_py.common.http import HttpServer, json_response, metrics_route
+from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
+from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.leader import LeaderServices
+from fluss_py.coordinator.service import CoordinatorServicer
+from fluss_py.errors import NotCoordinatorLeaderError
+from fluss_py.rpc.pb import coordinator_pb2_grpc
+from fluss_py.rpc.server import start_rpc_server
+from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
+from fluss_py.zk.election import LeaderElection, fence_become_leader
+from fluss_py.zk.paths import (
+    CoordinatorLeaderZNode,
+    CoordinatorRegistration,
+    CoordinatorServerZNode,
+    persistent_parents,
+)
+
+log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")
+standby_log = logging.getLogger("fluss_py.coordinator.initCoordinatorStandby")
+
+DEFAULT_RPC_PORT = 9123
+DEFAULT_HTTP_PORT = 9124
+RETRY_BACKOFF = 1.0
+
+
+def stable_coordinator_id(host: str, port: int) -> int:
+    """A coordinator id that survives restarts on the same address (used when coordinator.id is unset)."""
+    return zlib.crc32(f"{host}:{port}".encode()) % 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Signal:
+    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | stop
+    session_id: int = 0
+    token: int = 0
+
+
+class CoordinatorServer:
+    """Owns the ZooKeeper session, the RPC/HTTP servers, the election and (when leader) LeaderServices."""
+
+    def __init__(self, config: cfg.Config) -> None:
+        self.config = config
+        self.bind_host = config[cfg.BIND_HOST]
+        self.host = config[cfg.ADVERTISED_HOST]
+        self.rpc_port = config[cfg.RPC_PORT] or DEFAULT_RPC_PORT
+        self.http_port = config[cfg.HTTP_PORT] or DEFAULT_HTTP_PORT
+        configured_id = config[cfg.COORDINATOR_ID]
+        self.server_id = configured_id if configured_id >= 0 else stable_coordinator_id(self.host, self.rpc_port)
+        self.session_timeout = float(config[cfg.ZK_SESSION_TIMEOUT])
+        self.zk = ZkClient(
+            config[cfg.ZK_ADDRESS],
+            config[cfg.ZK_ROOT],
+            session_timeout=self.session_timeout,
+            connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
+        )
+        self.root = self.zk.root
+        self.state = StateMachine(on_change=self._on_state_change)
+        self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(_Signal("elect")))
+        self._signals: asyncio.Queue[_Signal] = asyncio.Queue()
+        self._leader: LeaderServices | None = None
+        self._leader_session = 0
+        self._session = 0
+        self._suspend_token = 0
+        self._suspended = False
+        self._stale_nodes = False  # stepped down while suspended: our old nodes may still exist
+        self._known_leader: CoordinatorLeaderInfo | None = None
+        self._last_tick = time.monotonic()
+        self._tasks: set[asyncio.Task] = set()
+        self._rpc_server: Any = None
+        self._http: HttpServer | None = None
+        self._run_task: asyncio.Task | None = None
+        self._in_lifecycle = False
+        self.metrics = CollectorRegistry()
+        self._state_metric = EnumMetric(
+            "fluss_coordinator_state",
+            "Coordinator lifecycle state",
+            states=["Starting"] + [s.value for s in CoordinatorState],
+            registry=self.metrics,
+        )
+        self._state_metric.state("Starting")
+        Gauge("fluss_coordinator_epoch", "Coordinator epoch of the leader as known here", registry=self.metrics
+              ).set_function(lambda: self.coordinator_epoch)  # fmt: skip
+        Gauge("fluss_coordinator_is_leader", "1 on the coordinator leader", registry=self.metrics).set_function(
+            lambda: 1 if self.state.current is CoordinatorState.LEADER else 0
+        )
+        Gauge("fluss_coordinator_live_tablet_servers", "Live tablet servers (leader's view)", registry=self.metrics
+              ).set_function(lambda: len(self._leader.context.tablet_servers) if self._leader else 0)  # fmt: skip
+
+    # ---------------------------------------------------------------- views for the service and /health
+    @property
+    def coordinator_epoch(self) -> int:
+        if self._leader is not None:
+            return self._leader.context.epoch
+        return self._known_leader.epoch if self._known_leader else 0
+
+    def serving_event_loop(self) -> CoordinatorEventLoop | None:
+        """The event loop when this coordinator is the fully started leader, else None."""
+        if self.state.current is CoordinatorState.LEADER and self._leader is not None:
+            return self._leader.event_loop
+        return None
+
+    async def current_leader(self) -> CoordinatorLeaderInfo | None:
+        """The leader as registered in ZooKeeper (a cached value when ZooKeeper does not answer quickly)."""
+        if self._leader is not None and self.state.current is CoordinatorState.LEADER:
+            ctx = self._leader.context
+            return CoordinatorLeaderInfo(ctx.coordinator_id, ctx.epoch, ctx.host, ctx.port, self.http_port)
+        if self.zk.connected:
+            try:
+                got = await asyncio.wait_for(self.zk.get(CoordinatorLeaderZNode.path(self.root)), 1.0)
+                self._known_leader = CoordinatorLeaderZNode.decode(got[0]) if got else None
+            except (ZkError, TimeoutError, ValueError, KeyError) as e:
+                log.debug("reading the leader node failed: %s", e)
+        return self._known_leader
+
+    async def _health(self) -> tuple[int, str, bytes]:
+        leader = await self.current_leader()
+        return json_response(
+            {
+                "role": "coordinator",
+                "server_id": self.server_id,
+                "state": self.state.name,
+                "coordinator_epoch": self.coordinator_epoch,
+                "leader_id": leader.server_id if leader else -1,
+                "zk_connected": self.zk.connected,
+            }
+        )
+
+    def _on_state_change(self, state: CoordinatorState) -> None:
+        self._state_metric.state(state.value)
+
+    # ---------------------------------------------------------------- run / stop
+    async def run(self) -> None:
+        """Start, run until ``request_stop``, shut down. Raises ZkUnavailableError / RpcBindError on start."""
+        self._run_task = asyncio.current_task()
+        standby_log.info(
+            "Starting coordinator server in standby mode (server id %d, RPC %s:%d, HTTP %s:%d, ZooKeeper %s%s)",
+            self.server_id, self.host, self.rpc_port, self.host, self.http_port, self.zk.hosts, self.root,
+        )  # fmt: skip
+        try:
+            self.zk.add_session_listener(self._on_session)
+            await self.zk.start()
+            self._session = self.zk.session_id
+            for path in persistent_parents(self.root):
+                await self.zk.ensure_path(path)
+            servicer = CoordinatorServicer(self)
+            self._rpc_server, self.rpc_port = await start_rpc_server(
+                self.bind_host,
+                self.rpc_port,
+                [lambda s: coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(servicer, s)],
+            )
+            self._http = HttpServer(
+                self.bind_host, self.http_port, {"/health": self._health, "/metrics": metrics_route(self.metrics)}
+            )
+            await self._http.start()
+            await self._register_server_node()
+            self.state.transition(CoordinatorState.STANDBY, "standby services started")
+            self._spawn(self._tick(), "coordinator-tick")
+            self._signal(_Signal("elect"))
+            self._in_lifecycle = True
+            await self._lifecycle()
+        finally:
+            await self._shutdown()
+
+    def request_stop(self) -> None:
+        """Graceful stop (signal handler): Down, tear down, close the ZooKeeper session."""
+        log.info("Stop requested")
+        if self._in_lifecycle:
+            self._signal(_Signal("stop"))
+        elif self._run_task is not None:
+            self._run_task.cancel()
+
+    async def _shutdown(self) -> None:
+        self._in_lifecycle = False
+        if self.state.current is not CoordinatorState.DOWN:
+            self.state.transition(CoordinatorState.DOWN, "shutting down")
+        if self._leader is not None:
+            leader, self._leader = self._leader, None
+            log.info("Stopping coordinator leader services")
+            await leader.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._rpc_server is not None:
+            await self._rpc_server.stop(0.5)
+        if self._http is not None:
+            await self._http.close()
+        await self.zk.close()
+        log.info("Coordinator server %d stopped", self.server_id)
+
+    # ---------------------------------------------------------------- signals
+    def _signal(self, signal: _Signal) -> None:
+        self._signals.put_nowait(signal)
+
+    def _later(self, delay: float, signal: _Signal) -> None:
+        async def fire() -> None:
+            await asyncio.sleep(delay)
+            self._signal(signal)
+
+        self._spawn(fire(), f"later {signal.kind}")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event.state is SessionState.CONNECTED:
+            self._signal(_Signal("connected", session_id=event.session_id))
+        elif event.state is SessionState.SUSPENDED:
+            self._signal(_Signal("suspended"))
+        else:
+            self._signal(_Signal("lost"))
+
+    async def _tick(self) -> None:
+        while True:
+            self._last_tick = time.monotonic()
+            await asyncio.sleep(0.1)
+
+    # ---------------------------------------------------------------- the lifecycle task
+    async def _lifecycle(self) -> None:
+        while True:
+            signal = await self._signals.get()
+            if signal.kind == "stop":
+                return
+            try:
+                await self._handle(signal)
+            except Exception:
+                log.exception("Coordinator lifecycle step %r failed; retrying the election", signal.kind)
+                if self._leader is not None:
+                    await self._lose_leadership("lifecycle failure")
+                if self.state.current is CoordinatorState.ELECTING:
+                    self.state.transition(CoordinatorState.STANDBY, "lifecycle failure")
+                self._later(RETRY_BACKOFF, _Signal("elect"))
+
+    async def _handle(self, signal: _Signal) -> None:
+        kind = signal.kind
+        if kind == "elect":
+            if self.state.current is CoordinatorState.STANDBY and self.zk.connected:
+                await self._elect()
+        elif kind == "suspended":
+            self._suspend_token += 1
+            self._suspended = True
+            log.warning("ZooKeeper connection suspended; the session may still be alive")
+            if self._leader is not None:
+                self._later(self.session_timeout, _Signal("suspend-timeout", token=self._suspend_token))
+        elif kind == "suspend-timeout":
+            if signal.token == self._suspend_token and not self.zk.connected and self._leader is not None:
+                await self._lose_leadership("ZooKeeper connection suspended for longer than the session timeout")
+                self._stale_nodes = True
+        elif kind == "lost":
+            self._suspend_token += 1
+            log.warning("ZooKeeper session expired: this coordinator's ephemeral nodes are gone")
+            if self._leader is not None:
+                await self._lose_leadership("ZooKeeper session expired")
+            self.election.forget()
+            self._stale_nodes = False
+        elif kind == "connected":
+            await self._on_connected(signal.session_id)
+        elif kind == "fenced" and self._leader is not None:
+            await self._lose_leadership("fenced by a newer coordinator epoch")
+            await self._release()
+            self._later(RETRY_BACKOFF, _Signal("elect"))
+
+    async def _on_connected(self, session_id: int) -> None:
+        self._suspend_token += 1
+        if session_id == self._session:
+            if self._stale_nodes:  # we stepped down while suspended; the session survived after all
+                self._stale_nodes = False
+                await self._release()
+            if self._suspended:  # kazoo dropped our predecessor watch on disconnect: re-arm it
+                self._signal(_Signal("elect"))
+            self._suspended = False
+            return
+        self._suspended = False
+        log.info("New ZooKeeper session 0x%x: rejoining as standby", session_id)
+        self._session = session_id
+        self._stale_nodes = False
+        if self._leader is not None:
+            await self._lose_leadership("ZooKeeper session replaced")
+        self.election.forget()
+        await self._register_server_node()
+        self._signal(_Signal("elect"))
+
+    async def _register_server_node(self) -> None:
+        reg = CoordinatorRegistration(self.server_id, self.host, self.rpc_port, self.http_port)
+        path = await self.zk.create(
+            CoordinatorServerZNode.prefix_path(self.root),
+            CoordinatorServerZNode.encode(reg),
+            ephemeral=True,
+            sequence=True,
+            makepath=True,
+        )
+        standby_log.info("Registered coordinator server node: %s", path.rsplit("/", 1)[1])
+
+    async def _elect(self) -> None:
+        self.state.transition(CoordinatorState.ELECTING, "checking the election")
+        try:
+            decision = await self.election.check()
+        except ZkError as e:
+            log.warning("Election check failed (%s); waiting to retry", e)
+            self.state.transition(CoordinatorState.STANDBY, "election check failed")
+            self._later(RETRY_BACKOFF, _Signal("elect"))
+            return
+        if decision.missing:
+            self.state.transition(CoordinatorState.STANDBY, "candidate node missing")
+            self._signal(_Signal("elect"))
+        elif not decision.leader:
+            self.state.transition(CoordinatorState.STANDBY, f"watching predecessor {decision.predecessor}")
+        else:
+            await self._become_leader()
+
+    async def _become_leader(self) -> None:
+        candidate = self.election.candidate_path
+        assert candidate is not None
+        try:
+            fence = await fence_become_leader(self.zk, self.root, candidate)
+        except ZkError as e:
+            log.warning("Could not fence the coordinator epoch (%s); releasing leadership", e)
+            await self._release()
+            self.state.transition(CoordinatorState.STANDBY, "fence failed")
+            self._later(RETRY_BACKOFF, _Signal("elect"))
+            return
+        log.info("Became coordinator leader with epoch %d", fence.epoch)
+        context = CoordinatorContext(self.server_id, fence, self.host, self.rpc_port)
+        leader = LeaderServices(self.zk, context, self.http_port, self._leader_guard, self._on_fenced)
+        self._leader, self._leader_session = leader, self.zk.session_id
+        try:
+            await leader.start()
+        except Exception as e:
+            log.error("Failed to initialise coordinator leader services (%s); releasing leadership", e, exc_info=True)
+            self._leader = None
+            await leader.stop()
+            await self._release()
+            self.state.transition(CoordinatorState.STANDBY, "leader initialisation failed")
+            self._later(RETRY_BACKOFF, _Signal("elect"))
+            return
+        self._known_leader = None
+        self.state.transition(CoordinatorState.LEADER, f"epoch {fence.epoch}")
+        log.info("Coordinator leader services started (server %d, epoch %d)", self.server_id, fence.epoch)
+
+    async def _lose_leadership(self, reason: str) -> None:
+        leader, self._leader = self._leader, None
+        log.warning("Lost coordinator leadership (%s); tearing down leader services in reverse order", reason)
+        if leader is not None:
+            await leader.stop()
+        if self.state.current in (CoordinatorState.LEADER, CoordinatorState.ELECTING):
+            self.state.transition(CoordinatorState.STANDBY, reason)
+
+    async def _release(self) -> None:
+        """Voluntary release with a live session: delete our leader node (if ours) and our candidate."""
+        try:
+            path = CoordinatorLeaderZNode.path(self.root)
+            got = await self.zk.get(path)
+            if got is not None and got[1].ephemeral_owner == self.zk.session_id and self.zk.session_id:
+                await self.zk.delete(path, got[1].version)
+                log.info("Deleted our coordinator leader node")
+            await self.election.resign()
+        except ZkError as e:
+            log.warning("Releasing leadership nodes failed (%s); they go with the session", e)
+            self.election.forget()
+
+    def _on_fenced(self) -> None:
+        self._signal(_Signal("fenced"))
+
+    async def _leader_guard(self) -> None:
+        """Raise unless this process may still act as leader (called before every event)."""
+        if self._leader is None:
+            raise NotCoordinatorLeaderError("not the coordinator leader")
+        if not self.zk.connected or self.zk.session_id != self._leader_session:
+            raise NotCoordinatorLeaderError("the ZooKeeper session of this leadership is gone")
+        stalled = time.monotonic() - self._last_tick
+        if stalled > self.session_timeout / 3:
+            log.warning("Event loop was stalled for %.1fs; verifying the ZooKeeper session first", stalled)
+            try:
+                await asyncio.wait_for(self.zk.sync(self.root), self.session_timeout)
+            except (ZkError, TimeoutError) as e:
+                raise NotCoordinatorLeaderError(f"ZooKeeper session unverified after a stall: {e}") from None
+            if self.zk.session_id != self._leader_session:
+                raise NotCoordinatorLeaderError("the ZooKeeper session of this leadership is gone")

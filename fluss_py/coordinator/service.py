@@ -1,0 +1,150 @@
+"""gRPC servicer of ``CoordinatorService``: converts and delegates, never decides.
+
+- ``GetCoordinatorInfo`` is answered by every coordinator (state, who leads, the epoch).
+- Every other method on a coordinator that is not the fully started leader answers ErrorInfo
+  NOT_COORDINATOR_LEADER naming the current leader (``leader_id``/``leader_address``) when known.
+- On the leader, database DDL and GetMetadata go through the single-writer event loop; methods of later
+  layers answer INVALID_REQUEST "not implemented yet".
+
+Who may call: grpc.aio, on the process's loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import grpc.aio
+
+from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, GetClusterMetadata, ListDatabases
+from fluss_py.errors import ErrorCode, FlussError, NotCoordinatorLeaderError
+from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.types import CoordinatorLeaderInfo
+
+
+class CoordinatorView(Protocol):
+    """What the servicer needs from CoordinatorServer."""
+
+    server_id: int
+
+    @property
+    def coordinator_epoch(self) -> int: ...
+
+    @property
+    def state(self) -> Any: ...
+
+    def serving_event_loop(self) -> CoordinatorEventLoop | None: ...
+
+    async def current_leader(self) -> CoordinatorLeaderInfo | None: ...
+
+
+class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
+    """Owns nothing; reads the server's state and hands work to its event loop."""
+
+    def __init__(self, server: CoordinatorView) -> None:
+        self._server = server
+
+    # ---------------------------------------------------------------- helpers
+    async def _not_leader(self) -> common_pb2.ErrorInfo:
+        leader = await self._server.current_leader()
+        if leader is None:
+            return convert.error_code(ErrorCode.NOT_COORDINATOR_LEADER, "no coordinator leader is known right now")
+        return convert.error_code(
+            ErrorCode.NOT_COORDINATOR_LEADER,
+            f"coordinator {self._server.server_id} is not the leader; coordinator {leader.server_id} at "
+            f"{leader.address} is (epoch {leader.epoch})",
+            leader_id=leader.server_id,
+            leader_address=leader.address,
+        )
+
+    async def _on_leader(self, response_type: type, event: Event | None, fill: Callable[[Any, Any], None]) -> Any:
+        """Answer ``response_type``: NOT_COORDINATOR_LEADER off the leader; else submit ``event`` and ``fill``.
+
+        ``event`` None means the method is not implemented yet.
+        """
+        loop = self._server.serving_event_loop()
+        if loop is None:
+            return response_type(error=await self._not_leader())
+        if event is None:
+            return response_type(error=convert.error_code(ErrorCode.INVALID_REQUEST, "not implemented yet"))
+        try:
+            result = await loop.submit(event)
+        except NotCoordinatorLeaderError as e:
+            info = await self._not_leader()
+            info.message = f"{e.message}; {info.message}"
+            return response_type(error=info)
+        except FlussError as e:
+            return response_type(error=convert.error_info(e))
+        response = response_type(error=convert.ok())
+        fill(response, result)
+        return response
+
+    # ---------------------------------------------------------------- every coordinator
+    async def GetCoordinatorInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        leader = await self._server.current_leader()
+        return coordinator_pb2.GetCoordinatorInfoResponse(
+            error=convert.ok(),
+            server_id=self._server.server_id,
+            state=self._server.state.name,
+            leader_id=leader.server_id if leader else -1,
+            leader_address=leader.address if leader else "",
+            coordinator_epoch=leader.epoch if leader else self._server.coordinator_epoch,
+        )
+
+    # ---------------------------------------------------------------- leader: implemented
+    async def CreateDatabase(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        event = CreateDatabase(request.name, request.ignore_if_exists)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
+
+    async def DropDatabase(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        event = DropDatabase(request.name, request.ignore_if_not_exists, request.cascade)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
+
+    async def ListDatabases(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def fill(response: Any, names: list[str]) -> None:
+            response.databases.extend(names)
+
+        return await self._on_leader(coordinator_pb2.ListDatabasesResponse, ListDatabases(), fill)
+
+    async def GetMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def fill(response: Any, result: Any) -> None:
+            servers, me, epoch = result
+            response.metadata.tablet_servers.extend(convert.server_node_to_pb(s) for s in servers)
+            response.metadata.coordinator.CopyFrom(convert.server_node_to_pb(me))
+            response.metadata.coordinator_epoch = epoch
+
+        return await self._on_leader(common_pb2.MetadataResponse, GetClusterMetadata(), fill)
+
+    # ---------------------------------------------------------------- leader: later layers
+    async def CreateTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.CreateTableResponse, None, _nothing)
+
+    async def DropTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.SimpleResponse, None, _nothing)
+
+    async def ListTables(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.ListTablesResponse, None, _nothing)
+
+    async def AdjustIsr(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.AdjustIsrResponse, None, _nothing)
+
+    async def ControlledShutdown(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, None, _nothing)
+
+    async def AllocateWriterId(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.AllocateWriterIdResponse, None, _nothing)
+
+    async def CommitOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.SimpleResponse, None, _nothing)
+
+    async def FetchOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.FetchOffsetsResponse, None, _nothing)
+
+    async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._on_leader(coordinator_pb2.ListGroupsResponse, None, _nothing)
+
+
+def _nothing(response: Any, result: Any) -> None:
+    return None

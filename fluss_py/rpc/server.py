@@ -1,0 +1,48 @@
+"""Server bootstrap: one ``grpc.aio`` server per process on ``bind.host:rpc.port`` with its servicers.
+
+``start_rpc_server(host, port, [register, ...])`` binds (port 0: any free port), starts and returns
+``(server, bound_port)``; a port that cannot be bound raises ``RpcBindError`` naming it.
+
+Who may call: the server's lifecycle code, on its loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import grpc.aio
+
+from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
+
+log = logging.getLogger("fluss_py.rpc.RpcServer")
+
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class RpcBindError(FlussError):
+    """The RPC port could not be bound."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+async def start_rpc_server(
+    host: str, port: int, registrations: Sequence[Callable[[grpc.aio.Server], None]]
+) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    for register in registrations:
+        register(server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as e:
+        raise RpcBindError(f"cannot bind RPC port {host}:{port}: {e}") from None
+    if bound == 0:
+        raise RpcBindError(f"cannot bind RPC port {host}:{port} (in use?)")
+    await server.start()
+    log.info("RPC server listening on %s:%d", host, bound)
+    return server, bound
