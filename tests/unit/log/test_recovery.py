@@ -67,7 +67,7 @@ def test_clean_shutdown_skips_rescan_but_rebuilds_bad_index(tmp_path: Path) -> N
     t = open_log(d, clean_shutdown=True)
     assert t.log_end_offset == 80
     assert len(idx.read_bytes()) % 8 == 0
-    assert [b.base_offset for b in iter_batches(t.read(50, 1 << 20, 80).records)][0] == 50
+    assert next(b.base_offset for b in iter_batches(t.read(50, 1 << 20, 80).records)) == 50
 
 
 def test_recovery_from_recovery_point_only(tmp_path: Path, monkeypatch) -> None:

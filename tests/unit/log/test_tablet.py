@@ -233,7 +233,7 @@ def test_unknown_file_is_refused_with_its_name(tmp_path: Path) -> None:
     (d / "garbage.bin").write_bytes(b"x")
     from fluss_py.errors import LogCorruptedError
 
-    with pytest.raises(LogCorruptedError, match="garbage.bin"):
+    with pytest.raises(LogCorruptedError, match=r"garbage\.bin"):
         open_log(d)
 
 
