@@ -1,0 +1,253 @@
+"""``fluss-py tablet-server``: membership in ZooKeeper, coordinator-epoch fencing, the TabletService.
+
+Lifecycle::
+
+    Starting: ZK session -> RPC + HTTP servers bound -> register <root>/tabletservers/ids/<id> (ephemeral)
+              -> watch <root>/coordinator/leader -> Running
+    session expired: registered=false; on the new session register again (same id, same data)
+    SIGTERM: Stopping -> close the session (the ids node vanishes at once) -> exit 0
+
+Duplicate ids: when ``ids/<id>`` exists and belongs to another session, the server looks at the address
+it names. If something answers there (and it is not our own address), another live server has our id:
+refuse to start (SERVER_ID_CONFLICT, exit 1). If nothing answers, it is a dead predecessor whose session
+has not expired yet: wait for the node to vanish, at most twice the session timeout, then refuse.
+
+Who may call: the CLI (``run``, ``request_stop``); ``replica_layer`` may be replaced before ``run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from fluss_py import config as cfg
+from fluss_py.common.http import HttpServer, json_response, metrics_route
+from fluss_py.errors import ServerIdConflictError
+from fluss_py.rpc.pb import tablet_pb2_grpc
+from fluss_py.rpc.server import start_rpc_server
+from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer, UnimplementedReplicaLayer
+from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.zk.client import NodeExistsError, SessionEvent, SessionState, ZkClient, ZkError, ZnodeStat
+from fluss_py.zk.paths import (
+    CoordinatorLeaderZNode,
+    TabletServerRegistration,
+    TabletServerZNode,
+    persistent_parents,
+)
+
+log = logging.getLogger("fluss_py.tablet.TabletServer")
+
+DEFAULT_RPC_PORT = 9122
+DEFAULT_HTTP_PORT = 9125
+
+
+async def address_answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when a TCP connection to host:port succeeds (positive proof that something listens there)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return True
+
+
+class TabletServer:
+    """Owns the ZooKeeper session, the ids registration, the leader watch, the RPC and HTTP servers."""
+
+    def __init__(self, config: cfg.Config, replica_layer: ReplicaLayer | None = None) -> None:
+        self.config = config
+        self.server_id = int(config[cfg.TABLET_SERVER_ID])
+        self.rack = config[cfg.TABLET_SERVER_RACK]
+        self.bind_host = config[cfg.BIND_HOST]
+        self.host = config[cfg.ADVERTISED_HOST]
+        self.rpc_port = config[cfg.RPC_PORT] or DEFAULT_RPC_PORT
+        self.http_port = config[cfg.HTTP_PORT] or DEFAULT_HTTP_PORT
+        self.session_timeout = float(config[cfg.ZK_SESSION_TIMEOUT])
+        self.zk = ZkClient(
+            config[cfg.ZK_ADDRESS],
+            config[cfg.ZK_ROOT],
+            session_timeout=self.session_timeout,
+            connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
+        )
+        self.root = self.zk.root
+        self.state = "Starting"
+        self.registered = False
+        self.fence = CoordinatorEpochFence()
+        self.coordinator_leader: CoordinatorLeaderInfo | None = None
+        self.replica_layer: ReplicaLayer = replica_layer or UnimplementedReplicaLayer()
+        self._signals: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+        self._session = 0
+        self._rpc_server: Any = None
+        self._http: HttpServer | None = None
+        self._run_task: asyncio.Task | None = None
+        self._in_lifecycle = False
+        self._leader_watch: Any = None
+        self.metrics = CollectorRegistry()
+        Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
+              ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
+        Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
+              ).set_function(lambda: self.fence.highest)  # fmt: skip
+
+    @property
+    def registration_path(self) -> str:
+        return TabletServerZNode.path(self.root, self.server_id)
+
+    async def _health(self) -> tuple[int, str, bytes]:
+        return json_response(
+            {
+                "role": "tablet-server",
+                "server_id": self.server_id,
+                "state": self.state,
+                "registered": self.registered,
+                "zk_connected": self.zk.connected,
+                "coordinator_epoch": self.fence.highest,
+                "coordinator_leader": self.coordinator_leader.server_id if self.coordinator_leader else -1,
+            }
+        )
+
+    # ---------------------------------------------------------------- run / stop
+    async def run(self) -> None:
+        self._run_task = asyncio.current_task()
+        log.info(
+            "Starting tablet server %d (RPC %s:%d, HTTP %s:%d, rack %r, ZooKeeper %s%s)",
+            self.server_id, self.host, self.rpc_port, self.host, self.http_port, self.rack, self.zk.hosts, self.root,
+        )  # fmt: skip
+        try:
+            self.zk.add_session_listener(self._signals.put_nowait)
+            await self.zk.start()
+            self._session = self.zk.session_id
+            for path in persistent_parents(self.root):
+                await self.zk.ensure_path(path)
+            servicer = TabletServicer(self.fence, self.replica_layer)
+            self._rpc_server, self.rpc_port = await start_rpc_server(
+                self.bind_host,
+                self.rpc_port,
+                [lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(servicer, s)],
+            )
+            self._http = HttpServer(
+                self.bind_host, self.http_port, {"/health": self._health, "/metrics": metrics_route(self.metrics)}
+            )
+            await self._http.start()
+            await self._register()
+            self._leader_watch = self.zk.watch_data(CoordinatorLeaderZNode.path(self.root), self._on_leader_node)
+            self.state = "Running"
+            log.info("Tablet server %d is running", self.server_id)
+            self._in_lifecycle = True
+            await self._lifecycle()
+        finally:
+            await self._shutdown()
+
+    def request_stop(self) -> None:
+        log.info("Stop requested")
+        if self._in_lifecycle:
+            self._signals.put_nowait(None)
+        elif self._run_task is not None:
+            self._run_task.cancel()
+
+    async def _shutdown(self) -> None:
+        self.state = "Stopping"
+        self._in_lifecycle = False
+        if self._leader_watch is not None:
+            self._leader_watch.cancel()
+        if self._rpc_server is not None:
+            await self._rpc_server.stop(0.5)
+        if self._http is not None:
+            await self._http.close()
+        await self.zk.close()
+        self.registered = False
+        log.info("Tablet server %d stopped", self.server_id)
+
+    # ---------------------------------------------------------------- session events
+    async def _lifecycle(self) -> None:
+        while True:
+            event = await self._signals.get()
+            if event is None:
+                return
+            if event.state is SessionState.LOST:
+                self.registered = False
+                log.warning(
+                    "ZooKeeper session expired: registration %s is gone; registering again after reconnect",
+                    self.registration_path,
+                )
+            elif event.state is SessionState.SUSPENDED:
+                log.warning("ZooKeeper connection suspended; the registration lives as long as the session")
+            elif event.session_id != self._session:
+                self._session = event.session_id
+                log.info(
+                    "New ZooKeeper session 0x%x: registering tablet server %d again", event.session_id, self.server_id
+                )
+                while not self.registered and self.zk.connected:
+                    try:
+                        await self._register()
+                    except (ZkError, ServerIdConflictError) as e:
+                        log.error("Re-registering tablet server %d failed: %s; retrying", self.server_id, e)
+                        await asyncio.sleep(1.0)
+
+    # ---------------------------------------------------------------- registration
+    async def _register(self) -> None:
+        reg = TabletServerRegistration(self.host, self.rpc_port, self.http_port, self.rack)
+        data = TabletServerZNode.encode(reg)
+        path = self.registration_path
+        deadline = time.monotonic() + 2 * self.session_timeout + 1.0
+        waited = False
+        while True:
+            try:
+                await self.zk.create(path, data, ephemeral=True, makepath=True)
+                self.registered = True
+                log.info("Registered tablet server %d at %s (%s)", self.server_id, reg.address, path)
+                return
+            except NodeExistsError:
+                pass
+            got = await self.zk.get(path)
+            if got is None:
+                continue
+            stat: ZnodeStat = got[1]
+            if stat.ephemeral_owner == self.zk.session_id:
+                self.registered = True
+                log.info("Tablet server %d is already registered by this session", self.server_id)
+                return
+            other = TabletServerZNode.decode(got[0])
+            ours = (other.host, other.port) == (self.host, self.rpc_port)
+            if not ours and await address_answers(other.host, other.port):
+                raise ServerIdConflictError(
+                    f"tablet server id {self.server_id} is already registered by a live server at {other.address} "
+                    f"(ZooKeeper session 0x{stat.ephemeral_owner:x}); give every tablet server its own tablet-server.id"
+                )
+            if time.monotonic() > deadline:
+                raise ServerIdConflictError(
+                    f"tablet server id {self.server_id} is still registered by ZooKeeper session "
+                    f"0x{stat.ephemeral_owner:x} ({other.address}) after waiting {2 * self.session_timeout + 1:g}s"
+                )
+            if not waited:
+                log.warning(
+                    "Tablet server id %d is still registered by session 0x%x (%s), which does not answer; "
+                    "waiting for that session to expire",
+                    self.server_id, stat.ephemeral_owner, other.address,
+                )  # fmt: skip
+                waited = True
+            await asyncio.sleep(0.2)
+
+    # ---------------------------------------------------------------- coordinator leader watch
+    def _on_leader_node(self, value: tuple[bytes, ZnodeStat] | None) -> None:
+        if value is None:
+            if self.coordinator_leader is not None:
+                log.info("No coordinator leader registered (server %d left)", self.coordinator_leader.server_id)
+            self.coordinator_leader = None
+            return
+        try:
+            info = CoordinatorLeaderZNode.decode(value[0])
+        except (ValueError, KeyError) as e:
+            log.warning("Unreadable coordinator leader node: %s", e)
+            return
+        if info != self.coordinator_leader:
+            log.info("Coordinator leader is server %d at %s (epoch %d)", info.server_id, info.address, info.epoch)
+        self.coordinator_leader = info
+        self.fence.observe(info.epoch, f"leader node of coordinator {info.server_id}")
