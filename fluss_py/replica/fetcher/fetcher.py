@@ -1,0 +1,279 @@
+"""ReplicaFetcher: ONE task per (this follower server, source leader server), carrying all buckets it follows
+from that leader in one long-poll FetchLog.
+
+Per-bucket state::
+
+    add ──► Truncating ──(OffsetsForLeaderEpoch answered, truncation complete)──► Fetching
+               ▲   │ (incomplete: ask again with the new latest epoch)               │
+               │   └───────────────────────────────────────────────┘               │
+               └──────────── diverging epoch / append failure ──────────────────────┘
+
+The body is ``maybe_truncate(); maybe_fetch()``: one OffsetsForLeaderEpoch call for every Truncating bucket,
+then one FetchLog for every Fetching bucket. Errors back a bucket off for ``replica.fetch.backoff.ms``.
+A response is applied only if the bucket still has the same fetch state object (not removed or re-added
+meanwhile) and the replica is still a follower of this leader at that epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
+from fluss_py.replica.isr import truncation_offset
+from fluss_py.replica.messages import NO_EPOCH, EpochRequest, FetchBucketRequest, FetchBucketResult, FetchRequest
+from fluss_py.replica.replica import Replica
+from fluss_py.types import ServerNode, TableBucket
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """replica.fetch.* options (seconds and bytes)."""
+
+    wait_max_s: float = 0.5
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024**2
+    backoff_s: float = 0.05
+
+
+class FetchPhase(Enum):
+    TRUNCATING = "Truncating"
+    FETCHING = "Fetching"
+
+
+@dataclass(eq=False, slots=True)
+class BucketFetchState:
+    leader_epoch: int
+    phase: FetchPhase = FetchPhase.TRUNCATING
+    retry_at: float = 0.0
+
+
+class ReplicaFetcher:
+    """Replicates every bucket this server follows from ``leader``. Owns one task and the endpoint.
+
+    ``add_buckets``/``remove_buckets`` are called by ``FetcherManager`` on the event loop at any time; the
+    task picks changes up at its next round. ``replica_of(tb)`` returns the local ``Replica`` (or None).
+    """
+
+    def __init__(
+        self,
+        server_id: int,
+        leader: ServerNode,
+        endpoint: LeaderEndpoint,
+        replica_of: Callable[[TableBucket], Replica | None],
+        settings: FetchSettings,
+    ) -> None:
+        self.server_id = server_id
+        self.leader = leader
+        self.endpoint = endpoint
+        self._replica_of = replica_of
+        self.settings = settings
+        self._states: dict[TableBucket, BucketFetchState] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.rounds = 0
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(leader={self.leader.id}, buckets={len(self._states)})"
+
+    # ------------------------------------------------------------ membership
+
+    def add_buckets(self, buckets: Mapping[TableBucket, int]) -> None:
+        """Follow ``{bucket: leader_epoch}`` from this leader, each starting in Truncating."""
+        for tb, epoch in buckets.items():
+            self._states[tb] = BucketFetchState(epoch)
+        self._changed.set()
+
+    def remove_buckets(self, buckets: list[TableBucket]) -> None:
+        for tb in buckets:
+            self._states.pop(tb, None)
+        self._changed.set()
+
+    @property
+    def buckets(self) -> dict[TableBucket, BucketFetchState]:
+        return dict(self._states)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.server_id}-from-{self.leader.id}")
+        self._task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.failure = task.exception()
+            log.error("replica fetcher from leader %d died", self.leader.id, exc_info=self.failure)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # already surfaced by _on_done
+                pass
+        await self.endpoint.close()
+
+    # ------------------------------------------------------------ body
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._changed.clear()
+            truncated = await self.maybe_truncate()
+            fetched = await self.maybe_fetch()
+            self.rounds += 1
+            if not truncated and not fetched:
+                await self._idle(loop)
+
+    async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Nothing was ready: wait for a membership change or the earliest backoff to end."""
+        now = loop.time()
+        waits = [s.retry_at - now for s in self._states.values() if s.retry_at > now]
+        timeout = min(waits) if waits else None
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _ready(self, phase: FetchPhase) -> dict[TableBucket, tuple[BucketFetchState, Replica]]:
+        now = asyncio.get_running_loop().time()
+        ready = {}
+        for tb, state in self._states.items():
+            if state.phase is not phase or state.retry_at > now:
+                continue
+            replica = self._replica_of(tb)
+            if replica is not None and replica.is_follower_of(self.leader.id, state.leader_epoch):
+                ready[tb] = (state, replica)
+        return ready
+
+    def _back_off(self, state: BucketFetchState) -> None:
+        state.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
+
+    def _current(self, tb: TableBucket, state: BucketFetchState) -> Replica | None:
+        """The replica, if this response still applies to it (same state object, still following us)."""
+        if self._states.get(tb) is not state:
+            return None
+        replica = self._replica_of(tb)
+        if replica is None or not replica.is_follower_of(self.leader.id, state.leader_epoch):
+            return None
+        return replica
+
+    async def maybe_truncate(self) -> bool:
+        """Truncate every Truncating bucket by the leader's end offset of its latest epoch (KIP-101/279)."""
+        ready = self._ready(FetchPhase.TRUNCATING)
+        if not ready:
+            return False
+        requests = []
+        for tb, (state, replica) in ready.items():
+            latest = replica.log.latest_epoch
+            if latest is None:  # nothing written under any epoch: nothing can have diverged
+                state.phase = FetchPhase.FETCHING
+                continue
+            requests.append(EpochRequest(tb, latest, state.leader_epoch))
+        if not requests:
+            return True
+        try:
+            results = await self.endpoint.offsets_for_leader_epoch(self.server_id, requests)
+        except ApiError as e:
+            log.warning("OffsetsForLeaderEpoch to leader %d failed: %s", self.leader.id, e)
+            for state, _ in ready.values():
+                self._back_off(state)
+            return True
+        for request in requests:
+            tb = request.table_bucket
+            state = ready[tb][0]
+            replica = self._current(tb, state)
+            result = results.get(tb)
+            if replica is None:
+                continue
+            if result is None or result.error is not None:
+                log.info("bucket %s: OffsetsForLeaderEpoch: %s", tb, result.error if result else "no answer")
+                self._back_off(state)
+                continue
+            self._truncate(tb, state, replica, result.leader_epoch, result.end_offset, request.leader_epoch)
+        return True
+
+    def _truncate(
+        self, tb: TableBucket, state: BucketFetchState, replica: Replica, epoch: int, end: int, asked: int
+    ) -> None:
+        log_ = replica.log
+        decision = truncation_offset(epoch, end, log_.log_end_offset, log_.high_watermark, log_.end_offset_for_epoch)
+        replica.truncate_to(decision.offset)
+        latest = log_.latest_epoch
+        if decision.complete or latest is None or latest >= asked:
+            # (an incomplete step that removed no epoch cannot make progress by asking again)
+            state.phase = FetchPhase.FETCHING
+        else:
+            state.phase = FetchPhase.TRUNCATING
+
+    async def maybe_fetch(self) -> bool:
+        ready = self._ready(FetchPhase.FETCHING)
+        if not ready:
+            return False
+        s = self.settings
+        sent = {}
+        requests = []
+        for tb, (state, replica) in ready.items():
+            latest = replica.log.latest_epoch
+            offset = replica.log.log_end_offset
+            sent[tb] = (state, offset)
+            requests.append(
+                FetchBucketRequest(tb, offset, s.max_bytes, state.leader_epoch, NO_EPOCH if latest is None else latest)
+            )
+        request = FetchRequest(self.server_id, s.wait_max_s, s.min_bytes, s.max_bytes, tuple(requests))
+        try:
+            results = await self.endpoint.fetch(request)
+        except ApiError as e:
+            log.warning("fetch from leader %d failed: %s", self.leader.id, e)
+            for state, _ in sent.values():
+                self._back_off(state)
+            return True
+        for tb, (state, offset) in sent.items():
+            result = results.get(tb)
+            replica = self._current(tb, state)
+            if replica is None or replica.log.log_end_offset != offset:
+                continue
+            if result is None:
+                self._back_off(state)
+                continue
+            try:
+                self._apply(tb, state, replica, result)
+            except ApiError as e:
+                log.error("bucket %s: cannot apply data fetched from leader %d: %s", tb, self.leader.id, e)
+                state.phase = FetchPhase.TRUNCATING
+                self._back_off(state)
+        return True
+
+    def _apply(self, tb: TableBucket, state: BucketFetchState, replica: Replica, result: FetchBucketResult) -> None:
+        if result.error is not None:
+            self._on_error(tb, state, replica, result)
+        elif result.diverging_epoch is not None:
+            d = result.diverging_epoch
+            log.info("bucket %s: diverged from leader %d at epoch %d end %d", tb, self.leader.id, d.epoch, d.end_offset)
+            latest = replica.log.latest_epoch
+            self._truncate(tb, state, replica, d.epoch, d.end_offset, NO_EPOCH if latest is None else latest)
+        else:
+            replica.append_as_follower(result.records, result.high_watermark)
+
+    def _on_error(self, tb: TableBucket, state: BucketFetchState, replica: Replica, result: FetchBucketResult) -> None:
+        assert result.error is not None
+        if result.error.code is ErrorCode.OFFSET_OUT_OF_RANGE:
+            leo = replica.log.log_end_offset
+            if 0 <= result.log_end_offset < leo:
+                log.warning("bucket %s: leader %d LEO %d below ours %d", tb, self.leader.id, result.log_end_offset, leo)
+                replica.truncate_to(result.log_end_offset)
+                return
+            if leo < result.log_start_offset:
+                replica.truncate_fully_and_start_at(result.log_start_offset)
+                return
+        log.info("bucket %s: fetch from leader %d: %s", tb, self.leader.id, result.error)
+        self._back_off(state)

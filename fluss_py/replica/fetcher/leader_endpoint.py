@@ -1,0 +1,124 @@
+"""The only network seam of replication: a follower's view of one leader server.
+
+``LeaderEndpoint`` is the Protocol the ``ReplicaFetcher`` uses (an in-memory fake in unit tests);
+``GrpcLeaderEndpoint`` implements it over one grpc.aio channel to the leader's TabletService.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import grpc
+
+from fluss_py.replica import wire
+from fluss_py.replica.messages import (
+    EpochEndOffset,
+    EpochRequest,
+    EpochResult,
+    FetchBucketResult,
+    FetchRequest,
+    FetchResult,
+)
+from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
+from fluss_py.types import ServerNode, TableBucket
+
+_GRPC_MAX_MESSAGE = 256 * 1024 * 1024
+
+
+class LeaderEndpoint(Protocol):
+    """A follower's connection to one leader server. Whole-call failures raise a retriable ApiError."""
+
+    async def fetch(self, request: FetchRequest) -> FetchResult: ...
+
+    async def offsets_for_leader_epoch(
+        self, replica_id: int, requests: Sequence[EpochRequest]
+    ) -> dict[TableBucket, EpochResult]: ...
+
+    async def close(self) -> None: ...
+
+
+class GrpcLeaderEndpoint:
+    """FetchLog / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one ReplicaFetcher task."""
+
+    def __init__(self, leader: ServerNode, *, rpc_timeout_s: float = 30.0) -> None:
+        self.leader = leader
+        self._timeout_s = rpc_timeout_s
+        self._channel = grpc.aio.insecure_channel(
+            leader.address,
+            options=[
+                ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE),
+                ("grpc.max_send_message_length", _GRPC_MAX_MESSAGE),
+            ],
+        )
+        self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        pb = tablet_pb2.FetchLogRequest(
+            replica_id=request.replica_id,
+            max_wait_ms=int(request.max_wait_s * 1000),
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            buckets=[
+                tablet_pb2.FetchBucket(
+                    table_bucket=wire.pb_bucket(b.table_bucket),
+                    fetch_offset=b.fetch_offset,
+                    max_bytes=b.max_bytes,
+                    current_leader_epoch=b.current_leader_epoch,
+                    last_fetched_epoch=b.last_fetched_epoch,
+                )
+                for b in request.buckets
+            ],
+        )
+        try:
+            response = await self._stub.FetchLog(pb, timeout=request.max_wait_s + self._timeout_s)
+        except grpc.aio.AioRpcError as e:
+            raise wire.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
+        wire.raise_for(response.error)
+        results: FetchResult = {}
+        for r in response.buckets:
+            tb = wire.bucket_of(r.table_bucket)
+            diverging = (
+                EpochEndOffset(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
+                if r.HasField("diverging_epoch")
+                else None
+            )
+            results[tb] = FetchBucketResult(
+                tb,
+                wire.error_of(r.error),
+                r.high_watermark,
+                r.log_start_offset,
+                r.log_end_offset,
+                r.records,
+                diverging,
+            )
+        return results
+
+    async def offsets_for_leader_epoch(
+        self, replica_id: int, requests: Sequence[EpochRequest]
+    ) -> dict[TableBucket, EpochResult]:
+        pb = tablet_pb2.OffsetsForLeaderEpochRequest(
+            replica_id=replica_id,
+            buckets=[
+                tablet_pb2.OffsetsForLeaderEpochBucket(
+                    table_bucket=wire.pb_bucket(r.table_bucket),
+                    leader_epoch=r.leader_epoch,
+                    current_leader_epoch=r.current_leader_epoch,
+                )
+                for r in requests
+            ],
+        )
+        try:
+            response = await self._stub.OffsetsForLeaderEpoch(pb, timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as e:
+            raise wire.network_error(e, f"OffsetsForLeaderEpoch from leader {self.leader.id}") from e
+        wire.raise_for(response.error)
+        return {
+            wire.bucket_of(r.table_bucket): EpochResult(
+                wire.bucket_of(r.table_bucket), wire.error_of(r.error), r.leader_epoch, r.end_offset
+            )
+            for r in response.buckets
+        }
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,96 @@
+"""The replica layer's seam to the coordinator leader: AdjustIsr (the leader proposes ISR changes).
+
+``CoordinatorGateway`` is the Protocol (fakes in unit tests); ``GrpcCoordinatorGateway`` talks to whichever
+coordinator currently leads, found through a callable the tablet server wires to its ZooKeeper view.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import grpc
+
+from fluss_py.errors import CoordinatorNotAvailableError, ErrorCode
+from fluss_py.replica import wire
+from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult
+from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.types import TableBucket
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorGateway(Protocol):
+    """What ``ReplicaManager`` needs from the coordinator leader."""
+
+    async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]) -> dict[TableBucket, AdjustIsrResult]:
+        """Propose ISR changes; one result per bucket. Raises a retriable ApiError if no leader answered."""
+        ...
+
+
+class GrpcCoordinatorGateway:
+    """AdjustIsr over grpc.aio to the coordinator leader at ``leader_address()`` ("host:port" or None).
+
+    One channel, replaced when the leader's address changes. A NOT_COORDINATOR_LEADER answer naming the
+    new leader is followed once at once. Called from the ReplicaManager's ISR-change task only.
+    """
+
+    def __init__(self, leader_address: Callable[[], str | None], *, timeout_s: float = 5.0) -> None:
+        self._leader_address = leader_address
+        self._timeout_s = timeout_s
+        self._address: str | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: coordinator_pb2_grpc.CoordinatorServiceStub | None = None
+
+    async def _stub_for(self, address: str) -> coordinator_pb2_grpc.CoordinatorServiceStub:
+        if address != self._address or self._stub is None:
+            if self._channel is not None:
+                log.info("coordinator leader moved from %s to %s", self._address, address)
+                await self._channel.close()
+            self._address = address
+            self._channel = grpc.aio.insecure_channel(address)
+            self._stub = coordinator_pb2_grpc.CoordinatorServiceStub(self._channel)
+        return self._stub
+
+    async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]) -> dict[TableBucket, AdjustIsrResult]:
+        request = coordinator_pb2.AdjustIsrRequest(
+            server_id=server_id,
+            buckets=[
+                coordinator_pb2.AdjustIsrBucket(
+                    table_bucket=wire.pb_bucket(i.table_bucket),
+                    leader_epoch=i.leader_epoch,
+                    bucket_epoch=i.bucket_epoch,
+                    new_isr=list(i.new_isr),
+                )
+                for i in items
+            ],
+        )
+        address = self._leader_address()
+        for _attempt in range(2):
+            if not address:
+                raise CoordinatorNotAvailableError("no coordinator leader is known")
+            try:
+                stub = await self._stub_for(address)
+                response = await stub.AdjustIsr(request, timeout=self._timeout_s)
+            except grpc.aio.AioRpcError as e:
+                raise wire.network_error(e, f"AdjustIsr to coordinator {address}") from e
+            error = wire.error_of(response.error)
+            if error is None:
+                break
+            if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address and _attempt == 0:
+                address = error.leader_address
+                continue
+            raise error
+        results: dict[TableBucket, AdjustIsrResult] = {}
+        for b in response.buckets:
+            tb = wire.bucket_of(b.table_bucket)
+            error = wire.error_of(b.error)
+            lai = wire.leader_and_isr_of(b.leader_and_isr) if error is None and b.HasField("leader_and_isr") else None
+            results[tb] = AdjustIsrResult(tb, error, lai)
+        return results
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+        self._channel, self._stub, self._address = None, None, None

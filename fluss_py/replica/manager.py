@@ -1,0 +1,589 @@
+"""ReplicaManager: every bucket replica of this tablet server, and the data path the tablet service calls.
+
+Takes and returns the plain values of ``fluss_py.replica.messages`` (the tablet service converts protobuf).
+Per-bucket failures are ``ApiError`` values in the results; a whole-request failure (stale coordinator
+epoch) raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py import config as cfg
+from fluss_py.errors import (
+    ApiError,
+    InvalidCoordinatorEpochError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    StorageError,
+    UnknownServerError,
+    UnknownTableOrBucketError,
+)
+from fluss_py.replica.delayed import DelayedFetch, DelayedProduce
+from fluss_py.replica.fetcher.fetcher import FetchSettings
+from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
+from fluss_py.replica.fetcher.manager import FetcherManager
+from fluss_py.replica.gateway import CoordinatorGateway
+from fluss_py.replica.messages import (
+    AdjustIsrItem,
+    BucketState,
+    EpochRequest,
+    EpochResult,
+    FetchBucketRequest,
+    FetchBucketResult,
+    ListOffsetsRequest,
+    ListOffsetsResult,
+    OffsetSpec,
+    ProduceResult,
+    StopReplicaItem,
+)
+from fluss_py.replica.replica import ACKS_ALL, Replica, ReplicaState
+from fluss_py.types import ServerNode, TableBucket
+
+log = logging.getLogger(__name__)
+
+MIN_ISR_PROPERTY = "min.insync.replicas"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    """The options the replica layer reads (seconds, bytes)."""
+
+    min_insync_replicas: int = 2
+    lag_time_s: float = 30.0
+    checkpoint_interval_s: float = 1.0
+    isr_retry_backoff_s: float = 0.5
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+
+    @classmethod
+    def from_config(cls, config: cfg.Config) -> ReplicaSettings:
+        return cls(
+            min_insync_replicas=int(config[cfg.MIN_INSYNC_REPLICAS]),
+            lag_time_s=float(config[cfg.REPLICA_LAG_TIME_MAX]),
+            checkpoint_interval_s=float(config[cfg.LOG_FLUSH_INTERVAL]),
+            fetch=FetchSettings(
+                wait_max_s=float(config[cfg.REPLICA_FETCH_WAIT_MAX]),
+                min_bytes=int(config[cfg.REPLICA_FETCH_MIN_BYTES]),
+                max_bytes=int(config[cfg.REPLICA_FETCH_MAX_BYTES]),
+                backoff_s=float(config[cfg.REPLICA_FETCH_BACKOFF]),
+            ),
+        )
+
+
+def _as_api_error(e: Exception, what: str) -> ApiError:
+    """An unexpected failure as a per-bucket error, logged with its traceback (never silently dropped)."""
+    if isinstance(e, ApiError):
+        return e
+    log.error("%s failed unexpectedly", what, exc_info=e)
+    if isinstance(e, OSError):
+        return StorageError(f"{what}: {e}")
+    return UnknownServerError(f"{what}: {type(e).__name__}: {e}")
+
+
+class ReplicaManager:
+    """Owns every ``Replica`` of this server, the delayed produce/fetch, the fetchers and three background
+    tasks: ISR shrink (every lag/2, one scan over all leaders), the AdjustIsr sender (one batched request
+    for all pending proposals) and the HW/recovery checkpoint. Everything runs on one asyncio loop; the
+    tablet service calls the async methods from its RPC handlers.
+    """
+
+    def __init__(
+        self,
+        server_id: int,
+        log_manager: Any,
+        config: cfg.Config,
+        coordinator_gateway: CoordinatorGateway,
+        leader_endpoint_factory: Callable[[ServerNode], LeaderEndpoint],
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        settings: ReplicaSettings | None = None,
+    ) -> None:
+        self.server_id = server_id
+        self.log_manager = log_manager
+        self.config = config
+        self.settings = settings or ReplicaSettings.from_config(config)
+        self._gateway = coordinator_gateway
+        self._clock = clock
+        self._replicas: dict[TableBucket, Replica] = {}
+        self._servers: dict[int, ServerNode] = {}
+        self.coordinator_epoch = -1
+        self.delayed_produce = DelayedProduce()
+        self.delayed_fetch = DelayedFetch()
+        self.fetchers = FetcherManager(server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch)
+        self._isr_pending: dict[TableBucket, AdjustIsrItem] = {}
+        self._isr_wakeup: asyncio.Event | None = None
+        self.isr_send_failures = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self.failures: list[BaseException] = []
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start the background tasks (call once, from the loop)."""
+        self._isr_wakeup = asyncio.Event()
+        for name, body in (
+            ("isr-shrink", self._shrink_loop),
+            ("isr-sender", self._isr_sender_loop),
+            ("checkpoint", self._checkpoint_loop),
+        ):
+            task = asyncio.create_task(body(), name=f"replica-manager-{self.server_id}-{name}")
+            task.add_done_callback(self._on_task_done)
+            self._tasks.append(task)
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.failures.append(task.exception())  # type: ignore[arg-type]
+        log.error("background task %s died", task.get_name(), exc_info=task.exception())
+
+    def check_health(self) -> None:
+        """Raise the first failure of a background task or fetcher (for /health)."""
+        failures = self.failures + self.fetchers.failures()
+        if failures:
+            raise RuntimeError(f"replica manager task failed: {failures[0]!r}") from failures[0]
+
+    async def shutdown(self) -> None:
+        """Stop fetchers and tasks, answer every parked request, write a last checkpoint. The log manager
+        itself is shut down by its owner (the tablet server)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # recorded by _on_task_done
+                pass
+        await self.fetchers.close()
+        self.delayed_produce.fail_all(NotLeaderOrFollowerError(f"tablet server {self.server_id} is shutting down"))
+        self.delayed_fetch.wake_all()
+        self.log_manager.checkpoint()
+
+    # ------------------------------------------------------------ views
+
+    def replica(self, tb: TableBucket) -> Replica | None:
+        return self._replicas.get(tb)
+
+    @property
+    def replicas(self) -> dict[TableBucket, Replica]:
+        return dict(self._replicas)
+
+    def leader_count(self) -> int:
+        return sum(1 for r in self._replicas.values() if r.is_leader)
+
+    def update_servers(self, servers: Iterable[ServerNode]) -> None:
+        for s in servers:
+            self._servers[s.id] = s
+
+    def _not_leader(self, tb: TableBucket, replica: Replica | None) -> ApiError:
+        if replica is None:
+            return UnknownTableOrBucketError(f"tablet server {self.server_id} does not host bucket {tb}")
+        leader = self._servers.get(replica.leader_id)
+        return NotLeaderOrFollowerError(
+            f"tablet server {self.server_id} is not the leader of bucket {tb}",
+            leader_id=replica.leader_id,
+            leader_address=leader.address if leader else "",
+        )
+
+    def _leader_replica(self, tb: TableBucket, current_leader_epoch: int = -1) -> Replica:
+        replica = self._replicas.get(tb)
+        if replica is None or not replica.is_leader:
+            raise self._not_leader(tb, replica)
+        replica.check_epoch(current_leader_epoch)
+        return replica
+
+    # ------------------------------------------------------------ coordinator requests
+
+    def _check_coordinator_epoch(self, epoch: int) -> None:
+        if epoch < self.coordinator_epoch:
+            raise InvalidCoordinatorEpochError(
+                f"coordinator epoch {epoch} is older than {self.coordinator_epoch} seen by server {self.server_id}"
+            )
+        self.coordinator_epoch = epoch
+
+    def _min_isr(self, properties: Mapping[str, str]) -> int:
+        value = properties.get(MIN_ISR_PROPERTY)
+        return int(value) if value is not None else self.settings.min_insync_replicas
+
+    def _get_or_create(self, state: BucketState) -> Replica:
+        tb = state.table_bucket
+        replica = self._replicas.get(tb)
+        if replica is None:
+            log_tablet = self.log_manager.get(tb)
+            if log_tablet is None:
+                log_tablet = self.log_manager.get_or_create(tb, self._log_config(state.table_properties))
+            replica = Replica(
+                tb,
+                self.server_id,
+                log_tablet,
+                min_insync_replicas=self._min_isr(state.table_properties),
+                lag_time_s=self.settings.lag_time_s,
+                clock=self._clock,
+            )
+            replica.transition(ReplicaState.ONLINE)
+            self._replicas[tb] = replica
+        else:
+            replica.min_insync_replicas = self._min_isr(state.table_properties)
+            if replica.state is ReplicaState.OFFLINE:
+                replica.transition(ReplicaState.ONLINE)
+        return replica
+
+    def _log_config(self, properties: Mapping[str, str]) -> Any:
+        from fluss_py.log.config import LogConfig
+
+        return LogConfig.from_config(self.config, properties)
+
+    async def become_leader_or_follower(
+        self, coordinator_epoch: int, buckets: Sequence[BucketState], servers: Iterable[ServerNode] = ()
+    ) -> dict[TableBucket, ApiError | None]:
+        """Apply NotifyLeaderAndIsr. Raises INVALID_COORDINATOR_EPOCH for a stale coordinator; per bucket,
+        FENCED_LEADER_EPOCH for an older leader epoch than ours."""
+        self._check_coordinator_epoch(coordinator_epoch)
+        self.update_servers(servers)
+        errors: dict[TableBucket, ApiError | None] = {}
+        stop_fetching: list[TableBucket] = []
+        follow: dict[TableBucket, tuple[ServerNode, int]] = {}
+        for state in buckets:
+            tb, lai = state.table_bucket, state.leader_and_isr
+            try:
+                if self.server_id not in state.replicas:
+                    raise UnknownTableOrBucketError(f"server {self.server_id} is not a replica of bucket {tb}")
+                replica = self._get_or_create(state)
+                if lai.leader == self.server_id:
+                    if replica.make_leader(lai, state.replicas):
+                        stop_fetching.append(tb)
+                        self._isr_pending.pop(tb, None)
+                    self._hw_maybe_moved(tb, replica)
+                elif replica.make_follower(lai, state.replicas):
+                    stop_fetching.append(tb)
+                    self._isr_pending.pop(tb, None)
+                    self.delayed_produce.fail_bucket(tb, self._not_leader(tb, replica))
+                    self.delayed_fetch.role_changed(tb)
+                    leader = self._servers.get(lai.leader)
+                    if leader is not None:
+                        follow[tb] = (leader, lai.leader_epoch)
+                    else:
+                        log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
+                errors[tb] = None
+            except Exception as e:
+                errors[tb] = _as_api_error(e, f"become leader/follower of {tb}")
+        await self.fetchers.remove_buckets(stop_fetching)
+        await self.fetchers.add_buckets(follow)
+        return errors
+
+    async def stop_replicas(
+        self, coordinator_epoch: int, buckets: Sequence[StopReplicaItem]
+    ) -> dict[TableBucket, ApiError | None]:
+        """Apply StopReplica: stop serving (Offline), and delete the log when asked."""
+        self._check_coordinator_epoch(coordinator_epoch)
+        errors: dict[TableBucket, ApiError | None] = {}
+        stopped = []
+        for item in buckets:
+            tb = item.table_bucket
+            replica = self._replicas.get(tb)
+            try:
+                if replica is not None:
+                    if 0 <= item.leader_epoch < replica.leader_epoch:
+                        replica.check_epoch(item.leader_epoch)  # raises FENCED_LEADER_EPOCH
+                    replica.go_offline()
+                    self.delayed_produce.fail_bucket(tb, self._not_leader(tb, replica))
+                    self.delayed_fetch.role_changed(tb)
+                    self._isr_pending.pop(tb, None)
+                    del self._replicas[tb]
+                stopped.append(tb)
+                if item.delete:
+                    self.log_manager.delete(tb)
+                errors[tb] = None
+            except Exception as e:
+                errors[tb] = _as_api_error(e, f"stop replica {tb}")
+        await self.fetchers.remove_buckets(stopped)
+        return errors
+
+    # ------------------------------------------------------------ produce
+
+    async def append(
+        self, acks: int, timeout_s: float, batches: Mapping[TableBucket, bytes]
+    ) -> dict[TableBucket, ProduceResult]:
+        """Append each bucket's batches as leader; with acks=all wait (one timer for the whole request) until
+        the HW passes each bucket's last offset, or REQUEST_TIMED_OUT."""
+        results: dict[TableBucket, ProduceResult] = {}
+        waiting: dict[TableBucket, tuple[asyncio.Future[ApiError | None], Any]] = {}
+        for tb, records in batches.items():
+            replica = self._replicas.get(tb)
+            try:
+                if replica is None or not replica.is_leader:
+                    raise self._not_leader(tb, replica)
+                hw_before = replica.high_watermark
+                info = replica.append_as_leader(records, acks)
+            except Exception as e:
+                results[tb] = ProduceResult(_as_api_error(e, f"append to {tb}"))
+                continue
+            if not info.duplicate:
+                self.delayed_fetch.leo_moved(tb)
+            if replica.high_watermark != hw_before:
+                self._hw_maybe_moved(tb, replica)
+            result = ProduceResult(None, info.first_offset, info.last_offset, info.append_time_ms)
+            if acks == ACKS_ALL and replica.high_watermark <= info.last_offset:
+                waiting[tb] = (self.delayed_produce.add(tb, info.last_offset + 1), result)
+            else:
+                results[tb] = result
+        if waiting:
+            futures = [f for f, _ in waiting.values()]
+            await asyncio.wait(futures, timeout=timeout_s)
+            for tb, (future, result) in waiting.items():
+                results[tb] = self._complete_produce(tb, future, result, timeout_s)
+        return {tb: results[tb] for tb in batches}
+
+    def _complete_produce(
+        self, tb: TableBucket, future: asyncio.Future[ApiError | None], result: ProduceResult, timeout_s: float
+    ) -> ProduceResult:
+        if not future.done():
+            self.delayed_produce.remove(tb, future)
+            future.cancel()
+            return ProduceResult(
+                RequestTimedOutError(
+                    f"bucket {tb}: HW did not reach offset {result.last_offset + 1} within {timeout_s:.3f}s"
+                )
+            )
+        error = future.result()
+        if error is not None:
+            return ProduceResult(error)
+        replica = self._replicas.get(tb)
+        if replica is not None and len(replica.maximal_isr) < replica.min_isr:
+            return ProduceResult(
+                NotEnoughReplicasAfterAppendError(
+                    f"bucket {tb}: appended at {result.base_offset}, but ISR {list(replica.maximal_isr)} < "
+                    f"min.insync.replicas {replica.min_isr}"
+                )
+            )
+        return result
+
+    def _hw_maybe_moved(self, tb: TableBucket, replica: Replica) -> None:
+        """Complete what the (possibly moved) HW allows: acks=all produces and client long polls."""
+        self.delayed_produce.complete_up_to(tb, replica.high_watermark)
+        self.delayed_fetch.hw_moved(tb)
+
+    # ------------------------------------------------------------ fetch
+
+    async def fetch(
+        self,
+        replica_id: int,
+        max_wait_s: float,
+        min_bytes: int,
+        max_bytes: int,
+        requests: Sequence[FetchBucketRequest],
+    ) -> dict[TableBucket, FetchBucketResult]:
+        """Fetch for a client (``replica_id`` -1: up to HW) or a follower (its server id: up to LEO, recording
+        its progress). Long-polls up to ``max_wait_s`` until ``min_bytes`` are available or a bucket errs."""
+        for_follower = replica_id >= 0
+        results = self._read_all(replica_id, max_bytes, requests, requests)
+        if max_wait_s <= 0 or self._fetch_satisfied(results, min_bytes, for_follower):
+            return results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_s
+        by_bucket = {r.table_bucket: r for r in requests}
+        waiter = self.delayed_fetch.park(by_bucket, for_follower=for_follower)
+        try:
+            while not self._closed:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await asyncio.wait([waiter.arm()], timeout=remaining)
+                dirty = waiter.take_dirty()
+                if not dirty:
+                    break
+                results.update(self._read_all(replica_id, max_bytes, requests, [by_bucket[b] for b in dirty], results))
+                if self._fetch_satisfied(results, min_bytes, for_follower):
+                    break
+        finally:
+            self.delayed_fetch.unpark(waiter)
+        return results
+
+    def _fetch_satisfied(
+        self, results: Mapping[TableBucket, FetchBucketResult], min_bytes: int, for_follower: bool
+    ) -> bool:
+        """Answer now: an error or divergence, ``min_bytes`` gathered, or (followers) data that an acks=all
+        produce is waiting for — so acks=all latency does not depend on replica.fetch.min.bytes."""
+        total = 0
+        for tb, r in results.items():
+            if r.error is not None or r.diverging_epoch is not None:
+                return True
+            if r.records and for_follower and self.delayed_produce.pending(tb):
+                return True
+            total += len(r.records)
+        return total >= max(min_bytes, 1)
+
+    def _read_all(
+        self,
+        replica_id: int,
+        max_bytes: int,
+        all_requests: Sequence[FetchBucketRequest],
+        to_read: Iterable[FetchBucketRequest],
+        previous: Mapping[TableBucket, FetchBucketResult] | None = None,
+    ) -> dict[TableBucket, FetchBucketResult]:
+        """Read ``to_read`` within the response byte budget (the first bucket with data always gets a batch)."""
+        used = sum(len(r.records) for r in (previous or {}).values())
+        out: dict[TableBucket, FetchBucketResult] = {}
+        for request in to_read:
+            tb = request.table_bucket
+            used -= len(previous[tb].records) if previous and tb in previous else 0
+            budget = min(request.max_bytes, max_bytes - used)
+            result = self._read_one(replica_id, request, budget, must_fill=used == 0)
+            used += len(result.records)
+            out[tb] = result
+        return out
+
+    def _read_one(
+        self, replica_id: int, request: FetchBucketRequest, budget: int, must_fill: bool
+    ) -> FetchBucketResult:
+        tb = request.table_bucket
+        replica = self._replicas.get(tb)
+        try:
+            replica = self._leader_replica(tb, request.current_leader_epoch)
+            log_ = replica.log
+            if replica_id >= 0:
+                diverging = replica.diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
+                if diverging is not None:
+                    return FetchBucketResult(
+                        tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, b"", diverging
+                    )
+                hw_moved, proposal = replica.update_follower_fetch(replica_id, request.fetch_offset)
+                if hw_moved:
+                    self._hw_maybe_moved(tb, replica)
+                if proposal is not None:
+                    self._propose_isr(replica, proposal)
+                upper = log_.log_end_offset
+            else:
+                upper = log_.high_watermark
+            if budget <= 0 and not must_fill:
+                records = b""
+                if not log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset:
+                    log_.read(request.fetch_offset, 1, upper)  # raises OFFSET_OUT_OF_RANGE with the range
+            else:
+                records = log_.read(request.fetch_offset, max(budget, 1), upper).records
+            return FetchBucketResult(
+                tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, bytes(records)
+            )
+        except Exception as e:
+            error = _as_api_error(e, f"fetch from {tb}")
+            if replica is not None and replica.state in (ReplicaState.LEADER, ReplicaState.FOLLOWER):
+                lg = replica.log
+                return FetchBucketResult(tb, error, lg.high_watermark, lg.log_start_offset, lg.log_end_offset)
+            return FetchBucketResult(tb, error)
+
+    # ------------------------------------------------------------ offsets
+
+    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> dict[TableBucket, ListOffsetsResult]:
+        """EARLIEST = log start, LATEST = LEO, HIGH_WATERMARK = HW, TIMESTAMP = first offset with timestamp
+        >= the given one (below the HW), -1 if none. Leader only."""
+        out: dict[TableBucket, ListOffsetsResult] = {}
+        for r in requests:
+            tb = r.table_bucket
+            try:
+                lg = self._leader_replica(tb).log
+                hw, leo, start = lg.high_watermark, lg.log_end_offset, lg.log_start_offset
+                if r.spec is OffsetSpec.EARLIEST:
+                    offset = start
+                elif r.spec is OffsetSpec.LATEST:
+                    offset = leo
+                elif r.spec is OffsetSpec.HIGH_WATERMARK:
+                    offset = hw
+                else:
+                    found = lg.offset_for_timestamp(r.timestamp_ms)
+                    offset = found if found is not None and found < hw else -1
+                out[tb] = ListOffsetsResult(tb, None, offset, hw, leo, start)
+            except Exception as e:
+                out[tb] = ListOffsetsResult(tb, _as_api_error(e, f"list offsets of {tb}"))
+        return out
+
+    async def offsets_for_leader_epoch(self, requests: Sequence[EpochRequest]) -> dict[TableBucket, EpochResult]:
+        """Where each asked epoch ends on this leader's log (KIP-279: largest epoch <= asked, its end)."""
+        out: dict[TableBucket, EpochResult] = {}
+        for r in requests:
+            tb = r.table_bucket
+            try:
+                lg = self._leader_replica(tb, r.current_leader_epoch).log
+                epoch, end = lg.end_offset_for_epoch(r.leader_epoch)
+                out[tb] = EpochResult(tb, None, epoch, end)
+            except Exception as e:
+                out[tb] = EpochResult(tb, _as_api_error(e, f"offsets for leader epoch of {tb}"))
+        return out
+
+    # ------------------------------------------------------------ ISR changes
+
+    def _propose_isr(self, replica: Replica, new_isr: tuple[int, ...]) -> None:
+        """Queue an AdjustIsr; the replica counts the maximal ISR until the coordinator answers."""
+        replica.start_isr_change(new_isr)
+        self._isr_pending[replica.table_bucket] = AdjustIsrItem(
+            replica.table_bucket, replica.leader_epoch, replica.bucket_epoch, tuple(new_isr)
+        )
+        if self._isr_wakeup is not None:
+            self._isr_wakeup.set()
+
+    def maybe_shrink_isr(self) -> int:
+        """One scan over all leaders: propose removing followers lagging > replica.lag.time.max. Returns how
+        many buckets got a proposal."""
+        n = 0
+        for replica in self._replicas.values():
+            proposal = replica.shrink_proposal()
+            if proposal is not None:
+                self._propose_isr(replica, proposal)
+                n += 1
+        return n
+
+    async def send_isr_changes(self) -> int:
+        """Send every queued AdjustIsr in one request and apply the answers. Returns how many were sent.
+        A failed call releases the proposals (maximal ISR back to the committed one); they are re-made by
+        the next shrink scan or follower fetch."""
+        items, self._isr_pending = list(self._isr_pending.values()), {}
+        if not items:
+            return 0
+        try:
+            results = await self._gateway.adjust_isr(self.server_id, items)
+        except ApiError as e:
+            log.warning("AdjustIsr for %d buckets failed: %s", len(items), e)
+            self.isr_send_failures += 1
+            results = {}
+        for item in items:
+            tb = item.table_bucket
+            replica = self._replicas.get(tb)
+            if replica is None or tb in self._isr_pending:
+                continue
+            result = results.get(tb)
+            if result is not None and result.error is not None:
+                log.info("bucket %s: AdjustIsr to %s refused: %s", tb, list(item.new_isr), result.error)
+            committed = result.leader_and_isr if result is not None and result.error is None else None
+            if replica.finish_isr_change(item.leader_epoch, committed):
+                self._hw_maybe_moved(tb, replica)
+        return len(items)
+
+    async def _shrink_loop(self) -> None:
+        interval = max(self.settings.lag_time_s / 2, 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_shrink_isr()
+
+    async def _isr_sender_loop(self) -> None:
+        assert self._isr_wakeup is not None
+        while True:
+            await self._isr_wakeup.wait()
+            self._isr_wakeup.clear()
+            failures = self.isr_send_failures
+            await self.send_isr_changes()
+            if self.isr_send_failures != failures:
+                await asyncio.sleep(self.settings.isr_retry_backoff_s)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.checkpoint_interval_s)
+            self.log_manager.checkpoint()

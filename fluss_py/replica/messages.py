@@ -1,0 +1,177 @@
+"""Plain request/result values of the replica layer (no protobuf here; the tablet service converts).
+
+Per-bucket errors are carried as ``ApiError`` instances (``error is None`` means success), so the service can
+put ``code``, ``message``, ``leader_id`` and ``leader_address`` into the wire ``ErrorInfo``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.types import LeaderAndIsr, TableBucket
+
+NO_EPOCH = -1
+"""A leader epoch that is not checked / not known."""
+
+
+def _code(error: ApiError | None) -> ErrorCode:
+    return ErrorCode.NONE if error is None else error.code
+
+
+@dataclass(frozen=True, slots=True)
+class BucketState:
+    """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment and table properties."""
+
+    table_bucket: TableBucket
+    leader_and_isr: LeaderAndIsr
+    replicas: tuple[int, ...]
+    table_properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaItem:
+    """StopReplica for one bucket; ``leader_epoch`` -1 skips the epoch check."""
+
+    table_bucket: TableBucket
+    leader_epoch: int = NO_EPOCH
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    """Result of appending one bucket's batches."""
+
+    error: ApiError | None = None
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time_ms: int = -1
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return _code(self.error)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchBucketRequest:
+    """One bucket of a fetch. Followers send ``last_fetched_epoch`` (epoch of their last batch) or -1."""
+
+    table_bucket: TableBucket
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A whole fetch as a follower sends it to one leader (``replica_id`` = the follower's server id)."""
+
+    replica_id: int
+    max_wait_s: float
+    min_bytes: int
+    max_bytes: int
+    buckets: tuple[FetchBucketRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """(largest epoch <= the asked one, where it ends); (-1, -1) when undefined."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchBucketResult:
+    """One bucket of a fetch answer; ``diverging_epoch`` set (and no records) when the follower diverged."""
+
+    table_bucket: TableBucket
+    error: ApiError | None = None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes = b""
+    diverging_epoch: EpochEndOffset | None = None
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return _code(self.error)
+
+
+FetchResult = dict[TableBucket, FetchBucketResult]
+"""A fetch answer, one result per requested bucket."""
+
+
+class OffsetSpec(IntEnum):
+    """Which offset ListOffsets answers (numbers as in tablet.proto)."""
+
+    EARLIEST = 0
+    LATEST = 1
+    HIGH_WATERMARK = 2
+    TIMESTAMP = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    table_bucket: TableBucket
+    spec: OffsetSpec
+    timestamp_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    """``offset`` is -1 when TIMESTAMP finds no record at or after the timestamp."""
+
+    table_bucket: TableBucket
+    error: ApiError | None = None
+    offset: int = -1
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    log_start_offset: int = -1
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return _code(self.error)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRequest:
+    """OffsetsForLeaderEpoch for one bucket: where does ``leader_epoch`` end on the leader's log?"""
+
+    table_bucket: TableBucket
+    leader_epoch: int
+    current_leader_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class EpochResult:
+    table_bucket: TableBucket
+    error: ApiError | None = None
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+    @property
+    def error_code(self) -> ErrorCode:
+        return _code(self.error)
+
+
+@dataclass(frozen=True, slots=True)
+class AdjustIsrItem:
+    """One bucket of an AdjustIsr proposal from its leader to the coordinator."""
+
+    table_bucket: TableBucket
+    leader_epoch: int
+    bucket_epoch: int
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdjustIsrResult:
+    """The coordinator's answer for one bucket: the committed state on success, else an error."""
+
+    table_bucket: TableBucket
+    error: ApiError | None = None
+    leader_and_isr: LeaderAndIsr | None = None

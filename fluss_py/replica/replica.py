@@ -1,0 +1,331 @@
+"""Replica: one bucket on this tablet server — its role, leader epoch, ISR, follower progress and HW.
+
+Lifecycle (per bucket, DESIGN.md §4)::
+
+    New ──► Online ──► Leader ◄──► Follower
+     │        ▲          │            │
+     │        │          ▼            ▼
+     └──────► Offline ◄───────────────┘        Offline ──► Online (reloaded)
+
+``Leader -> Leader`` and ``Follower -> Follower`` are legal: a new leader epoch or a new ISR for the same role.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from fluss_py.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
+from fluss_py.replica import isr as isr_rules
+from fluss_py.replica.isr import FollowerProgress
+from fluss_py.replica.messages import NO_EPOCH, EpochEndOffset
+from fluss_py.types import LeaderAndIsr, TableBucket
+
+log = logging.getLogger(__name__)
+
+ACKS_ALL = -1
+
+
+class IllegalStateTransition(RuntimeError):
+    """A replica was asked to move to a state whose legal predecessors do not include its current one."""
+
+
+class ReplicaState(Enum):
+    NEW = "New"
+    ONLINE = "Online"
+    LEADER = "Leader"
+    FOLLOWER = "Follower"
+    OFFLINE = "Offline"
+
+
+VALID_PREVIOUS: dict[ReplicaState, frozenset[ReplicaState]] = {
+    ReplicaState.NEW: frozenset(),
+    ReplicaState.ONLINE: frozenset({ReplicaState.NEW, ReplicaState.OFFLINE}),
+    ReplicaState.LEADER: frozenset({ReplicaState.ONLINE, ReplicaState.FOLLOWER, ReplicaState.LEADER}),
+    ReplicaState.FOLLOWER: frozenset({ReplicaState.ONLINE, ReplicaState.LEADER, ReplicaState.FOLLOWER}),
+    ReplicaState.OFFLINE: frozenset(
+        {ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.LEADER, ReplicaState.FOLLOWER, ReplicaState.OFFLINE}
+    ),
+}
+
+
+class Replica:
+    """One bucket's replica: the only mutator of its ``LogTablet`` (which is synchronous and lock-free).
+
+    Owned by ``ReplicaManager`` and called only from the event-loop thread (manager handlers, the ISR task,
+    the replica fetcher task). No method awaits, so each one is atomic with respect to the others.
+    Leader side: follower progress, HW = min LEO over the maximal ISR (never backwards), ISR proposals.
+    Follower side: appends and truncation driven by the ``ReplicaFetcher``.
+    """
+
+    def __init__(
+        self,
+        table_bucket: TableBucket,
+        server_id: int,
+        log_tablet: Any,
+        *,
+        min_insync_replicas: int,
+        lag_time_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.table_bucket = table_bucket
+        self.server_id = server_id
+        self.log = log_tablet
+        self.min_insync_replicas = min_insync_replicas
+        self.lag_time_s = lag_time_s
+        self._clock = clock
+        self.state = ReplicaState.NEW
+        self.leader_id = -1
+        self.leader_epoch = NO_EPOCH
+        self.bucket_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.pending_isr: tuple[int, ...] | None = None
+        self.followers: dict[int, FollowerProgress] = {}
+        self.leader_epoch_start_offset = 0
+
+    def __repr__(self) -> str:
+        return f"Replica({self.table_bucket}, {self.state.value}, epoch={self.leader_epoch}, isr={self.isr})"
+
+    # ------------------------------------------------------------ state
+
+    def transition(self, target: ReplicaState) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            log.error(
+                "bucket %s: illegal replica transition %s -> %s", self.table_bucket, self.state.value, target.value
+            )
+            raise IllegalStateTransition(f"bucket {self.table_bucket}: {self.state.value} -> {target.value}")
+        self.state = target
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state is ReplicaState.LEADER
+
+    def is_follower_of(self, leader_id: int, leader_epoch: int) -> bool:
+        return self.state is ReplicaState.FOLLOWER and self.leader_id == leader_id and self.leader_epoch == leader_epoch
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        return isr_rules.maximal_isr(self.isr, self.pending_isr)
+
+    @property
+    def min_isr(self) -> int:
+        return isr_rules.effective_min_isr(self.min_insync_replicas, len(self.replicas) or 1)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def _check_new_epoch(self, lai: LeaderAndIsr) -> bool:
+        """True when ``lai`` is new to us; raises FENCED_LEADER_EPOCH when it is older than what we know."""
+        if lai.leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"bucket {self.table_bucket}: leader epoch {lai.leader_epoch} < current {self.leader_epoch}"
+            )
+        return lai.leader_epoch > self.leader_epoch or lai.bucket_epoch > self.bucket_epoch
+
+    def make_leader(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
+        """Become (or stay) leader. Returns True when a new leader epoch started (a new term)."""
+        if not self._check_new_epoch(lai) and self.state is ReplicaState.LEADER:
+            return False
+        new_term = lai.leader_epoch > self.leader_epoch or self.state is not ReplicaState.LEADER
+        self.transition(ReplicaState.LEADER)
+        self.leader_id, self.replicas = self.server_id, tuple(replicas)
+        self.isr, self.bucket_epoch, self.pending_isr = tuple(lai.isr), lai.bucket_epoch, None
+        if new_term:
+            self.leader_epoch = lai.leader_epoch
+            now, leo = self._clock(), self.log.log_end_offset
+            # KAFKA-7415: the new epoch starts at our LEO at once, before any write of this term.
+            latest = self.log.latest_epoch
+            if latest is None or latest < lai.leader_epoch:
+                self.log.epoch_cache.assign(lai.leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self.followers = {
+                r: FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
+                for r in self.replicas
+                if r != self.server_id
+            }
+            log.info(
+                "bucket %s: leader at epoch %d, LEO %d, ISR %s", self.table_bucket, lai.leader_epoch, leo, self.isr
+            )
+        self.maybe_increment_hw()
+        return new_term
+
+    def make_follower(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
+        """Become (or stay) follower of ``lai.leader``. True when the fetcher must (re)start truncating."""
+        if not self._check_new_epoch(lai) and self.state is ReplicaState.FOLLOWER:
+            return False
+        restart = (
+            self.state is not ReplicaState.FOLLOWER
+            or lai.leader_epoch > self.leader_epoch
+            or lai.leader != self.leader_id
+        )
+        self.transition(ReplicaState.FOLLOWER)
+        self.leader_id, self.leader_epoch, self.bucket_epoch = lai.leader, lai.leader_epoch, lai.bucket_epoch
+        self.isr, self.replicas, self.pending_isr = tuple(lai.isr), tuple(replicas), None
+        self.followers = {}
+        if restart:
+            log.info(
+                "bucket %s: follower of %d at epoch %d, LEO %d",
+                self.table_bucket,
+                lai.leader,
+                lai.leader_epoch,
+                self.log.log_end_offset,
+            )
+        return restart
+
+    def go_offline(self) -> None:
+        self.transition(ReplicaState.OFFLINE)
+        self.followers, self.pending_isr = {}, None
+
+    # ------------------------------------------------------------ checks
+
+    def check_leader(self, current_leader_epoch: int = NO_EPOCH) -> None:
+        """Raise unless we lead this bucket (and the caller's leader epoch matches, when given)."""
+        if self.state is not ReplicaState.LEADER:
+            raise NotLeaderOrFollowerError(
+                f"server {self.server_id} is not the leader of bucket {self.table_bucket}", leader_id=self.leader_id
+            )
+        self.check_epoch(current_leader_epoch)
+
+    def check_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"bucket {self.table_bucket}: request epoch {current_leader_epoch} < leader epoch {self.leader_epoch}"
+            )
+        raise UnknownLeaderEpochError(
+            f"bucket {self.table_bucket}: request epoch {current_leader_epoch} > leader epoch {self.leader_epoch}"
+        )
+
+    # ------------------------------------------------------------ leader side
+
+    def append_as_leader(self, records: bytes, acks: int) -> Any:
+        """Append a client's batches; acks=all below min ISR is refused before anything is written."""
+        self.check_leader()
+        if acks == ACKS_ALL and len(self.isr) < self.min_isr:
+            raise NotEnoughReplicasError(
+                f"bucket {self.table_bucket}: ISR {list(self.isr)} is smaller than min.insync.replicas {self.min_isr}"
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_increment_hw()
+        return info
+
+    def maybe_increment_hw(self) -> bool:
+        """HW := min LEO over the maximal ISR, only ever forwards. True when it moved."""
+        if self.state is not ReplicaState.LEADER:
+            return False
+        leos = (
+            self.followers[r].log_end_offset if r in self.followers else isr_rules.UNKNOWN_OFFSET
+            for r in self.maximal_isr
+            if r != self.server_id
+        )
+        candidate = isr_rules.high_watermark_candidate(self.log.log_end_offset, leos)
+        if candidate > self.log.high_watermark:
+            return bool(self.log.update_high_watermark(candidate))
+        return False
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> EpochEndOffset | None:
+        """KIP-595 check of a follower fetch: where its last epoch ends here, if its log goes beyond that."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if end < 0:
+            return None
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return EpochEndOffset(epoch, end)
+        return None
+
+    def update_follower_fetch(self, follower_id: int, fetch_offset: int) -> tuple[bool, tuple[int, ...] | None]:
+        """Record a follower fetch. Returns (HW moved, ISR to propose when the follower may join, else None)."""
+        if follower_id not in self.followers:
+            return False, None
+        leo = self.log.log_end_offset
+        self.followers[follower_id] = isr_rules.record_fetch(
+            self.followers[follower_id], fetch_offset, leo, self._clock()
+        )
+        proposal = None
+        if self.pending_isr is None and isr_rules.may_join_isr(
+            follower_id,
+            self.replicas,
+            self.maximal_isr,
+            fetch_offset,
+            self.log.high_watermark,
+            self.leader_epoch_start_offset,
+        ):
+            proposal = isr_rules.expanded_isr(self.isr, follower_id, self.replicas)
+        return self.maybe_increment_hw(), proposal
+
+    def shrink_proposal(self) -> tuple[int, ...] | None:
+        """The ISR without followers lagging more than replica.lag.time.max (None: nothing to do or one in flight)."""
+        if self.state is not ReplicaState.LEADER or self.pending_isr is not None:
+            return None
+        lagging = isr_rules.out_of_sync_replicas(
+            self.isr, self.server_id, self.followers, self.log.log_end_offset, self._clock(), self.lag_time_s
+        )
+        if not lagging:
+            return None
+        log.info(
+            "bucket %s: followers %s lag more than %.1fs, shrinking ISR", self.table_bucket, lagging, self.lag_time_s
+        )
+        return isr_rules.shrunk_isr(self.isr, lagging)
+
+    def start_isr_change(self, new_isr: tuple[int, ...]) -> None:
+        """An AdjustIsr is in flight: until answered the HW counts the maximal ISR (old + new)."""
+        self.pending_isr = tuple(new_isr)
+
+    def finish_isr_change(self, leader_epoch: int, committed: LeaderAndIsr | None) -> bool:
+        """Apply the coordinator's answer (None: refused or failed). True when the HW moved."""
+        if self.state is not ReplicaState.LEADER or leader_epoch != self.leader_epoch:
+            return False
+        self.pending_isr = None
+        if (
+            committed is not None
+            and committed.leader_epoch == self.leader_epoch
+            and committed.bucket_epoch > self.bucket_epoch
+        ):
+            self.isr, self.bucket_epoch = tuple(committed.isr), committed.bucket_epoch
+            log.info("bucket %s: ISR is now %s (bucket epoch %d)", self.table_bucket, self.isr, self.bucket_epoch)
+        return self.maybe_increment_hw()
+
+    # ------------------------------------------------------------ follower side
+
+    def append_as_follower(self, records: bytes, leader_hw: int) -> bool:
+        """Append fetched batches (offsets and epochs kept) and take HW = min(leader HW, LEO). True if HW moved."""
+        if records:
+            self.log.append_as_follower(records)
+        return self.update_follower_hw(leader_hw)
+
+    def update_follower_hw(self, leader_hw: int) -> bool:
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw > self.log.high_watermark:
+            return bool(self.log.update_high_watermark(hw))
+        return False
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything from ``offset`` on (the epoch cache too, even when nothing is in the log there)."""
+        if offset < self.log.high_watermark:
+            log.warning(
+                "bucket %s: truncating to %d, below the HW %d", self.table_bucket, offset, self.log.high_watermark
+            )
+        if offset < self.log.log_end_offset:
+            log.info("bucket %s: truncating from LEO %d to %d", self.table_bucket, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+        else:
+            self.log.epoch_cache.truncate_from_end(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        log.info("bucket %s: log restarts at %d (leader's log start)", self.table_bucket, offset)
+        self.log.truncate_fully_and_start_at(offset)

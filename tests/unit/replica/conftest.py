@@ -1,0 +1,111 @@
+"""Builders for replica tests: a Cluster of ReplicaManagers over in-memory logs and endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from fluss_py import config as cfg
+from fluss_py.replica.fetcher.fetcher import FetchSettings
+from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
+from fluss_py.replica.messages import BucketState
+from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
+from tests.unit.replica.fakes import Cluster, FakeClock, FakeLogManager
+
+TB = TableBucket(7, 0)
+LAG_S = 10.0
+SETTINGS = ReplicaSettings(
+    min_insync_replicas=2,
+    lag_time_s=LAG_S,
+    checkpoint_interval_s=3600.0,
+    isr_retry_backoff_s=0.01,
+    fetch=FetchSettings(wait_max_s=0.05, min_bytes=1, max_bytes=1 << 20, backoff_s=0.01),
+)
+
+
+def node(server_id: int) -> ServerNode:
+    return ServerNode(server_id, "127.0.0.1", 9000 + server_id)
+
+
+async def wait_until(cond: Callable[[], object], timeout: float = 5.0, message: str = "") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s {message}")
+        await asyncio.sleep(0.005)
+
+
+class ReplicaCluster(Cluster):
+    """Servers 1..n, each a ReplicaManager with a FakeLogManager; one shared FakeClock and coordinator."""
+
+    def __init__(self, n: int, clock: FakeClock, settings: ReplicaSettings = SETTINGS) -> None:
+        super().__init__()
+        self.clock = clock
+        self.settings = settings
+        self.coordinator_epoch = 1
+        self.log_managers: dict[int, FakeLogManager] = {}
+        for i in range(1, n + 1):
+            self.start_server(i)
+
+    def start_server(self, i: int, log_manager: FakeLogManager | None = None) -> ReplicaManager:
+        self.log_managers[i] = log_manager or self.log_managers.get(i) or FakeLogManager()
+        m = ReplicaManager(
+            i,
+            self.log_managers[i],
+            cfg.Config(cfg.TABLET),
+            self.coordinator,
+            self.endpoint_factory,
+            self.clock,
+            settings=self.settings,
+        )
+        m.start()
+        self.managers[i] = m
+        self.down.discard(i)
+        return m
+
+    async def kill(self, i: int) -> None:
+        """The server stops answering and its manager stops (its in-memory log survives, like a disk)."""
+        self.down.add(i)
+        await self.managers.pop(i).shutdown()
+
+    async def notify(self, tb: TableBucket, replicas: tuple[int, ...], props: dict | None = None) -> dict:
+        lai = self.coordinator.state[tb]
+        out = {}
+        for i in replicas:
+            if i in self.managers:
+                out[i] = await self.managers[i].become_leader_or_follower(
+                    self.coordinator_epoch, [BucketState(tb, lai, replicas, props or {})], [node(r) for r in replicas]
+                )
+        return out
+
+    async def create(self, tb: TableBucket, replicas: tuple[int, ...], props: dict | None = None) -> LeaderAndIsr:
+        live = tuple(r for r in replicas if r in self.managers)
+        self.coordinator.state[tb] = LeaderAndIsr(live[0], 0, live, self.coordinator_epoch, 0)
+        await self.notify(tb, replicas, props)
+        return self.coordinator.state[tb]
+
+    async def elect(self, tb: TableBucket, replicas: tuple[int, ...], leader: int, isr: tuple[int, ...]) -> None:
+        self.coordinator.state[tb] = self.coordinator.state[tb].with_leader(leader, isr, self.coordinator_epoch)
+        await self.notify(tb, replicas)
+
+    async def close(self) -> None:
+        for i in list(self.managers):
+            await self.managers.pop(i).shutdown()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def cluster3(clock: FakeClock):
+    c = ReplicaCluster(3, clock)
+    yield c
+    await c.close()

@@ -1,0 +1,244 @@
+"""Replication between ReplicaManagers over in-memory endpoints: truncation by epoch, convergence, fetchers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fluss_py.record import iter_batches
+from fluss_py.replica.fetcher.fetcher import FetchPhase
+from fluss_py.replica.messages import FetchBucketRequest
+from fluss_py.types import TableBucket
+from tests.unit.replica.conftest import TB, ReplicaCluster, wait_until
+from tests.unit.replica.fakes import batch
+
+MIN1 = {"min.insync.replicas": "1"}
+
+
+def log_of(c: ReplicaCluster, server: int):
+    return c.log_managers[server].logs[TB]
+
+
+def contents(c: ReplicaCluster, server: int) -> list[tuple[int, int, bytes]]:
+    """(offset, leader epoch, value) of every record of a server's log."""
+    out = []
+    for raw in log_of(c, server).batches:
+        b = next(iter_batches(raw))
+        out += [(r.offset, b.leader_epoch, r.value) for r in b.records()]
+    return out
+
+
+def assert_no_divergence(c: ReplicaCluster, servers: tuple[int, ...]) -> None:
+    """No offset holds different content on two replicas (the shorter log is a prefix of the longer)."""
+    logs = [contents(c, s) for s in servers]
+    for a in logs:
+        for b in logs:
+            n = min(len(a), len(b))
+            assert a[:n] == b[:n]
+
+
+async def caught_up(c: ReplicaCluster, leader: int, followers: tuple[int, ...]) -> None:
+    leo = log_of(c, leader).log_end_offset
+    await wait_until(lambda: all(log_of(c, f).log_end_offset == leo for f in followers), message="catch up")
+
+
+async def test_followers_replicate_byte_identical_batches(clock) -> None:
+    c = ReplicaCluster(3, clock)
+    try:
+        await c.create(TB, (1, 2, 3))
+        for i in range(5):
+            assert (await c.managers[1].append(-1, 5.0, {TB: batch(b"v%d" % i, b"w%d" % i)}))[TB].error is None
+        await caught_up(c, 1, (2, 3))
+        assert log_of(c, 1).batches == log_of(c, 2).batches == log_of(c, 3).batches
+        assert log_of(c, 2).epoch_cache.entries() == [(0, 0)]
+        await wait_until(lambda: log_of(c, 2).high_watermark == 10)  # HW reaches followers
+    finally:
+        await c.close()
+
+
+async def test_seed000_divergence_old_leader_truncates_and_converges(clock) -> None:
+    """Seed 000 §4.3: A (epoch 0) appends records nobody fetched, dies; B (epoch 1) writes different records at
+    the same offsets; A returns, truncates by epoch and converges."""
+    c = ReplicaCluster(2, clock)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"m0", b"m1")})
+        await caught_up(c, 1, (2,))
+        await c.kill(2)
+        await c.managers[1].append(1, 5.0, {TB: batch(b"a2", b"a3", b"a4")})  # acks=1, never replicated
+        await c.kill(1)
+        c.start_server(2)
+        await c.elect(TB, (1, 2), leader=2, isr=(2,))
+        await c.managers[2].append(1, 5.0, {TB: batch(b"b2")})
+        await c.managers[2].append(1, 5.0, {TB: batch(b"b3")})
+        assert contents(c, 1)[2][2] == b"a2" and contents(c, 2)[2][2] == b"b2"  # diverged at offset 2
+        c.start_server(1)
+        await c.notify(TB, (1, 2))
+        await caught_up(c, 2, (1,))
+        assert contents(c, 1) == contents(c, 2)
+        assert [v for _, _, v in contents(c, 1)] == [b"m0", b"m1", b"b2", b"b3"]
+        assert log_of(c, 1).epoch_cache.entries() == [(0, 0), (1, 2)]
+    finally:
+        await c.close()
+
+
+async def test_seed004_hw_truncation_case(clock) -> None:
+    """Seed 004 §4.2/4.3: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
+    c = ReplicaCluster(3, clock)
+    r3 = (1, 2, 3)
+    try:
+        await c.create(TB, r3, MIN1)
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"msg0", b"msg1", b"msg2")})
+        await c.elect(TB, r3, leader=1, isr=r3)  # epoch 1
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"msg3")})
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"msg4")})
+        await caught_up(c, 1, (2, 3))
+        await c.kill(3)
+        await c.managers[1].append(1, 5.0, {TB: batch(b"msg5")})
+        await caught_up(c, 1, (2,))
+        await c.kill(2)
+        await c.managers[1].append(1, 5.0, {TB: batch(b"msg6")})
+        await c.kill(1)
+        c.start_server(2)
+        await c.elect(TB, r3, leader=2, isr=(2,))  # epoch 2
+        c.start_server(3)
+        await c.notify(TB, r3)
+        c.start_server(1)
+        await c.notify(TB, r3)
+        await c.managers[2].append(1, 5.0, {TB: batch(b"new6")})
+        await caught_up(c, 2, (1, 3))
+        for s in r3:
+            assert [v for _, _, v in contents(c, s)] == [b"msg%d" % i for i in range(6)] + [b"new6"]
+        assert contents(c, 1) == contents(c, 2) == contents(c, 3)
+        assert log_of(c, 1).epoch_cache.entries() == [(0, 0), (1, 3), (2, 6)]
+    finally:
+        await c.close()
+
+
+async def test_kip101_restarted_follower_does_not_truncate_to_its_hw(clock) -> None:
+    """KIP-101 scenario 1: a follower holding m1 above its HW restarts and then becomes leader: m1 survives."""
+    c = ReplicaCluster(2, clock)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"m0")})
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"m1")})  # acked: follower 2 has it
+        await c.kill(2)
+        log_of(c, 2).high_watermark = 1  # its HW had not caught up yet
+        c.start_server(2)
+        await c.notify(TB, (1, 2))
+        fetcher = c.managers[2].fetchers.fetcher_of(TB)
+        await wait_until(lambda: fetcher.buckets[TB].phase is FetchPhase.FETCHING)
+        assert log_of(c, 2).log_end_offset == 2
+        await c.kill(1)
+        await c.elect(TB, (1, 2), leader=2, isr=(2,))
+        assert [v for _, _, v in contents(c, 2)] == [b"m0", b"m1"]
+    finally:
+        await c.close()
+
+
+async def test_leader_reports_diverging_epoch_to_a_follower_fetch(clock) -> None:
+    c = ReplicaCluster(2, clock)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"a", b"b")})
+        await c.elect(TB, (1, 2), leader=1, isr=(1, 2))
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"c")})
+        # a follower claiming epoch 0 runs to offset 3: epoch 0 ended at 2 here
+        req = FetchBucketRequest(TB, 3, 1 << 20, current_leader_epoch=1, last_fetched_epoch=0)
+        r = (await c.managers[1].fetch(2, 0, 1, 1 << 20, [req]))[TB]
+        assert r.diverging_epoch is not None and (r.diverging_epoch.epoch, r.diverging_epoch.end_offset) == (0, 2)
+        assert r.records == b""
+    finally:
+        await c.close()
+
+
+async def test_stale_follower_epoch_is_fenced_by_the_leader(clock) -> None:
+    c = ReplicaCluster(2, clock)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        await c.elect(TB, (1, 2), leader=1, isr=(1, 2))  # epoch 1
+        req = FetchBucketRequest(TB, 0, 1 << 20, current_leader_epoch=0)
+        r = (await c.managers[1].fetch(2, 0, 1, 1 << 20, [req]))[TB]
+        assert r.error is not None and r.error.code.name == "FENCED_LEADER_EPOCH"
+    finally:
+        await c.close()
+
+
+async def test_one_fetcher_per_leader_carries_all_buckets(clock) -> None:
+    c = ReplicaCluster(2, clock)
+    buckets = [TableBucket(7, b) for b in range(6)]
+    try:
+        for tb in buckets:
+            await c.create(tb, (1, 2) if tb.bucket % 2 == 0 else (2, 1), MIN1)
+        m2 = c.managers[2]
+        assert len(m2.fetchers.fetchers) == 1  # server 2 follows only leader 1
+        fetcher = next(iter(m2.fetchers.fetchers.values()))
+        assert set(fetcher.buckets) == {tb for tb in buckets if tb.bucket % 2 == 0}
+        assert len(c.managers[1].fetchers.fetchers) == 1
+        await c.managers[1].append(-1, 5.0, {tb: batch(b"x") for tb in buckets if tb.bucket % 2 == 0})
+        for tb in buckets:
+            if tb.bucket % 2 == 0:
+                assert c.log_managers[2].logs[tb].log_end_offset == 1
+    finally:
+        await c.close()
+
+
+async def test_fetcher_backs_off_while_leader_unreachable_then_catches_up(clock) -> None:
+    c = ReplicaCluster(2, clock)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        endpoint = c.managers[2].fetchers.fetcher_of(TB).endpoint
+        c.down.add(1)
+        await c.managers[1].append(1, 5.0, {TB: batch(b"x")})
+        before = endpoint.calls
+        await asyncio.sleep(0.2)
+        assert endpoint.calls - before <= 0.2 / 0.01 + 2  # one attempt per backoff, no busy loop
+        c.down.discard(1)
+        await caught_up(c, 1, (2,))
+    finally:
+        await c.close()
+
+
+async def test_buckets_added_and_removed_while_the_fetcher_runs(clock) -> None:
+    c = ReplicaCluster(2, clock)
+    tb2 = TableBucket(8, 0)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        fetcher = c.managers[2].fetchers.fetcher_of(TB)
+        await c.create(tb2, (1, 2), MIN1)
+        assert c.managers[2].fetchers.fetcher_of(tb2) is fetcher
+        await c.managers[1].append(1, 5.0, {tb2: batch(b"y")})
+        await wait_until(lambda: c.log_managers[2].logs[tb2].log_end_offset == 1)
+        await c.managers[2].fetchers.remove_buckets([TB])
+        await c.managers[1].append(1, 5.0, {TB: batch(b"z")})
+        await asyncio.sleep(0.1)
+        assert log_of(c, 2).log_end_offset == 0
+        await c.managers[2].fetchers.remove_buckets([tb2])
+        assert c.managers[2].fetchers.fetchers == {}  # idle fetcher closed
+        assert fetcher.endpoint.closed
+    finally:
+        await c.close()
+
+
+async def test_leader_failover_without_loss_of_acknowledged_writes(clock) -> None:
+    c = ReplicaCluster(3, clock)
+    r3 = (1, 2, 3)
+    acked = []
+    try:
+        await c.create(TB, r3)
+        for i in range(5):
+            res = (await c.managers[1].append(-1, 5.0, {TB: batch(b"k%d" % i)}))[TB]
+            acked.append((res.base_offset, b"k%d" % i))
+        await c.kill(1)
+        await c.elect(TB, r3, leader=2, isr=(2, 3))
+        for i in range(5, 8):
+            res = (await c.managers[2].append(-1, 5.0, {TB: batch(b"k%d" % i)}))[TB]
+            assert res.error is None
+            acked.append((res.base_offset, b"k%d" % i))
+        c.start_server(1)
+        await c.notify(TB, r3)
+        await caught_up(c, 2, (1, 3))
+        for s in r3:
+            assert [(o, v) for o, _, v in contents(c, s)] == acked
+        assert_no_divergence(c, r3)
+    finally:
+        await c.close()
