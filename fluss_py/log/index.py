@@ -16,6 +16,7 @@ import os
 import struct
 import sys
 from array import array
+from collections.abc import MutableSequence
 from pathlib import Path
 
 
@@ -41,18 +42,76 @@ def _read_ints(path: Path, typecode: str) -> array:
     return arr
 
 
-class OffsetIndex:
+class _SparseIndex:
+    """Two parallel int columns in memory; their packed entries appended to the file on ``flush``."""
+
+    ENTRY: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._pending = bytearray()
+        self._written = 0  # entries already in the file
+
+    def _columns(self) -> tuple[MutableSequence[int], MutableSequence[int]]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._columns()[0])
+
+    def _add(self, a: int, b: int) -> None:
+        cols = self._columns()
+        cols[0].append(a)
+        cols[1].append(b)
+        self._pending += self.ENTRY.pack(a, b)
+
+    def _loaded(self) -> None:
+        self._pending.clear()
+        self._written = len(self)
+
+    def _truncate_entries(self, keep: int) -> None:
+        a, b = self._columns()
+        if keep >= len(a):
+            return
+        del a[keep:], b[keep:]
+        if keep < self._written:
+            self._rewrite()
+        else:
+            self._pending = bytearray(self._pending[: (keep - self._written) * self.ENTRY.size])
+
+    def reset(self) -> None:
+        a, b = self._columns()
+        del a[:], b[:]
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Rewrite the whole file from memory (after a truncation below what was written)."""
+        a, b = self._columns()
+        _write_file(self.path, b"".join(self.ENTRY.pack(x, y) for x, y in zip(a, b, strict=True)))
+        self._pending.clear()
+        self._written = len(a)
+
+    def flush(self, fsync: bool = True) -> None:
+        if self._pending:
+            _append_file(self.path, self._pending, fsync)
+            self._written += len(self._pending) // self.ENTRY.size
+            self._pending.clear()
+        elif not self.path.exists():
+            _write_file(self.path, b"")
+
+
+class OffsetIndex(_SparseIndex):
     """Offset -> file position for one segment. Owned by its ``LogSegment``."""
 
     ENTRY = struct.Struct(">ii")
 
     def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
+        super().__init__(path, base_offset)
         self.rel_offsets = array("i")
         self.positions = array("i")
-        self._pending = bytearray()
-        self._written = 0  # entries already in the file
+
+    def _columns(self) -> tuple[MutableSequence[int], MutableSequence[int]]:
+        return self.rel_offsets, self.positions
 
     def load(self, log_size: int) -> None:
         """Read the file and check it (raises CorruptIndexError)."""
@@ -66,14 +125,10 @@ class OffsetIndex:
         if len(rel) and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= log_size):
             raise CorruptIndexError(f"{self.path.name}: positions outside the log ({pos[-1]} >= {log_size})")
         self.rel_offsets, self.positions = rel, pos
-        self._pending.clear()
-        self._written = len(rel)
+        self._loaded()
 
     def append(self, offset: int, position: int) -> None:
-        rel = offset - self.base_offset
-        self.rel_offsets.append(rel)
-        self.positions.append(position)
-        self._pending += self.ENTRY.pack(rel, position)
+        self._add(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(batch base offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
@@ -88,56 +143,21 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.base_offset + self.rel_offsets[-1], self.positions[-1]
 
-    def __len__(self) -> int:
-        return len(self.rel_offsets)
-
     def truncate_to_position(self, position: int) -> None:
         """Drop entries at or after ``position`` (the log is being cut there)."""
         keep = bisect.bisect_left(self.positions, position)
         self._truncate_entries(keep)
 
-    def _truncate_entries(self, keep: int) -> None:
-        if keep >= len(self.rel_offsets):
-            return
-        del self.rel_offsets[keep:], self.positions[keep:]
-        if keep < self._written:
-            self._rewrite()
-        else:
-            self._pending = bytearray(self._pending[: (keep - self._written) * self.ENTRY.size])
 
-    def reset(self) -> None:
-        self.rel_offsets = array("i")
-        self.positions = array("i")
-        self._rewrite()
-
-    def _rewrite(self) -> None:
-        """Rewrite the whole file from memory (after a truncation below what was written)."""
-        data = b"".join(self.ENTRY.pack(r, p) for r, p in zip(self.rel_offsets, self.positions, strict=True))
-        _write_file(self.path, data)
-        self._pending.clear()
-        self._written = len(self.rel_offsets)
-
-    def flush(self, fsync: bool = True) -> None:
-        if self._pending:
-            _append_file(self.path, self._pending, fsync)
-            self._written += len(self._pending) // self.ENTRY.size
-            self._pending.clear()
-        elif not self.path.exists():
-            _write_file(self.path, b"")
-
-
-class TimeIndex:
+class TimeIndex(_SparseIndex):
     """Timestamp -> offset for one segment: entry (max timestamp so far, batch base offset)."""
 
     ENTRY = struct.Struct(">qi")
 
     def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
+        super().__init__(path, base_offset)
         self.timestamps: list[int] = []
         self.rel_offsets: list[int] = []
-        self._pending = bytearray()
-        self._written = 0
 
     def load(self, max_rel_offset: int) -> None:
         try:
@@ -156,17 +176,13 @@ class TimeIndex:
         if rel and (rel[0] < 0 or rel[-1] > max_rel_offset):
             raise CorruptIndexError(f"{self.path.name}: offset {rel[-1]} outside the segment")
         self.timestamps, self.rel_offsets = ts, rel
-        self._pending.clear()
-        self._written = len(ts)
+        self._loaded()
 
     def maybe_append(self, max_timestamp: int, offset: int) -> None:
         """Add (max_timestamp, offset) if it raises the maximum timestamp."""
         if self.timestamps and max_timestamp <= self.timestamps[-1]:
             return
-        rel = offset - self.base_offset
-        self.timestamps.append(max_timestamp)
-        self.rel_offsets.append(rel)
-        self._pending += self.ENTRY.pack(max_timestamp, rel)
+        self._add(max_timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
         """Base offset of a batch at or before the first batch with max timestamp >= ``timestamp``."""
@@ -175,36 +191,11 @@ class TimeIndex:
             return self.base_offset
         return self.base_offset + self.rel_offsets[i - 1]
 
-    def __len__(self) -> int:
-        return len(self.timestamps)
-
     def truncate_to_offset(self, offset: int) -> None:
-        keep = bisect.bisect_left(self.rel_offsets, offset - self.base_offset)
-        if keep >= len(self.rel_offsets):
-            return
-        del self.timestamps[keep:], self.rel_offsets[keep:]
-        if keep < self._written:
-            self._rewrite()
-        else:
-            self._pending = bytearray(self._pending[: (keep - self._written) * self.ENTRY.size])
+        self._truncate_entries(bisect.bisect_left(self.rel_offsets, offset - self.base_offset))
 
-    def reset(self) -> None:
-        self.timestamps, self.rel_offsets = [], []
-        self._rewrite()
-
-    def _rewrite(self) -> None:
-        data = b"".join(self.ENTRY.pack(t, r) for t, r in zip(self.timestamps, self.rel_offsets, strict=True))
-        _write_file(self.path, data)
-        self._pending.clear()
-        self._written = len(self.timestamps)
-
-    def flush(self, fsync: bool = True) -> None:
-        if self._pending:
-            _append_file(self.path, self._pending, fsync)
-            self._written += len(self._pending) // self.ENTRY.size
-            self._pending.clear()
-        elif not self.path.exists():
-            _write_file(self.path, b"")
+    def _columns(self) -> tuple[MutableSequence[int], MutableSequence[int]]:
+        return self.timestamps, self.rel_offsets
 
 
 def _append_file(path: Path, data: bytes | bytearray, fsync: bool) -> None:
