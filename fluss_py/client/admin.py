@@ -1,0 +1,321 @@
+"""``Admin``: databases, tables, their placement and offsets.
+
+DDL goes to the coordinator leader through ``CoordinatorGateway`` (retried across coordinator failovers).
+``describe_table`` asks the coordinator for the authoritative placement (leader, leader epoch, replicas,
+ISR per bucket) and then each bucket leader for its offsets (one ListOffsets per leader server).
+
+Owned by one event loop. ``Admin`` owns its metadata and transport unless they were passed in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+
+from fluss_py.client import transport as rpcs
+from fluss_py.client.gateway import CoordinatorGateway
+from fluss_py.client.metadata import (
+    BucketLocation,
+    ClusterMetadata,
+    TableInfo,
+    bucket_from_pb,
+    table_info_from_pb,
+)
+from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
+from fluss_py.client.transport import GrpcTransport, Transport, error_from_info, raise_for_error
+from fluss_py.errors import ApiError, ErrorCode, LeaderNotAvailableError, TableNotExistError
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.types import TableBucket, TablePath
+
+
+class OffsetSpec(IntEnum):
+    """What ``list_offsets`` looks up (values are the wire enum)."""
+
+    EARLIEST = tablet_pb2.EARLIEST
+    LATEST = tablet_pb2.LATEST
+    HIGH_WATERMARK = tablet_pb2.HIGH_WATERMARK
+    TIMESTAMP = tablet_pb2.TIMESTAMP
+
+
+@dataclass(frozen=True, slots=True)
+class BucketOffsets:
+    """One ListOffsets answer: the looked-up ``offset`` (-1 if no record matches a timestamp) and the
+    bucket's log start offset, high watermark and log end offset."""
+
+    offset: int
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class BucketDescription:
+    """Placement and offsets of one bucket (offsets are -1 when its leader did not answer)."""
+
+    location: BucketLocation
+    log_start_offset: int = -1
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TableDescription:
+    info: TableInfo
+    buckets: tuple[BucketDescription, ...]
+
+
+def _path_pb(path: TablePath) -> common_pb2.TablePath:
+    return common_pb2.TablePath(database=path.database, table=path.table)
+
+
+class Admin:
+    """Cluster administration (see module docstring). Use ``async with Admin(...)`` or call ``close()``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        transport: Transport | None = None,
+        metadata: ClusterMetadata | None = None,
+        request_timeout: float = 30.0,
+        retry: RetryOptions = DEFAULT_RETRY,
+    ) -> None:
+        self._owns_transport = transport is None
+        self._transport = transport or GrpcTransport()
+        self._owns_metadata = metadata is None
+        self.metadata = metadata or ClusterMetadata(
+            bootstrap_servers, self._transport, request_timeout=request_timeout, retry=retry
+        )
+        self._gateway = CoordinatorGateway(self.metadata, self._transport, request_timeout=request_timeout, retry=retry)
+        self._request_timeout = request_timeout
+        self._retry = retry
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_metadata:
+            await self.metadata.close()
+        if self._owns_transport:
+            await self._transport.close()
+
+    # ---------------------------------------------------------------- databases
+    async def create_database(self, name: str, *, ignore_if_exists: bool = False) -> None:
+        await self._gateway.call(
+            rpcs.CREATE_DATABASE, coordinator_pb2.CreateDatabaseRequest(name=name, ignore_if_exists=ignore_if_exists)
+        )
+
+    async def drop_database(self, name: str, *, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        request = coordinator_pb2.DropDatabaseRequest(
+            name=name, ignore_if_not_exists=ignore_if_not_exists, cascade=cascade
+        )
+        await self._gateway.call(rpcs.DROP_DATABASE, request)
+
+    async def list_databases(self) -> list[str]:
+        response = await self._gateway.call(rpcs.LIST_DATABASES, coordinator_pb2.ListDatabasesRequest())
+        return list(response.databases)
+
+    # ---------------------------------------------------------------- tables
+    async def create_table(
+        self,
+        path: TablePath | str,
+        *,
+        num_buckets: int = 0,
+        replication_factor: int = 0,
+        properties: Mapping[str, str] | None = None,
+        comment: str = "",
+        ignore_if_exists: bool = False,
+    ) -> int:
+        """Create a table (0 buckets/replication factor: the cluster defaults); returns its table id."""
+        path = _as_path(path)
+        descriptor = common_pb2.TableDescriptor(
+            num_buckets=num_buckets,
+            replication_factor=replication_factor,
+            properties=dict(properties or {}),
+            comment=comment,
+        )
+        request = coordinator_pb2.CreateTableRequest(
+            path=_path_pb(path), descriptor=descriptor, ignore_if_exists=ignore_if_exists
+        )
+        response = await self._gateway.call(rpcs.CREATE_TABLE, request)
+        return response.table_id
+
+    async def drop_table(self, path: TablePath | str, *, ignore_if_not_exists: bool = False) -> None:
+        request = coordinator_pb2.DropTableRequest(
+            path=_path_pb(_as_path(path)), ignore_if_not_exists=ignore_if_not_exists
+        )
+        await self._gateway.call(rpcs.DROP_TABLE, request)
+
+    async def list_tables(self, database: str) -> list[str]:
+        response = await self._gateway.call(rpcs.LIST_TABLES, coordinator_pb2.ListTablesRequest(database=database))
+        return list(response.tables)
+
+    async def get_table_placement(self, path: TablePath | str) -> tuple[TableInfo, list[BucketLocation]]:
+        """Authoritative TableInfo and per-bucket leader/epochs/replicas/ISR, from the coordinator leader."""
+        path = _as_path(path)
+        request = common_pb2.MetadataRequest(tables=[_path_pb(path)])
+        response = await self._gateway.call(rpcs.COORDINATOR_GET_METADATA, request)
+        for tm in response.metadata.tables:
+            info = table_info_from_pb(tm.info)
+            if info.path == path:
+                self.metadata.apply_servers(response.metadata)
+                return info, sorted((bucket_from_pb(b) for b in tm.buckets), key=lambda loc: loc.table_bucket)
+        raise TableNotExistError(f"table {path} does not exist")
+
+    async def get_table_info(self, path: TablePath | str) -> TableInfo:
+        return (await self.get_table_placement(path))[0]
+
+    async def describe_table(self, path: TablePath | str) -> TableDescription:
+        """TableInfo, and per bucket: leader, epochs, replicas, ISR, log start offset, HW and LEO."""
+        info, locations = await self.get_table_placement(path)
+        offsets = await self._list_offsets_once(
+            {loc.table_bucket: loc.leader for loc in locations}, OffsetSpec.LATEST, 0
+        )
+        buckets = []
+        for loc in locations:
+            got = offsets.get(loc.table_bucket)
+            if isinstance(got, BucketOffsets):
+                buckets.append(BucketDescription(loc, got.log_start_offset, got.high_watermark, got.log_end_offset))
+            else:
+                buckets.append(BucketDescription(loc, error=str(got) if got else "no leader"))
+        return TableDescription(info, tuple(buckets))
+
+    # ---------------------------------------------------------------- offsets
+    async def list_offsets(
+        self,
+        path: TablePath | str,
+        buckets: Iterable[int] | None = None,
+        spec: OffsetSpec = OffsetSpec.LATEST,
+        timestamp_ms: int = 0,
+        *,
+        timeout: float | None = None,
+    ) -> dict[int, BucketOffsets]:
+        """Offsets per bucket number, asked of each bucket's leader; retried across leader changes."""
+        path = _as_path(path)
+        info = await self.metadata.wait_for_table(path, self._request_timeout)
+        wanted = [TableBucket(info.table_id, b) for b in (buckets if buckets is not None else range(info.num_buckets))]
+        result = await list_offsets(
+            self.metadata, self._transport, wanted, spec, timestamp_ms, timeout or self._request_timeout, self._retry
+        )
+        return {tb.bucket: offsets for tb, offsets in result.items()}
+
+    async def _list_offsets_once(
+        self, leaders: Mapping[TableBucket, int], spec: OffsetSpec, timestamp_ms: int
+    ) -> dict[TableBucket, BucketOffsets | ApiError]:
+        by_server: dict[int, list[TableBucket]] = defaultdict(list)
+        for tb, leader in leaders.items():
+            by_server[leader].append(tb)
+        results: dict[TableBucket, BucketOffsets | ApiError] = {}
+
+        async def one(server_id: int, tbs: list[TableBucket]) -> None:
+            node = self.metadata.servers.get(server_id)
+            if node is None:
+                for tb in tbs:
+                    results[tb] = LeaderNotAvailableError(f"leader {server_id} of {tb} is not a live server")
+                return
+            try:
+                got = await list_offsets_request(
+                    self._transport, node.address, tbs, spec, timestamp_ms, self._request_timeout
+                )
+            except ApiError as e:
+                got = dict.fromkeys(tbs, e)
+            results.update(got)
+
+        await asyncio.gather(*(one(s, tbs) for s, tbs in by_server.items()))
+        return results
+
+
+def _as_path(path: TablePath | str) -> TablePath:
+    return path if isinstance(path, TablePath) else TablePath.parse(path)
+
+
+async def list_offsets_request(
+    transport: Transport,
+    address: str,
+    buckets: Iterable[TableBucket],
+    spec: OffsetSpec,
+    timestamp_ms: int,
+    timeout: float,
+) -> dict[TableBucket, BucketOffsets | ApiError]:
+    """One ListOffsets to one server: per bucket its offsets or its error (transport errors raise)."""
+    request = tablet_pb2.ListOffsetsRequest(
+        buckets=[
+            tablet_pb2.ListOffsetsBucket(
+                table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
+                spec=int(spec),
+                timestamp_ms=timestamp_ms,
+            )
+            for tb in buckets
+        ]
+    )
+    response = await transport.call(address, rpcs.LIST_OFFSETS, request, timeout)
+    raise_for_error(response.error)
+    out: dict[TableBucket, BucketOffsets | ApiError] = {}
+    for r in response.buckets:
+        tb = TableBucket(r.table_bucket.table_id, r.table_bucket.bucket)
+        if r.error.code != ErrorCode.NONE:
+            out[tb] = error_from_info(r.error)
+        else:
+            out[tb] = BucketOffsets(r.offset, r.log_start_offset, r.high_watermark, r.log_end_offset)
+    return out
+
+
+async def list_offsets(
+    metadata: ClusterMetadata,
+    transport: Transport,
+    buckets: Iterable[TableBucket],
+    spec: OffsetSpec,
+    timestamp_ms: int,
+    timeout: float,
+    retry: RetryOptions,
+) -> dict[TableBucket, BucketOffsets]:
+    """ListOffsets for ``buckets`` at their leaders, retrying retriable errors (refreshing metadata or
+    following leader hints) until ``timeout``; the first non-retriable error is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    pending = set(buckets)
+    done: dict[TableBucket, BucketOffsets] = {}
+    backoff = Backoff(retry)
+    while pending:
+        by_leader: dict[str, list[TableBucket]] = defaultdict(list)
+        errors: list[ApiError] = []
+        for tb in pending:
+            node = metadata.leader_for(tb)
+            if node is None:
+                errors.append(LeaderNotAvailableError(f"no known leader for {tb}"))
+            else:
+                by_leader[node.address].append(tb)
+
+        async def one(address: str, tbs: list[TableBucket], errors: list[ApiError] = errors) -> None:
+            remaining = max(deadline - loop.time(), 0.001)
+            try:
+                got = await list_offsets_request(transport, address, tbs, spec, timestamp_ms, remaining)
+            except ApiError as exc:
+                got = dict.fromkeys(tbs, exc)
+            for tb, value in got.items():
+                if isinstance(value, BucketOffsets):
+                    done[tb] = value
+                    pending.discard(tb)
+                else:
+                    errors.append(value)
+                    metadata.apply_leader_hint(tb, value.leader_id, value.leader_address)
+
+        await asyncio.gather(*(one(a, tbs) for a, tbs in by_leader.items()))
+        if not pending:
+            break
+        fatal = next((e for e in errors if not e.retriable), None)
+        if fatal is not None:
+            raise fatal
+        if loop.time() >= deadline:
+            raise errors[0] if errors else LeaderNotAvailableError("list offsets timed out")
+        if any(e.invalid_metadata for e in errors):
+            metadata.request_update()
+        await asyncio.sleep(min(backoff.next_delay(), max(deadline - loop.time(), 0)))
+    return done

@@ -1,0 +1,144 @@
+"""``Consumer``: reads assigned buckets from their leaders, up to the high watermark.
+
+    async with Consumer("127.0.0.1:9123") as consumer:
+        await consumer.assign("db.events")              # all buckets (or assign(path, [0, 2]))
+        consumer.seek_to_beginning()                    # or seek(tb, offset) / seek_to_end / seek_to_timestamp
+        for record in await consumer.poll(timeout=1.0):
+            ...                                         # record.bucket, .offset, .timestamp_ms, .key, .value
+
+Positions are the next offset to hand out per bucket; ``poll`` advances them. Offsets are not committed
+anywhere by this class (at-least-once processing keeps its own positions or uses CommitOffsets later).
+
+Owned by one event loop; for threads use ``fluss_py.client.sync.SyncConsumer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+from fluss_py.client.consumer.fetcher import ConsumerRecord, Fetcher
+from fluss_py.client.consumer.positions import Positions, ResetTo
+from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.options import ConsumerOptions
+from fluss_py.client.transport import GrpcTransport, Transport
+from fluss_py.types import TableBucket, TablePath
+
+
+class Consumer:
+    """Bucket-assigned reader (see module docstring). Create inside a running event loop."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        options: ConsumerOptions | None = None,
+        *,
+        transport: Transport | None = None,
+        metadata: ClusterMetadata | None = None,
+    ) -> None:
+        self.options = opts = options or ConsumerOptions()
+        self._owns_transport = transport is None
+        self._transport = transport or GrpcTransport()
+        self._owns_metadata = metadata is None
+        self.metadata = metadata or ClusterMetadata(
+            bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
+        )
+        self._positions = Positions(opts.auto_offset_reset)
+        self._fetcher = Fetcher(self._positions, self.metadata, self._transport, opts)
+        self._fetcher.start()
+        self._closed = False
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- assignment
+    async def assign(
+        self, table: TablePath | str | Iterable[TableBucket], buckets: Iterable[int] | None = None
+    ) -> None:
+        """Read ``table`` (all buckets, or the given bucket numbers), or an explicit list of TableBuckets."""
+        if isinstance(table, TablePath | str):
+            path = table if isinstance(table, TablePath) else TablePath.parse(table)
+            info = await self.metadata.wait_for_table(path, self.options.request_timeout)
+            numbers = range(info.num_buckets) if buckets is None else buckets
+            assigned = [TableBucket(info.table_id, b) for b in numbers]
+        else:
+            assigned = list(table)
+        self._positions.assign(assigned)
+        self._fetcher.wakeup.set()
+
+    def assignment(self) -> set[TableBucket]:
+        return set(self._positions.buckets)
+
+    def _targets(self, buckets: Iterable[TableBucket] | None) -> list[TableBucket]:
+        return list(self._positions.buckets) if buckets is None else list(buckets)
+
+    # ---------------------------------------------------------------- positions
+    def seek(self, bucket: TableBucket, offset: int) -> None:
+        self._positions.seek(bucket, offset)
+        self._fetcher.wakeup.set()
+
+    def seek_to_beginning(self, buckets: Iterable[TableBucket] | None = None) -> None:
+        for tb in self._targets(buckets):
+            self._positions.request_reset(tb, ResetTo.EARLIEST)
+        self._fetcher.wakeup.set()
+
+    def seek_to_end(self, buckets: Iterable[TableBucket] | None = None) -> None:
+        """Start after the last record visible now (the high watermark)."""
+        for tb in self._targets(buckets):
+            self._positions.request_reset(tb, ResetTo.LATEST)
+        self._fetcher.wakeup.set()
+
+    def seek_to_timestamp(self, timestamp_ms: int, buckets: Iterable[TableBucket] | None = None) -> None:
+        """Start at the first record with timestamp >= ``timestamp_ms`` (the end if there is none)."""
+        for tb in self._targets(buckets):
+            self._positions.request_reset(tb, ResetTo.TIMESTAMP, timestamp_ms)
+        self._fetcher.wakeup.set()
+
+    async def position(self, bucket: TableBucket, timeout: float | None = None) -> int:
+        """The next offset ``poll`` returns for ``bucket``, waiting for a pending seek to resolve."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout if timeout is not None else self.options.request_timeout)
+        while True:
+            offset = self._positions.position(bucket)
+            if offset is not None:
+                return offset
+            if loop.time() >= deadline:
+                raise TimeoutError(f"position of {bucket} not resolved")
+            self._fetcher.take(0)  # surfaces errors
+            await asyncio.sleep(0.005)
+
+    def high_watermark(self, bucket: TableBucket) -> int:
+        """The high watermark seen in the last fetch of ``bucket`` (-1 before any)."""
+        return self._positions.buckets[bucket].high_watermark
+
+    # ---------------------------------------------------------------- reading
+    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records from the assigned buckets (in offset order per bucket), waiting up to ``timeout``."""
+        limit = max_records or self.options.max_poll_records
+        records = self._fetcher.take(limit)
+        if records or timeout <= 0:
+            return records
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not records:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._fetcher.data.wait(), remaining)
+            records = self._fetcher.take(limit)
+        return records
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._fetcher.close()
+        if self._owns_metadata:
+            await self.metadata.close()
+        if self._owns_transport:
+            await self._transport.close()

@@ -1,0 +1,312 @@
+"""The fetcher: the consumer's background task keeping records flowing from bucket leaders.
+
+Each round it (1) resolves buckets awaiting a reset with ONE ListOffsets per leader server, and (2) for
+positioned buckets with nothing buffered, sends ONE FetchLog per leader server carrying all of them
+(long poll: ``fetch_max_wait``/``fetch_min_bytes``), at most one in flight per server. Answers become
+*completed fetches* buffered per bucket until ``poll`` takes them: this is the prefetch — the next fetch
+is in flight while the user processes the previous records.
+
+Leader changes are invisible to the user: an error that invalidates metadata moves the bucket at once to
+the leader the error names, else refreshes metadata; the bucket backs off (tens of ms, doubling) and is
+fetched again from the same position. Each fetch carries the leader epoch the client knows, so a deposed
+leader that has not noticed yet answers UNKNOWN_LEADER_EPOCH instead of serving stale data.
+OFFSET_OUT_OF_RANGE resets the bucket by ``auto_offset_reset`` (or is raised by ``poll`` when "none").
+
+Owned by the consumer's event loop; ``poll`` (user task) and the fetch task share the buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from typing import NamedTuple
+
+from fluss_py.client.admin import BucketOffsets, OffsetSpec, list_offsets_request
+from fluss_py.client.consumer.positions import BucketPosition, Positions, ResetTo
+from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.options import ConsumerOptions
+from fluss_py.client.transport import FETCH_LOG, Transport, error_from_info, raise_for_error
+from fluss_py.errors import ErrorCode, FlussError, LeaderNotAvailableError
+from fluss_py.record import iter_batches
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
+from fluss_py.types import TableBucket
+
+log = logging.getLogger(__name__)
+
+_SPEC = {ResetTo.EARLIEST: OffsetSpec.EARLIEST, ResetTo.LATEST: OffsetSpec.HIGH_WATERMARK}
+
+
+class ConsumerRecord(NamedTuple):
+    """One record handed to the user."""
+
+    bucket: TableBucket
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+class _Completed(NamedTuple):
+    generation: int
+    records: list[ConsumerRecord]
+    next_offset: int
+
+
+class Fetcher:
+    """Background fetch loop and the buffer of completed fetches (see module docstring)."""
+
+    def __init__(
+        self, positions: Positions, metadata: ClusterMetadata, transport: Transport, options: ConsumerOptions
+    ) -> None:
+        self._positions = positions
+        self._metadata = metadata
+        self._transport = transport
+        self._options = options
+        self._buffer: dict[TableBucket, _Completed] = {}
+        self._busy_servers: set[int] = set()
+        self._resetting: set[TableBucket] = set()
+        self._errors: list[FlussError] = []  # non-retriable errors for poll to raise
+        self.wakeup = asyncio.Event()  # the fetch loop has something to do
+        self.data = asyncio.Event()  # poll has something to take
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._metadata_retry_at = 0.0
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="consumer-fetcher")
+
+    async def close(self) -> None:
+        for task in [self._task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for task in [self._task, *self._tasks]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    # ---------------------------------------------------------------- user side
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        """Buffered records at the current positions (advancing them); raises a pending fatal error."""
+        if self._errors:
+            raise self._errors.pop(0)
+        out: list[ConsumerRecord] = []
+        for tb in list(self._buffer):
+            if len(out) >= max_records:
+                break
+            completed = self._buffer[tb]
+            p = self._positions.buckets.get(tb)
+            if p is None or p.generation != completed.generation or p.offset is None:
+                del self._buffer[tb]  # taken for a position the user has since changed
+                continue
+            records = [r for r in completed.records if r.offset >= p.offset]
+            room = max_records - len(out)
+            if len(records) > room:
+                out.extend(records[:room])
+                self._positions.advance(tb, records[room - 1].offset + 1)
+                self._buffer[tb] = completed._replace(records=records[room:])
+            else:
+                out.extend(records)
+                self._positions.advance(tb, max(completed.next_offset, p.offset))
+                del self._buffer[tb]
+        if not self._buffer:
+            self.data.clear()
+        self.wakeup.set()
+        return out
+
+    # ---------------------------------------------------------------- the loop
+    async def _run(self) -> None:
+        try:
+            while True:
+                self.wakeup.clear()
+                now = time.monotonic()
+                wake = self._round(now)
+                timeout = None if wake is None else max(wake - time.monotonic(), 0.0005)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wakeup.wait(), timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            log.exception("consumer fetch loop died")
+            self.error = e
+            self._errors.append(e if isinstance(e, FlussError) else FlussError(repr(e)))
+            self.data.set()
+            raise
+
+    def _round(self, now: float) -> float | None:
+        wake: list[float] = []
+        missing_leader = False
+        resets: dict[int, list[TableBucket]] = defaultdict(list)
+        fetches: dict[int, list[TableBucket]] = defaultdict(list)
+        for tb, p in self._positions.buckets.items():
+            if p.retry_at > now:
+                wake.append(p.retry_at)
+                continue
+            if (p.offset is None and p.reset is None) or tb in self._buffer or tb in self._resetting:
+                continue
+            leader = self._metadata.leader_for(tb)
+            if leader is None:
+                missing_leader = True
+                continue
+            if p.offset is None:
+                resets[leader.id].append(tb)
+            elif leader.id not in self._busy_servers:
+                fetches[leader.id].append(tb)
+        for server_id, tbs in resets.items():
+            self._resetting.update(tbs)
+            self._spawn(self._reset(server_id, tbs))
+        for server_id, tbs in fetches.items():
+            self._busy_servers.add(server_id)
+            self._spawn(self._fetch(server_id, tbs))
+        if missing_leader:
+            if now >= self._metadata_retry_at:
+                self._metadata.request_update().add_done_callback(lambda _f: self.wakeup.set())
+                self._metadata_retry_at = now + self._options.retry.backoff
+            wake.append(self._metadata_retry_at)
+        return min(wake) if wake else None
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("consumer fetch task failed", exc_info=task.exception())
+            exc = task.exception()
+            self._errors.append(exc if isinstance(exc, FlussError) else FlussError(repr(exc)))
+            self.data.set()
+        self.wakeup.set()
+
+    # ---------------------------------------------------------------- offset resets
+    async def _reset(self, server_id: int, tbs: list[TableBucket]) -> None:
+        try:
+            node = self._metadata.servers.get(server_id)
+            groups: dict[tuple[OffsetSpec, int], list[TableBucket]] = defaultdict(list)
+            generations = {}
+            for tb in tbs:
+                p = self._positions.buckets.get(tb)
+                if p is None or p.reset is None:
+                    continue
+                generations[tb] = p.generation
+                spec = _SPEC.get(p.reset, OffsetSpec.TIMESTAMP)
+                groups[(spec, p.timestamp_ms if p.reset is ResetTo.TIMESTAMP else 0)].append(tb)
+            for (spec, ts), group in groups.items():
+                try:
+                    if node is None:
+                        raise LeaderNotAvailableError(f"server {server_id} is not in the cluster metadata")
+                    got = await list_offsets_request(
+                        self._transport, node.address, group, spec, ts, self._options.request_timeout
+                    )
+                except FlussError as e:
+                    self._metadata.request_update()
+                    got = dict.fromkeys(group, e)
+                for tb, value in got.items():
+                    p = self._positions.buckets.get(tb)
+                    if p is None or p.generation != generations.get(tb):
+                        continue
+                    if isinstance(value, BucketOffsets):
+                        offset = value.offset
+                        if spec is OffsetSpec.TIMESTAMP and offset < 0:
+                            offset = value.high_watermark  # nothing at or after that time yet: start at the end
+                        self._positions.seek(tb, offset)
+                        p.attempts = 0
+                    else:
+                        self._on_bucket_error(tb, p, value, server_id)
+        finally:
+            self._resetting.difference_update(tbs)
+
+    # ---------------------------------------------------------------- fetching
+    async def _fetch(self, server_id: int, tbs: list[TableBucket]) -> None:
+        try:
+            opts = self._options
+            node = self._metadata.servers.get(server_id)
+            started = {tb: (p.generation, p.offset) for tb in tbs if (p := self._positions.buckets.get(tb))}
+            request = tablet_pb2.FetchLogRequest(
+                replica_id=-1,
+                max_wait_ms=int(opts.fetch_max_wait * 1000),
+                min_bytes=opts.fetch_min_bytes,
+                max_bytes=opts.fetch_max_bytes,
+                buckets=[
+                    tablet_pb2.FetchBucket(
+                        table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
+                        fetch_offset=offset or 0,
+                        max_bytes=opts.bucket_max_bytes,
+                        current_leader_epoch=self._metadata.leader_epoch(tb),
+                        last_fetched_epoch=-1,
+                    )
+                    for tb, (_, offset) in started.items()
+                ],
+            )
+            try:
+                if node is None:
+                    raise LeaderNotAvailableError(f"server {server_id} is not in the cluster metadata")
+                response = await self._transport.call(
+                    node.address, FETCH_LOG, request, opts.request_timeout + opts.fetch_max_wait
+                )
+                raise_for_error(response.error)
+            except FlussError as e:
+                self._metadata.request_update()
+                for tb, (generation, _) in started.items():
+                    p = self._positions.buckets.get(tb)
+                    if p is not None and p.generation == generation:
+                        self._on_bucket_error(tb, p, e, server_id)
+                return
+            for r in response.buckets:
+                tb = TableBucket(r.table_bucket.table_id, r.table_bucket.bucket)
+                p = self._positions.buckets.get(tb)
+                if p is None or tb not in started or p.generation != started[tb][0] or p.offset != started[tb][1]:
+                    continue  # the user moved this bucket meanwhile
+                if r.error.code != ErrorCode.NONE:
+                    self._on_bucket_error(tb, p, error_from_info(r.error), server_id)
+                    continue
+                p.attempts = 0
+                p.high_watermark = r.high_watermark
+                if r.records:
+                    self._buffer_records(tb, p, r.records)
+        finally:
+            self._busy_servers.discard(server_id)
+
+    def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> None:
+        assert p.offset is not None
+        records: list[ConsumerRecord] = []
+        next_offset = p.offset
+        for batch in iter_batches(data):
+            batch.ensure_valid()
+            if batch.last_offset < p.offset:
+                continue
+            for r in batch.records():
+                if r.offset >= p.offset:
+                    records.append(ConsumerRecord(tb, r.offset, r.timestamp_ms, r.key, r.value))
+            next_offset = batch.last_offset + 1
+        if records or next_offset > p.offset:
+            self._buffer[tb] = _Completed(p.generation, records, next_offset)
+            self.data.set()
+
+    def _on_bucket_error(self, tb: TableBucket, p: BucketPosition, error: FlussError, server_id: int) -> None:
+        if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self._positions.reset_to_default(tb):
+                log.info("bucket %s: offset %s out of range, resetting: %s", tb, p.offset, error)
+                return
+            self._errors.append(error)  # raised by poll until the user seeks
+            p.retry_at = time.monotonic() + self._options.retry.backoff_max
+            self.data.set()
+            return
+        if not error.retriable:
+            self._errors.append(error)
+            self.data.set()
+        hinted = False
+        if error.invalid_metadata:
+            if error.leader_id >= 0 and error.leader_id != server_id:
+                hinted = self._metadata.apply_leader_hint(tb, error.leader_id, error.leader_address)
+            if not hinted:
+                self._metadata.request_update()
+        p.attempts += 1
+        retry = self._options.retry
+        delay = 0.0 if hinted else min(retry.backoff * 2 ** (p.attempts - 1), retry.backoff_max)
+        p.retry_at = time.monotonic() + delay
+        log.debug("bucket %s: fetch error %s, retry in %.3fs", tb, error, delay)

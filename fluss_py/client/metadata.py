@@ -1,0 +1,332 @@
+"""``ClusterMetadata``: the client's view of the cluster (servers, coordinator, tables, bucket leaders).
+
+Any server answers GetMetadata: bootstrap addresses may be coordinators or tablet servers (the kind of an
+address is learnt by trying the tablet service first and the coordinator service on INVALID_REQUEST, then
+remembered). A refresh tries the servers it knows, then the bootstrap list, until one answers; a standby
+coordinator's NOT_COORDINATOR_LEADER hint is followed at once.
+
+Freshness rules:
+- ``request_update()`` starts a refresh now (coalesced with one already waiting to start) and returns a
+  future resolved when a refresh *started after the call* has been applied.
+- A bucket's entry is replaced only by one with a leader epoch >= the known one, so a lagging server
+  cannot move a leader back. ``apply_leader_hint`` (from an error's ``leader_id``/``leader_address``)
+  moves the leader at once and bumps the known epoch by one (a real change always bumps it at least once).
+
+Owned by one event loop; every method is called from tasks of that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
+from fluss_py.client.transport import (
+    COORDINATOR_GET_METADATA,
+    TABLET_GET_METADATA,
+    Transport,
+    error_from_info,
+)
+from fluss_py.errors import ApiError, ErrorCode, FlussError, RequestTimedOutError, TableNotExistError
+from fluss_py.rpc.pb import common_pb2
+from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A table as clients see it."""
+
+    table_id: int
+    path: TablePath
+    num_buckets: int
+    replication_factor: int
+    properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    comment: str = ""
+    created_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BucketLocation:
+    """Where one bucket lives: its leader (``NO_LEADER`` when none), epochs, assignment and ISR."""
+
+    table_bucket: TableBucket
+    leader: int
+    leader_epoch: int
+    bucket_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def table_info_from_pb(pb: common_pb2.TableInfo) -> TableInfo:
+    d = pb.descriptor
+    return TableInfo(
+        table_id=pb.table_id,
+        path=TablePath(pb.path.database, pb.path.table),
+        num_buckets=d.num_buckets,
+        replication_factor=d.replication_factor,
+        properties=dict(d.properties),
+        comment=d.comment,
+        created_ms=pb.created_ms,
+    )
+
+
+def bucket_from_pb(pb: common_pb2.BucketLeaderAndIsr) -> BucketLocation:
+    return BucketLocation(
+        TableBucket(pb.table_bucket.table_id, pb.table_bucket.bucket),
+        pb.leader,
+        pb.leader_epoch,
+        pb.bucket_epoch,
+        tuple(pb.replicas),
+        tuple(pb.isr),
+    )
+
+
+def node_from_pb(pb: common_pb2.ServerNode) -> ServerNode:
+    return ServerNode(pb.id, pb.host, pb.port, pb.rack)
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[str]:
+    """``"h1:p1,h2:p2"`` (or a list) -> ``["h1:p1", "h2:p2"]``; each must be host:port."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    result = [s.strip() for s in items if s.strip()]
+    for s in result:
+        host, _, port = s.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {s!r} is not host:port")
+    if not result:
+        raise ValueError("no bootstrap servers given")
+    return result
+
+
+class ClusterMetadata:
+    """Cached cluster view plus the refresh machinery (see module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        transport: Transport,
+        *,
+        request_timeout: float = 30.0,
+        retry: RetryOptions = DEFAULT_RETRY,
+    ) -> None:
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self._transport = transport
+        self._request_timeout = request_timeout
+        self._retry = retry
+        self.servers: dict[int, ServerNode] = {}
+        self.coordinator: ServerNode | None = None
+        self._tables: dict[TablePath, TableInfo] = {}
+        self._tables_by_id: dict[int, TableInfo] = {}
+        self._buckets: dict[TableBucket, BucketLocation] = {}
+        self._address_kind: dict[str, str] = {}  # address -> "tablet" | "coordinator"
+        self._last_good: str | None = None
+        self._pending: asyncio.Future[None] | None = None  # resolved by the next refresh to start
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.updated_at = 0.0
+        self.version = 0
+
+    # ---------------------------------------------------------------- queries
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        return list(self._bootstrap)
+
+    def table(self, path: TablePath) -> TableInfo | None:
+        return self._tables.get(path)
+
+    def table_by_id(self, table_id: int) -> TableInfo | None:
+        return self._tables_by_id.get(table_id)
+
+    def bucket(self, tb: TableBucket) -> BucketLocation | None:
+        return self._buckets.get(tb)
+
+    def leader_for(self, tb: TableBucket) -> ServerNode | None:
+        loc = self._buckets.get(tb)
+        if loc is None or loc.leader == NO_LEADER:
+            return None
+        return self.servers.get(loc.leader)
+
+    def leader_epoch(self, tb: TableBucket) -> int:
+        loc = self._buckets.get(tb)
+        return -1 if loc is None else loc.leader_epoch
+
+    def buckets_of(self, table_id: int) -> list[BucketLocation]:
+        info = self._tables_by_id.get(table_id)
+        if info is None:
+            return []
+        return [self._buckets[tb] for b in range(info.num_buckets) if (tb := TableBucket(table_id, b)) in self._buckets]
+
+    # ---------------------------------------------------------------- updates
+    def request_update(self) -> asyncio.Future[None]:
+        """Refresh as soon as possible; the future resolves after a refresh that started after this call."""
+        if self._closed:
+            raise RuntimeError("metadata closed")
+        if self._pending is None:
+            self._pending = asyncio.get_running_loop().create_future()
+            self._pending.add_done_callback(_consume_exception)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._refresh_loop(), name="metadata-refresh")
+        return self._pending
+
+    async def update(self, timeout: float | None = None) -> None:
+        """Refresh now and wait for it (raises REQUEST_TIMED_OUT after ``timeout``)."""
+        fut = self.request_update()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout or self._request_timeout * 2)
+        except TimeoutError:
+            raise RequestTimedOutError("no server answered GetMetadata in time") from None
+
+    async def wait_for_table(self, path: TablePath, timeout: float) -> TableInfo:
+        """The table's info once it and a location for each of its buckets are known; refreshes metadata
+        (with backoff: a server's cache may lag a just-created table) and raises TABLE_NOT_EXIST after
+        ``timeout``."""
+        deadline = time.monotonic() + timeout
+        backoff = Backoff(self._retry)
+        while True:
+            info = self._tables.get(path)
+            if info is not None and len(self.buckets_of(info.table_id)) == info.num_buckets:
+                return info
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if info is None:
+                    raise TableNotExistError(f"table {path} does not exist")
+                return info
+            if backoff.attempts:
+                await asyncio.sleep(min(backoff.next_delay(), remaining))
+            else:
+                backoff.next_delay()
+            await self.update(max(remaining, 0.001))
+
+    def apply_leader_hint(self, tb: TableBucket, leader_id: int, leader_address: str) -> bool:
+        """Move ``tb``'s leader to the server an error named; True if that changed anything."""
+        if leader_id < 0:
+            return False
+        if leader_address and leader_id not in self.servers:
+            host, _, port = leader_address.rpartition(":")
+            if host and port.isdigit():
+                self.servers[leader_id] = ServerNode(leader_id, host, int(port))
+        loc = self._buckets.get(tb)
+        if loc is None or loc.leader == leader_id or leader_id not in self.servers:
+            return False
+        self._buckets[tb] = replace(loc, leader=leader_id, leader_epoch=loc.leader_epoch + 1)
+        self.version += 1
+        return True
+
+    def apply_servers(self, md: common_pb2.ClusterMetadata) -> None:
+        """Take the live servers and the coordinator leader from a GetMetadata answer."""
+        if md.tablet_servers:
+            self.servers = {n.id: node_from_pb(n) for n in md.tablet_servers}
+        if md.HasField("coordinator") and md.coordinator.port:
+            self.coordinator = node_from_pb(md.coordinator)
+
+    def apply(self, md: common_pb2.ClusterMetadata) -> None:
+        """Merge a GetMetadata answer (tables absent from a full answer are forgotten)."""
+        self.apply_servers(md)
+        tables: dict[TablePath, TableInfo] = {}
+        for tm in md.tables:
+            info = table_info_from_pb(tm.info)
+            tables[info.path] = info
+            for b in tm.buckets:
+                loc = bucket_from_pb(b)
+                old = self._buckets.get(loc.table_bucket)
+                if old is None or loc.leader_epoch >= old.leader_epoch:
+                    self._buckets[loc.table_bucket] = loc
+        gone = {i.table_id for i in self._tables.values()} - {i.table_id for i in tables.values()}
+        self._buckets = {tb: loc for tb, loc in self._buckets.items() if tb.table_id not in gone}
+        self._tables = tables
+        self._tables_by_id = {i.table_id: i for i in tables.values()}
+        self.updated_at = time.monotonic()
+        self.version += 1
+
+    # ---------------------------------------------------------------- refresh machinery
+    def _candidates(self) -> list[str]:
+        seen: list[str] = []
+        known = [n.address for n in self.servers.values()]
+        if self.coordinator is not None:
+            known.append(self.coordinator.address)
+        for address in [self._last_good, *known, *self._bootstrap]:
+            if address and address not in seen:
+                seen.append(address)
+        return seen
+
+    async def _refresh_loop(self) -> None:
+        """Run refreshes while someone waits for one; back off between rounds in which no server answered."""
+        backoff = Backoff(self._retry)
+        while self._pending is not None and not self._closed:
+            waiter, self._pending = self._pending, None
+            if await self._refresh_once():
+                backoff.reset()
+                if not waiter.done():
+                    waiter.set_result(None)
+                continue
+            # Nobody answered: this waiter is satisfied by the next successful round.
+            if self._pending is None:
+                self._pending = waiter
+            else:
+                self._pending.add_done_callback(lambda f, w=waiter: _chain(f, w))
+            await asyncio.sleep(backoff.next_delay())
+
+    async def _refresh_once(self) -> bool:
+        last_error: FlussError | None = None
+        for address in self._candidates():
+            try:
+                md = await self._fetch(address)
+            except FlussError as e:
+                log.debug("GetMetadata from %s failed: %s", address, e)
+                last_error = e
+                continue
+            self.apply(md)
+            self._last_good = address
+            return True
+        log.info("no server answered GetMetadata (last error: %s)", last_error)
+        return False
+
+    async def _fetch(self, address: str, follow_hint: bool = True) -> common_pb2.ClusterMetadata:
+        request = common_pb2.MetadataRequest()
+        kind = self._address_kind.get(address, "tablet")
+        rpc = TABLET_GET_METADATA if kind == "tablet" else COORDINATOR_GET_METADATA
+        try:
+            response = await self._transport.call(address, rpc, request, self._request_timeout)
+        except ApiError as e:
+            if e.code != ErrorCode.INVALID_REQUEST or address in self._address_kind:
+                raise
+            # Not a tablet server: it must be a coordinator.
+            self._address_kind[address] = "coordinator"
+            return await self._fetch(address, follow_hint)
+        self._address_kind.setdefault(address, kind)
+        if response.error.code != ErrorCode.NONE:
+            error = error_from_info(response.error)
+            if follow_hint and error.leader_address and error.leader_address != address:
+                self._address_kind.setdefault(error.leader_address, "coordinator")
+                return await self._fetch(error.leader_address, follow_hint=False)
+            raise error
+        return response.metadata
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._pending is not None and not self._pending.done():
+            self._pending.set_exception(RuntimeError("metadata closed"))
+
+
+def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
+    if target.done():
+        return
+    if source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(None)
+
+
+def _consume_exception(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,158 @@
+"""Typed option objects of the client (one per role, instead of thirty constructor keywords).
+
+Durations are float seconds, sizes int bytes, as in ``fluss_py.config``. ``from_config`` reads the
+``client.*`` options of a parsed ``Config`` (YAML / ``-D``) and lets keywords override them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from fluss_py import config as cfg
+from fluss_py.errors import ConfigError
+from fluss_py.record import CompressionType
+
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+def parse_acks(value: int | str) -> int:
+    """``"all"``/-1, 1 or 0 -> -1, 1, 0."""
+    acks = _ACKS.get(str(value).strip().lower())
+    if acks is None:
+        raise ConfigError("acks", f"must be all, 1 or 0, not {value!r}")
+    return acks
+
+
+@dataclass(frozen=True, slots=True)
+class RetryOptions:
+    """Backoff between retries: starts at ``backoff`` and doubles up to ``backoff_max`` (seconds)."""
+
+    backoff: float = 0.02
+    backoff_max: float = 1.0
+
+
+DEFAULT_RETRY = RetryOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerOptions:
+    """Producer settings.
+
+    acks                      -1 (all in-sync replicas), 1 (leader), 0 (no answer awaited)
+    idempotence               None: on unless acks=0 (an idempotent writer needs answers)
+    batch_size                a bucket's batch is sent when it reaches this many bytes ...
+    linger                    ... or when its first record is this old (seconds)
+    buffer_memory             bytes of unacknowledged records; ``send`` blocks above it ...
+    max_block                 ... for at most this long, then raises REQUEST_TIMED_OUT
+    max_in_flight_per_bucket  sent, unanswered batches per bucket (<= 5 with idempotence: the server
+                              recognises retried duplicates among a writer's last 5 batches)
+    request_timeout           one ProduceLog's deadline (also the server's acks=all wait)
+    delivery_timeout          a record fails once it has been retried this long after ``send``
+    """
+
+    acks: int = -1
+    idempotence: bool | None = None
+    batch_size: int = 64 * 1024
+    linger: float = 0.005
+    buffer_memory: int = 32 * 1024 * 1024
+    max_block: float = 60.0
+    max_in_flight_per_bucket: int = 5
+    request_timeout: float = 30.0
+    delivery_timeout: float = 120.0
+    compression: CompressionType = CompressionType.NONE
+    retry: RetryOptions = DEFAULT_RETRY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acks", parse_acks(self.acks))
+        if self.idempotence is None:
+            object.__setattr__(self, "idempotence", self.acks != 0)
+        if self.idempotence and self.acks == 0:
+            raise ConfigError("idempotence", "an idempotent producer needs acks=1 or acks=all")
+        if self.idempotence and not 1 <= self.max_in_flight_per_bucket <= 5:
+            raise ConfigError("max_in_flight_per_bucket", "must be 1..5 with idempotence")
+        if self.max_in_flight_per_bucket < 1:
+            raise ConfigError("max_in_flight_per_bucket", "must be at least 1")
+        if self.batch_size <= 0 or self.buffer_memory < self.batch_size:
+            raise ConfigError("buffer_memory", "batch_size must be > 0 and buffer_memory >= batch_size")
+
+    @property
+    def in_flight_per_bucket(self) -> int:
+        """Effective per-bucket bound: without idempotence 1, so a retry can never overtake a later batch."""
+        return self.max_in_flight_per_bucket if self.idempotence else 1
+
+    @classmethod
+    def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> ProducerOptions:
+        base: dict[str, Any] = {}
+        if config is not None:
+            base = {
+                "acks": config[cfg.CLIENT_ACKS],
+                "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
+                "delivery_timeout": config[cfg.CLIENT_DELIVERY_TIMEOUT],
+            }
+        return _build(cls, base, overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """Consumer settings.
+
+    fetch_max_wait            a FetchLog waits at the leader up to this long for fetch_min_bytes
+    fetch_min_bytes           ...
+    fetch_max_bytes           bytes per FetchLog response (all buckets)
+    bucket_max_bytes          bytes per bucket per FetchLog
+    max_poll_records          records returned by one ``poll``
+    auto_offset_reset         where a bucket without a position (or out of range) starts:
+                              "earliest", "latest" or "none" (raise OFFSET_OUT_OF_RANGE)
+    """
+
+    fetch_max_wait: float = 0.5
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 16 * 1024 * 1024
+    bucket_max_bytes: int = 1024 * 1024
+    max_poll_records: int = 10_000
+    auto_offset_reset: str = "earliest"
+    request_timeout: float = 30.0
+    retry: RetryOptions = DEFAULT_RETRY
+
+    def __post_init__(self) -> None:
+        if self.auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ConfigError("auto_offset_reset", "must be earliest, latest or none")
+
+    @classmethod
+    def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> ConsumerOptions:
+        base = {"request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT]} if config is not None else {}
+        return _build(cls, base, overrides)
+
+
+def _build(cls: Any, base: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ConfigError(", ".join(sorted(unknown)), f"unknown {cls.__name__} field")
+    return replace(cls(**{k: v for k, v in base.items() if k not in overrides}), **overrides)
+
+
+class Backoff:
+    """Exponential backoff state for one retry sequence: 0 for the first retry after a leader hint,
+    then ``backoff``, doubling up to ``backoff_max``. Pure; owned by one caller."""
+
+    __slots__ = ("_attempts", "_options")
+
+    def __init__(self, options: RetryOptions) -> None:
+        self._options = options
+        self._attempts = 0
+
+    @property
+    def attempts(self) -> int:
+        return self._attempts
+
+    def next_delay(self, *, hinted: bool = False) -> float:
+        """Delay before the next attempt; a fresh leader hint is tried at once (once per failure)."""
+        self._attempts += 1
+        if hinted:
+            return 0.0
+        return min(self._options.backoff * (2 ** (self._attempts - 1)), self._options.backoff_max)
+
+    def reset(self) -> None:
+        self._attempts = 0

@@ -1,0 +1,168 @@
+"""``Producer``: the public, thin face of the producer pipeline.
+
+    async with Producer("127.0.0.1:9123") as producer:
+        fut = await producer.send("db.events", b"value", key=b"k")   # waits only for buffer room
+        bucket, offset = await fut                                  # acknowledged per acks
+
+``send`` picks the bucket (explicit, else CRC-32C of the key modulo the bucket count, else a *sticky*
+bucket that changes once its batch is full or sent), reserves buffer memory (back-pressure, at most
+``max_block``) and appends to the accumulator; the ``Sender`` task does everything else. ``flush``
+sends every lingering batch now and waits for all records sent before it; ``close`` flushes (bounded by
+its timeout) and then fails whatever is left.
+
+Owned by one event loop; for threads use ``fluss_py.client.sync.SyncProducer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from fluss_py.client.gateway import CoordinatorGateway
+from fluss_py.client.metadata import ClusterMetadata, TableInfo
+from fluss_py.client.options import ProducerOptions
+from fluss_py.client.producer.accumulator import (
+    BufferPool,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordMetadata,
+    bucket_for_key,
+    record_size,
+)
+from fluss_py.client.producer.idempotence import WriterIdAllocator
+from fluss_py.client.producer.sender import Sender
+from fluss_py.client.transport import GrpcTransport, Transport
+from fluss_py.errors import FlussError, InvalidRequestError, RequestTimedOutError
+from fluss_py.types import TableBucket, TablePath
+
+
+class ProducerClosedError(FlussError):
+    """``send`` after ``close``."""
+
+
+class Producer:
+    """Writes records to tables (see module docstring). Create inside a running event loop."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        options: ProducerOptions | None = None,
+        *,
+        transport: Transport | None = None,
+        metadata: ClusterMetadata | None = None,
+    ) -> None:
+        self.options = opts = options or ProducerOptions()
+        self._owns_transport = transport is None
+        self._transport = transport or GrpcTransport()
+        self._owns_metadata = metadata is None
+        self.metadata = metadata or ClusterMetadata(
+            bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
+        )
+        gateway = CoordinatorGateway(
+            self.metadata, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
+        )
+        self._pool = BufferPool(opts.buffer_memory)
+        self._accumulator = RecordAccumulator(opts.batch_size, opts.linger, opts.compression, opts.delivery_timeout)
+        writer_ids = WriterIdAllocator(gateway, opts.request_timeout) if opts.idempotence else None
+        self._sender = Sender(self._accumulator, self._pool, self.metadata, self._transport, opts, writer_ids)
+        self._paths: dict[str, TablePath] = {}
+        self._sticky: dict[int, tuple[int, ProducerBatch | None]] = {}
+        self._closed = False
+        self._sender.start()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- sending
+    async def send(
+        self,
+        table: TablePath | str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        bucket: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; returns a future of ``RecordMetadata(bucket, offset)``.
+
+        Waits only for table metadata and buffer room (up to ``max_block``, then REQUEST_TIMED_OUT).
+        The future fails with the record's error once it cannot be delivered (a non-retriable error, or
+        ``delivery_timeout`` passed).
+        """
+        if self._closed:
+            raise ProducerClosedError("the producer is closed")
+        if self._sender.error is not None:
+            raise self._sender.error
+        info = await self._table(table)
+        n = info.num_buckets
+        if bucket is None:
+            bucket = bucket_for_key(key, n) if key is not None else self._sticky_bucket(info)
+        elif not 0 <= bucket < n:
+            raise InvalidRequestError(f"bucket {bucket} out of range: {info.path} has {n} buckets")
+        size = record_size(key, value)
+        await self._pool.reserve(size, self.options.max_block)
+        fut, batch = self._accumulator.append(TableBucket(info.table_id, bucket), key, value, timestamp_ms, size)
+        if key is None:
+            self._sticky[info.table_id] = (bucket, batch)
+        return fut
+
+    async def send_and_wait(self, table: TablePath | str, value: bytes | None, **kwargs: object) -> RecordMetadata:
+        return await (await self.send(table, value, **kwargs))  # type: ignore[arg-type]
+
+    async def _table(self, table: TablePath | str) -> TableInfo:
+        if isinstance(table, str):
+            path = self._paths.get(table)
+            if path is None:
+                path = self._paths[table] = TablePath.parse(table)
+        else:
+            path = table
+        info = self.metadata.table(path)
+        if info is not None:
+            return info
+        return await self.metadata.wait_for_table(path, self.options.max_block)
+
+    def _sticky_bucket(self, info: TableInfo) -> int:
+        current = self._sticky.get(info.table_id)
+        if current is not None:
+            bucket, batch = current
+            if batch is not None and batch.is_open and not batch.is_full(self.options.batch_size):
+                return bucket
+            return (bucket + 1) % info.num_buckets
+        return random.randrange(info.num_buckets)
+
+    # ---------------------------------------------------------------- flush / close
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send all queued records now and wait until each is acknowledged or failed."""
+        pending = [b.done for b in self._accumulator.incomplete]
+        if not pending:
+            return
+        self._accumulator.flushing += 1
+        self._accumulator.wakeup.set()
+        try:
+            _, not_done = await asyncio.wait(pending, timeout=timeout)
+            if not_done:
+                raise RequestTimedOutError(f"flush: {len(not_done)} batch(es) still unacknowledged after {timeout}s")
+        finally:
+            self._accumulator.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (at most ``timeout`` seconds, default the delivery timeout), fail the rest, stop."""
+        if self._closed:
+            return
+        self._closed = True
+        self._accumulator.closing = True
+        self._accumulator.wakeup.set()
+        try:
+            await self.flush(self.options.delivery_timeout if timeout is None else timeout)
+        except RequestTimedOutError:
+            pass
+        finally:
+            await self._sender.close()
+            self._sender.fail_all(ProducerClosedError("the producer was closed before the record was acknowledged"))
+            if self._owns_metadata:
+                await self.metadata.close()
+            if self._owns_transport:
+                await self._transport.close()

@@ -1,0 +1,350 @@
+"""The sender: the producer's one background task moving batches from the accumulator to bucket leaders.
+
+Each round it (1) fails batches past their delivery timeout, (2) picks per bucket at most one batch to
+send — a retry (lowest sequence, once nothing of that bucket is in flight) or else the ready head of the
+accumulator queue while fewer than ``max_in_flight_per_bucket`` are in flight — (3) groups them by leader
+server into ONE ProduceLog request per server carrying many buckets, fires those requests as tasks, and
+(4) sleeps until a new batch, an answer, a linger or backoff timer, or a metadata refresh wakes it.
+
+Answers are judged per bucket by ``BucketSequencer`` (ordering and exactly-once rules, see
+``idempotence.py``). Errors that invalidate metadata move the bucket's leader at once when the error
+names the new leader (and then retry without delay), else request a metadata refresh; the per-bucket
+backoff starts at ``retry.backoff`` (tens of ms) and doubles up to ``retry.backoff_max``.
+
+Owned by the producer's event loop. Only the sender task and the request tasks it spawns touch the
+sequencers; ``Producer`` only appends to the accumulator and waits on futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.options import Backoff, ProducerOptions
+from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, RecordAccumulator
+from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdAllocator
+from fluss_py.client.transport import PRODUCE_LOG, Transport, error_from_info
+from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, RequestTimedOutError
+from fluss_py.record import NO_WRITER_ID
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
+from fluss_py.types import TableBucket
+
+log = logging.getLogger(__name__)
+
+
+class _BucketState:
+    __slots__ = ("backoff", "retry_at", "sequencer")
+
+    def __init__(self, sequencer: BucketSequencer, backoff: Backoff) -> None:
+        self.sequencer = sequencer
+        self.backoff = backoff
+        self.retry_at = 0.0
+
+
+class Sender:
+    """Background send loop (see module docstring). ``start()`` once; ``close()`` stops it."""
+
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        pool: BufferPool,
+        metadata: ClusterMetadata,
+        transport: Transport,
+        options: ProducerOptions,
+        writer_ids: WriterIdAllocator | None,
+    ) -> None:
+        self._acc = accumulator
+        self._pool = pool
+        self._metadata = metadata
+        self._transport = transport
+        self._options = options
+        self._writer_ids = writer_ids if options.idempotence else None
+        self._writer_id: int | None = None if self._writer_ids is not None else NO_WRITER_ID
+        self._buckets: dict[TableBucket, _BucketState] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._resetting: set[TableBucket] = set()
+        self._allocating = False
+        self._metadata_backoff = Backoff(options.retry)
+        self._metadata_retry_at = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.error: BaseException | None = None  # set when the loop died; surfaced by Producer.send
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="producer-sender")
+
+    async def close(self) -> None:
+        """Stop the loop and abort requests still on the wire (their batches fail)."""
+        self._stopping = True
+        self._acc.wakeup.set()
+        for task in [self._task, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        for task in [self._task, *self._tasks]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every batch not yet completed (forced close, or the loop died)."""
+        for batch in list(self._acc.incomplete):
+            self._finish_failed(batch, error)
+        self._acc.drain_all()
+        for state in self._buckets.values():
+            state.sequencer.in_flight.clear()
+            state.sequencer.retry.clear()
+
+    # ---------------------------------------------------------------- the loop
+    async def _run(self) -> None:
+        try:
+            while not self._stopping:
+                self._acc.wakeup.clear()
+                now = time.monotonic()
+                self._expire(now)
+                requests, next_wake = self._collect(now)
+                for server_id, batches in requests.items():
+                    self._spawn(self._send(server_id, batches))
+                if requests:
+                    next_wake = now  # a bucket may have more ready batches and in-flight room: look again
+                timeout = None if next_wake is None else max(next_wake - time.monotonic(), 0.0005)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._acc.wakeup.wait(), timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # a bug: surface it to every caller instead of hanging them
+            log.exception("producer sender loop died")
+            self.error = e
+            self.fail_all(e)
+            raise
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("producer request task failed", exc_info=task.exception())
+            self.error = task.exception()
+            self.fail_all(task.exception())  # type: ignore[arg-type]
+        self._acc.wakeup.set()
+
+    def _state(self, tb: TableBucket) -> _BucketState:
+        state = self._buckets.get(tb)
+        if state is None:
+            assert self._writer_id is not None
+            sequencer = BucketSequencer(self._writer_id, self._options.in_flight_per_bucket)
+            state = self._buckets[tb] = _BucketState(sequencer, Backoff(self._options.retry))
+        return state
+
+    def _collect(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float | None]:
+        """Pick the batches to send this round, per leader server; and when to look again."""
+        requests: dict[int, list[ProducerBatch]] = {}
+        wake: list[float] = []
+        if self._writer_id is None:
+            self._ensure_writer_id()
+            return requests, None
+        missing_leader = False
+        candidates = set(self._acc.queues) | {tb for tb, s in self._buckets.items() if not s.sequencer.idle}
+        for tb in candidates:
+            state = self._state(tb)
+            seq = state.sequencer
+            if seq.needs_reset():
+                self._start_reset(tb, state)
+                continue
+            queue = self._acc.queues.get(tb)
+            if seq.retry:
+                if not seq.in_flight and now < state.retry_at:
+                    wake.append(state.retry_at)
+                    continue
+            elif not (queue and seq.can_send_new()):
+                continue
+            elif not self._acc.is_ready(queue[0], queue, now):
+                wake.append(queue[0].created + self._acc.linger)
+                continue
+            leader = self._metadata.leader_for(tb)
+            if leader is None:
+                missing_leader = True
+                continue
+            if seq.retry:
+                batch = seq.take_retry()
+                if batch is None:
+                    continue
+            else:
+                batch = self._acc.pop_head(tb)  # type: ignore[union-attr]
+                seq.assign(batch)
+            requests.setdefault(leader.id, []).append(batch)
+        if missing_leader:
+            wake.append(self._request_metadata(now))
+        return requests, min(wake) if wake else None
+
+    def _request_metadata(self, now: float) -> float:
+        """Ask for fresh metadata (rate-limited by a growing backoff); returns when to look again."""
+        if now >= self._metadata_retry_at:
+            fut = self._metadata.request_update()
+            fut.add_done_callback(lambda _f: self._acc.wakeup.set())
+            self._metadata_retry_at = now + self._metadata_backoff.next_delay()
+        return self._metadata_retry_at
+
+    # ---------------------------------------------------------------- writer ids
+    def _ensure_writer_id(self) -> None:
+        if self._allocating or self._writer_ids is None or not self._acc.has_unsent():
+            return
+        self._allocating = True
+        self._spawn(self._allocate_writer_id())
+
+    async def _allocate_writer_id(self) -> None:
+        assert self._writer_ids is not None
+        backoff = Backoff(self._options.retry)
+        try:
+            while self._writer_id is None and not self._stopping:
+                try:
+                    self._writer_id = await self._writer_ids.allocate()
+                except FlussError as e:
+                    if not e.retriable:
+                        raise
+                    log.info("writer id allocation failed, retrying: %s", e)
+                    await asyncio.sleep(backoff.next_delay())
+        finally:
+            self._allocating = False
+
+    def _start_reset(self, tb: TableBucket, state: _BucketState) -> None:
+        if tb in self._resetting:
+            return
+        if self._writer_ids is None:
+            self._apply_reset(tb, state, NO_WRITER_ID)
+            return
+        self._resetting.add(tb)
+        self._spawn(self._reset(tb, state))
+
+    async def _reset(self, tb: TableBucket, state: _BucketState) -> None:
+        assert self._writer_ids is not None
+        backoff = Backoff(self._options.retry)
+        try:
+            while not self._stopping:
+                try:
+                    writer_id = await self._writer_ids.allocate()
+                    break
+                except FlussError as e:
+                    if not e.retriable:
+                        raise
+                    await asyncio.sleep(backoff.next_delay())
+            else:
+                return
+            self._apply_reset(tb, state, writer_id)
+        finally:
+            self._resetting.discard(tb)
+
+    def _apply_reset(self, tb: TableBucket, state: _BucketState, writer_id: int) -> None:
+        log.warning("bucket %s: restarting sequences under writer id %d", tb, writer_id)
+        for batch in state.sequencer.reset(writer_id):
+            self._finish_failed(batch, _delivery_error(batch))  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------------- one request
+    async def _send(self, server_id: int, batches: list[ProducerBatch]) -> None:
+        node = self._metadata.servers.get(server_id)
+        opts = self._options
+        request = tablet_pb2.ProduceLogRequest(
+            acks=opts.acks,
+            timeout_ms=int(opts.request_timeout * 1000),
+            buckets=[
+                tablet_pb2.ProduceBucket(
+                    table_bucket=common_pb2.TableBucket(table_id=b.table_bucket.table_id, bucket=b.table_bucket.bucket),
+                    records=b.wire_bytes(0),
+                )
+                for b in batches
+            ],
+        )
+        for b in batches:
+            b.attempts += 1
+        if opts.acks == 0:
+            for b in batches:
+                self._on_success(b, -1)
+        try:
+            if node is None:
+                raise NetworkExceptionError(f"server {server_id} is not in the cluster metadata")
+            # The RPC deadline leaves the server time to answer REQUEST_TIMED_OUT itself.
+            response = await self._transport.call(node.address, PRODUCE_LOG, request, opts.request_timeout + 2.0)
+        except FlussError as e:
+            if opts.acks != 0:
+                self._metadata.request_update()
+                for b in batches:
+                    self._on_error(b, e, server_id)
+            return
+        if opts.acks == 0:
+            return
+        if response.error.code != ErrorCode.NONE:
+            error = error_from_info(response.error)
+            for b in batches:
+                self._on_error(b, error, server_id)
+            return
+        results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
+        for b in batches:
+            r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
+            if r is None:
+                self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
+            elif r.error.code != ErrorCode.NONE:
+                self._on_error(b, error_from_info(r.error), server_id)
+            else:
+                self._on_success(b, r.base_offset)
+
+    def _on_success(self, batch: ProducerBatch, base_offset: int) -> None:
+        state = self._buckets[batch.table_bucket]
+        state.sequencer.on_success(batch)
+        state.backoff.reset()
+        self._finish(batch, base_offset)
+
+    def _on_error(self, batch: ProducerBatch, error: FlussError, server_id: int) -> None:
+        tb = batch.table_bucket
+        state = self._buckets[tb]
+        now = time.monotonic()
+        batch.last_error = error
+        outcome = state.sequencer.on_error(batch, error, expired=now >= batch.deadline)
+        hinted = False
+        if error.invalid_metadata or error.code == ErrorCode.REQUEST_TIMED_OUT:
+            if error.leader_id >= 0 and error.leader_id != server_id:
+                hinted = self._metadata.apply_leader_hint(tb, error.leader_id, error.leader_address)
+            if not hinted and error.invalid_metadata:
+                self._metadata.request_update()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%r attempt %d failed at server %d: %s -> %s", batch, batch.attempts, server_id, error, outcome)
+        if outcome is Outcome.RETRY:
+            if error.code != ErrorCode.OUT_OF_ORDER_SEQUENCE:  # an OOS retry just waits for its predecessor
+                state.retry_at = now + state.backoff.next_delay(hinted=hinted)
+        elif outcome is Outcome.DONE_NO_OFFSET:
+            self._finish(batch, -1)
+        else:
+            self._finish_failed(batch, error if now < batch.deadline else _delivery_error(batch))
+
+    # ---------------------------------------------------------------- completion
+    def _expire(self, now: float) -> None:
+        for batch in self._acc.expire(now):
+            self._finish_failed(batch, _delivery_error(batch))
+        for state in self._buckets.values():
+            if state.sequencer.retry:
+                for batch in state.sequencer.expire_retries(lambda b: b.deadline <= now):
+                    self._finish_failed(batch, _delivery_error(batch))  # type: ignore[arg-type]
+
+    def _finish(self, batch: ProducerBatch, base_offset: int) -> None:
+        if batch in self._acc.incomplete:
+            self._acc.incomplete.discard(batch)
+            self._pool.release(batch.reserved)
+        batch.complete(base_offset)
+
+    def _finish_failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        if batch in self._acc.incomplete:
+            self._acc.incomplete.discard(batch)
+            self._pool.release(batch.reserved)
+        batch.fail(error)
+
+
+def _delivery_error(batch: ProducerBatch) -> RequestTimedOutError:
+    return RequestTimedOutError(
+        f"{batch.record_count} record(s) for {batch.table_bucket} not acknowledged within the delivery timeout"
+        f" after {batch.attempts} attempt(s); last error: {batch.last_error}"
+    )

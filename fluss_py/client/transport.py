@@ -1,0 +1,150 @@
+"""The client's only network edge: ``Transport.call(address, rpc, request, timeout)``.
+
+Everything above this module (metadata, admin, sender, fetcher) talks to servers through the narrow
+``Transport`` Protocol, so unit tests plug in an in-memory fake cluster and no socket is ever opened.
+
+``GrpcTransport`` is the real implementation: one ``grpc.aio`` channel per address (created lazily,
+cached, 64 MiB messages, short reconnect backoff so a restarted server is found again quickly). gRPC
+failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
+
+    UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
+    DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
+    UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
+    anything else                                        -> UNKNOWN_SERVER_ERROR
+
+Application errors travel inside responses (``ErrorInfo``); ``raise_for_error`` turns one into an exception
+carrying the server's leader hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+import grpc.aio
+
+from fluss_py.errors import (
+    ApiError,
+    ErrorCode,
+    InvalidRequestError,
+    NetworkExceptionError,
+    RequestTimedOutError,
+    UnknownServerError,
+    error_from,
+)
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+COORDINATOR_SERVICE = "CoordinatorService"
+TABLET_SERVICE = "TabletService"
+
+
+@dataclass(frozen=True, slots=True)
+class Rpc:
+    """One RPC method: its service, its name and the response message class."""
+
+    service: str
+    name: str
+    response_type: Any
+
+    @property
+    def path(self) -> str:
+        return f"/fluss.v1.{self.service}/{self.name}"
+
+
+# Tablet service (data path).
+PRODUCE_LOG = Rpc(TABLET_SERVICE, "ProduceLog", tablet_pb2.ProduceLogResponse)
+FETCH_LOG = Rpc(TABLET_SERVICE, "FetchLog", tablet_pb2.FetchLogResponse)
+LIST_OFFSETS = Rpc(TABLET_SERVICE, "ListOffsets", tablet_pb2.ListOffsetsResponse)
+TABLET_GET_METADATA = Rpc(TABLET_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
+# Coordinator service (admin, writer ids, metadata).
+COORDINATOR_GET_METADATA = Rpc(COORDINATOR_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
+GET_COORDINATOR_INFO = Rpc(COORDINATOR_SERVICE, "GetCoordinatorInfo", coordinator_pb2.GetCoordinatorInfoResponse)
+CREATE_DATABASE = Rpc(COORDINATOR_SERVICE, "CreateDatabase", coordinator_pb2.SimpleResponse)
+DROP_DATABASE = Rpc(COORDINATOR_SERVICE, "DropDatabase", coordinator_pb2.SimpleResponse)
+LIST_DATABASES = Rpc(COORDINATOR_SERVICE, "ListDatabases", coordinator_pb2.ListDatabasesResponse)
+CREATE_TABLE = Rpc(COORDINATOR_SERVICE, "CreateTable", coordinator_pb2.CreateTableResponse)
+DROP_TABLE = Rpc(COORDINATOR_SERVICE, "DropTable", coordinator_pb2.SimpleResponse)
+LIST_TABLES = Rpc(COORDINATOR_SERVICE, "ListTables", coordinator_pb2.ListTablesResponse)
+ALLOCATE_WRITER_ID = Rpc(COORDINATOR_SERVICE, "AllocateWriterId", coordinator_pb2.AllocateWriterIdResponse)
+
+
+class Transport(Protocol):
+    """Sends one request to one server and returns its response message, or raises an ``ApiError``.
+
+    Implementations must be safe to call from many tasks of one event loop at once.
+    """
+
+    async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+def raise_for_error(error: common_pb2.ErrorInfo) -> None:
+    """Raise the ApiError described by an ``ErrorInfo`` (with its leader hint); no-op for NONE/unset."""
+    if error.code != ErrorCode.NONE:
+        raise error_from_info(error)
+
+
+def error_from_info(error: common_pb2.ErrorInfo) -> ApiError:
+    leader_id = error.leader_id if error.leader_address else -1
+    return error_from(error.code, error.message, leader_id=leader_id, leader_address=error.leader_address)
+
+
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.enable_retries", 0),
+]
+
+
+class GrpcTransport:
+    """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[tuple[str, str], Any] = {}
+
+    def _stub(self, address: str, rpc: Rpc) -> Any:
+        key = (address, rpc.path)
+        stub = self._stubs.get(key)
+        if stub is None:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                self._channels[address] = channel
+            stub = channel.unary_unary(
+                rpc.path,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=rpc.response_type.FromString,
+            )
+            self._stubs[key] = stub
+        return stub
+
+    async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
+        try:
+            return await self._stub(address, rpc)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise map_grpc_error(address, rpc, e.code(), e.details()) from None
+
+    async def close(self) -> None:
+        channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
+        for channel in channels:
+            await channel.close()
+
+
+def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str | None) -> ApiError:
+    """The ApiError a failed gRPC call becomes (see the module docstring)."""
+    text = f"{rpc.name} to {address}: {code.name} {details or ''}".strip()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
+        return NetworkExceptionError(text)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(text)
+    if code is grpc.StatusCode.UNIMPLEMENTED:
+        return InvalidRequestError(text)
+    return UnknownServerError(text)

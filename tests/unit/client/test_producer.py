@@ -1,0 +1,257 @@
+"""Producer against the in-memory fake cluster: batching, routing, retries, ordering, exactly-once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fluss_py.client.options import ProducerOptions, RetryOptions
+from fluss_py.client.producer import Producer
+from fluss_py.errors import ErrorCode, RecordBatchTooLargeError, RequestTimedOutError
+from fluss_py.types import TableBucket
+from tests.unit.client.fake_cluster import FakeCluster
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST = RetryOptions(backoff=0.005, backoff_max=0.05)
+
+
+def make(cluster: FakeCluster, **kw) -> Producer:
+    kw.setdefault("retry", FAST)
+    kw.setdefault("linger", 0.0)
+    return Producer(cluster.servers[0], ProducerOptions(**kw), transport=cluster)
+
+
+def produce_calls(cluster: FakeCluster) -> list[tuple[str, list[tuple[int, int]]]]:
+    return [
+        (addr, [(b.table_bucket.table_id, b.table_bucket.bucket) for b in req.buckets])
+        for addr, name, req in cluster.calls
+        if name == "ProduceLog"
+    ]
+
+
+def values(cluster: FakeCluster, tb: TableBucket) -> list[bytes | None]:
+    return [v for _, _, v in cluster.buckets[tb].records()]
+
+
+async def test_send_returns_bucket_and_offset_and_appends_in_order() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t", num_buckets=1)
+    async with make(cluster) as p:
+        futs = [await p.send("t", f"v{i}".encode()) for i in range(20)]
+        results = [await f for f in futs]
+    tb = TableBucket(tid, 0)
+    assert [r.offset for r in results] == list(range(20))
+    assert all(r.bucket == tb for r in results)
+    assert values(cluster, tb) == [f"v{i}".encode() for i in range(20)]
+
+
+async def test_key_hashing_is_stable_and_keyless_records_stick_per_batch() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t", num_buckets=4)
+    async with make(cluster, linger=0.05) as p:
+        a = [await (await p.send("t", b"x", key=b"user-1")) for _ in range(3)]
+        futs = [await p.send("t", b"y") for _ in range(10)]
+        keyless = [await f for f in futs]
+    assert len({r.bucket for r in a}) == 1
+    assert len({r.bucket for r in keyless}) == 1  # one lingering batch: one sticky bucket
+
+
+async def test_batches_fill_by_size_and_linger() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t", num_buckets=1)
+    async with make(cluster, linger=0.2, batch_size=1000) as p:
+        futs = [await p.send("t", b"x" * 100) for _ in range(25)]  # ~116 B per record -> 3 full batches
+        await asyncio.gather(*futs)
+    calls = produce_calls(cluster)
+    assert 3 <= len(calls) <= 4
+    assert len(cluster.buckets[TableBucket(tid, 0)].batches) == len(calls)
+
+    cluster2 = FakeCluster()
+    cluster2.create_table("fluss", "t", num_buckets=1)
+    async with make(cluster2, linger=0.05) as p:
+        futs = [await p.send("t", b"x") for _ in range(50)]
+        await asyncio.gather(*futs)
+    assert len(produce_calls(cluster2)) == 1  # all 50 lingered into one batch
+
+
+async def test_one_request_per_server_carries_many_buckets() -> None:
+    cluster = FakeCluster(num_servers=1)
+    tid = cluster.create_table("fluss", "t", num_buckets=4, rf=1)
+    async with make(cluster, linger=0.05) as p:
+        futs = [await p.send("t", b"v", bucket=b) for b in range(4) for _ in range(3)]
+        await asyncio.gather(*futs)
+    calls = produce_calls(cluster)
+    assert len(calls) == 1
+    assert sorted(calls[0][1]) == [(tid, b) for b in range(4)]
+
+
+async def test_not_leader_with_hint_goes_to_the_new_leader_without_a_metadata_refresh() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster) as p:
+        await (await p.send("t", b"first"))
+        cluster.move_leader(tb, 1)
+        metadata_calls = sum(1 for _, n, _ in cluster.calls if n == "GetMetadata")
+        r = await (await p.send("t", b"second"))
+        assert r.offset == 1
+        assert sum(1 for _, n, _ in cluster.calls if n == "GetMetadata") == metadata_calls
+    calls = produce_calls(cluster)
+    assert [a for a, _ in calls[-2:]] == [cluster.servers[0], cluster.servers[1]]
+
+
+async def test_not_leader_without_hint_refreshes_metadata() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster) as p:
+        await (await p.send("t", b"first"))
+        before = sum(1 for _, n, _ in cluster.calls if n == "GetMetadata")
+        cluster.fault("ProduceLog", "not_leader", then=lambda: cluster.move_leader(tb, 2))
+        r = await (await p.send("t", b"second"))
+        assert r.offset == 1
+        assert sum(1 for _, n, _ in cluster.calls if n == "GetMetadata") > before
+    assert produce_calls(cluster)[-1][0] == cluster.servers[2]
+
+
+async def test_fenced_and_disconnect_and_timeout_are_retried() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    async with make(cluster) as p:
+        cluster.fault("ProduceLog", "fenced")
+        cluster.fault("ProduceLog", "disconnect")
+        cluster.fault("ProduceLog", "timeout")
+        r = await (await p.send("t", b"v"))
+    assert r.offset == 0
+    assert values(cluster, TableBucket(tid, 0)) == [b"v"]
+    assert len(produce_calls(cluster)) == 4
+
+
+async def test_lost_answer_retry_is_a_duplicate_with_the_original_offset() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster) as p:
+        await (await p.send("t", b"a"))
+        cluster.fault("ProduceLog", "append_then_disconnect")
+        r = await (await p.send("t", b"b"))
+        r2 = await (await p.send("t", b"c"))
+    assert (r.offset, r2.offset) == (1, 2)
+    assert values(cluster, tb) == [b"a", b"b", b"c"]  # exactly once
+
+
+async def test_in_flight_batches_are_retried_in_order_exactly_once_after_a_leader_change() -> None:
+    """Five batches in flight; the first is refused (leader moved), so the others get OUT_OF_ORDER_SEQUENCE
+    or NOT_LEADER: all are re-sent to the new leader in sequence order, none is duplicated or lost, and
+    no error reaches the user."""
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    cluster.latency = 0.002
+    async with make(cluster, batch_size=200, linger=0.0) as p:
+        await (await p.send("t", b"warmup"))
+        # The first batch after this point is refused; the leader moves while later ones are in flight.
+        cluster.fault("ProduceLog", "not_leader", then=lambda: cluster.move_leader(tb, 1))
+        futs = [await p.send("t", f"r{i:03d}".encode() + b"." * 60) for i in range(40)]
+        results = await asyncio.gather(*futs)
+    got = values(cluster, tb)
+    expected = [b"warmup"] + [f"r{i:03d}".encode() + b"." * 60 for i in range(40)]
+    assert got == expected
+    assert [r.offset for r in results] == list(range(1, 41))
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER in cluster.produce_errors
+
+
+async def test_out_of_order_sequence_while_an_earlier_batch_retries_is_not_an_error() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    cluster.latency = 0.002
+    async with make(cluster, batch_size=100, max_in_flight_per_bucket=5) as p:
+        await (await p.send("t", b"w"))
+        # The first batch fails (not appended) with a retriable error; the 4 behind it hit a gap.
+        cluster.fault("ProduceLog", "error", code=ErrorCode.NOT_ENOUGH_REPLICAS)
+        futs = [await p.send("t", bytes([65 + i]) * 80) for i in range(10)]
+        results = await asyncio.gather(*futs)
+    assert values(cluster, tb) == [b"w"] + [bytes([65 + i]) * 80 for i in range(10)]
+    assert [r.offset for r in results] == list(range(1, 11))
+    assert ErrorCode.OUT_OF_ORDER_SEQUENCE in cluster.produce_errors  # the gap really happened
+
+
+async def test_lost_writer_state_restarts_sequences_under_a_new_writer_id() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster) as p:
+        for v in (b"a", b"b", b"c"):
+            await (await p.send("t", v))
+        cluster.truncate(tb, 2)  # an acks=1-style loss on failover: "c" and its writer state are gone
+        r = await (await p.send("t", b"d"))
+    assert values(cluster, tb) == [b"a", b"b", b"d"]
+    assert r.offset == 2
+    assert sum(1 for _, n, _ in cluster.calls if n == "AllocateWriterId") == 2
+
+
+async def test_non_retriable_error_fails_only_that_batch() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    async with make(cluster) as p:
+        cluster.fault("ProduceLog", "error", code=ErrorCode.RECORD_BATCH_TOO_LARGE)
+        with pytest.raises(RecordBatchTooLargeError):
+            await (await p.send("t", b"big"))
+        r = await (await p.send("t", b"ok"))
+    assert r.offset == 0
+    assert values(cluster, TableBucket(tid, 0)) == [b"ok"]
+
+
+async def test_delivery_timeout_fails_records_when_no_leader_answers() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    async with make(cluster, delivery_timeout=0.3) as p:
+        await (await p.send("t", b"a"))
+        cluster.kill(0)  # the leader is gone and nobody takes over
+        fut = await p.send("t", b"b")
+        with pytest.raises(RequestTimedOutError, match="delivery timeout"):
+            await fut
+
+
+async def test_buffer_memory_bounds_unacknowledged_bytes() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    async with make(cluster, buffer_memory=2000, batch_size=1000, max_block=0.2, delivery_timeout=5) as p:
+        await (await p.send("t", b"a"))
+        cluster.kill(0)
+        for _ in range(17):  # 1 + 17 records of 116 B fit in 2000 B
+            await p.send("t", b"x" * 100)
+        with pytest.raises(RequestTimedOutError, match="buffer memory"):
+            await p.send("t", b"x" * 100)
+        assert p._pool.used <= 2000
+        # The leader comes back: the buffer drains and sending resumes.
+        cluster.dead.clear()
+        r = await (await p.send("t", b"y" * 100))
+        assert r.offset == 18
+
+
+async def test_flush_sends_lingering_batches_and_close_waits_for_them() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    p = make(cluster, linger=30.0)
+    futs = [await p.send("t", b"v") for _ in range(3)]
+    await p.flush(timeout=5)
+    assert all(f.done() for f in futs)
+    fut = await p.send("t", b"w")
+    await p.close()
+    assert (await fut).offset == 3
+    assert len(cluster.buckets[TableBucket(tid, 0)].records()) == 4
+
+
+async def test_acks_one_without_idempotence_still_retries() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    async with make(cluster, acks=1, idempotence=False) as p:
+        cluster.fault("ProduceLog", "disconnect")
+        r = await (await p.send("t", b"v"))
+    assert r.offset == 0
+    assert not any(n == "AllocateWriterId" for _, n, _ in cluster.calls)
+    assert values(cluster, TableBucket(tid, 0)) == [b"v"]
