@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from fluss_py.errors import LogCorruptedError
+from fluss_py.errors import LogCorruptedError, StorageError
 from fluss_py.types import TableBucket
 
 CHECKPOINT_VERSION = 0
@@ -39,16 +39,20 @@ def fsync_dir(path: Path) -> None:
 def write_atomic(path: Path, data: bytes) -> None:
     """temp file + fsync + rename + fsync(dir)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"{path}: cannot write: {e}") from e
 
 
 class CheckpointFile:

@@ -105,11 +105,12 @@ class LogManager:
     def get_or_create(self, table_bucket: TableBucket, log_config: LogConfig | None = None) -> LogTablet:
         tablet = self.logs.get(table_bucket)
         if tablet is None:
+            path = self.data_dir / bucket_dir_name(table_bucket)
             tablet = LogTablet.open(
-                self.data_dir / bucket_dir_name(table_bucket),
+                path,
                 table_bucket,
                 log_config or self.default_log_config(),
-                clean_shutdown=True,
+                clean_shutdown=not path.exists(),  # a dir we did not load: validate it all
             )
             self.logs[table_bucket] = tablet
         return tablet

@@ -312,6 +312,11 @@ class LogSegment:
                 pass
 
     @property
+    def dirty(self) -> bool:
+        """Written since the last fsync."""
+        return self._dirty
+
+    @property
     def is_empty(self) -> bool:
         return self.size == 0
 

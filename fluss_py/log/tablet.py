@@ -25,6 +25,7 @@ from fluss_py.errors import (
     DuplicateSequenceError,
     FencedLeaderEpochError,
     InvalidRecordBatchError,
+    InvalidRequestError,
     LogCorruptedError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -122,7 +123,7 @@ class LogTablet:
         bases = self._scan_directory()
         try:
             self.epoch_cache = LeaderEpochCache.load(self.dir / LEADER_EPOCH_CHECKPOINT)
-            rebuild_epochs = False
+            rebuild_epochs = not (self.dir / LEADER_EPOCH_CHECKPOINT).exists()
         except LogCorruptedError as e:
             log.warning("%s; rebuilding the leader-epoch cache from the log", e)
             rebuild_epochs = True
@@ -132,8 +133,9 @@ class LogTablet:
         if not clean:
             recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         for i, seg in enumerate(self.segments[:recover_from]):
-            if not seg.load():
-                self._recover_segments(i, None, rebuild_epochs, stop_after=i)
+            if not seg.load():  # a missing or corrupt index: re-validate from this segment on
+                recover_from, recovery_point = i, seg.base_offset
+                break
         if recover_from < len(self.segments):
             self._recover_segments(recover_from, recovery_point, rebuild_epochs)
         self._leo = self.segments[-1].next_offset if self.segments else 0
@@ -188,12 +190,11 @@ class LogTablet:
                 path.unlink()
         return sorted(int(n[:20]) for n in names if n.endswith(".log") and _KNOWN_FILE.match(n))
 
-    def _recover_segments(self, first: int, start_offset: int | None, rebuild_epochs: bool, stop_after=None) -> None:
+    def _recover_segments(self, first: int, start_offset: int, rebuild_epochs: bool) -> None:
         """Re-validate segments[first:] (from ``start_offset`` in the first); on corruption drop the rest."""
-        last = len(self.segments) - 1 if stop_after is None else stop_after
         expected = self.segments[first].base_offset
         i = first
-        while i <= last and i < len(self.segments):
+        while i < len(self.segments):
             seg = self.segments[i]
             if seg.base_offset != expected and i != first:
                 log.warning("%s: segment %d does not continue offset %d", self.dir, seg.base_offset, expected)
@@ -206,7 +207,7 @@ class LogTablet:
                 if epoch >= 0 and (latest is None or epoch > latest) and not rebuild_epochs:
                     self.epoch_cache.assign(epoch, h[0])
             expected = seg.next_offset
-            if truncated and stop_after is None:
+            if truncated:
                 self._drop_segments_from(i + 1)
                 break
             i += 1
@@ -286,6 +287,8 @@ class LogTablet:
     # ------------------------------------------------------------------ appends
     def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
         """Validate, dedupe, assign offsets, stamp ``leader_epoch`` and write. Nothing is written on error."""
+        if leader_epoch < 0:
+            raise InvalidRequestError(f"{self.table_bucket}: leader epoch {leader_epoch} must be >= 0")
         latest = self.epoch_cache.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise FencedLeaderEpochError(f"{self.table_bucket}: append with epoch {leader_epoch} < latest {latest}")
@@ -508,7 +511,7 @@ class LogTablet:
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding [recovery point, up_to) (default LEO) and advance the recovery point."""
         target = self._leo if up_to is None else min(up_to, self._leo)
-        if target <= self._recovery_point and not self.segments[-1]._dirty:
+        if target <= self._recovery_point and not self.segments[-1].dirty:
             return
         i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
         for seg in self.segments[i:]:

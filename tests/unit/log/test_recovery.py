@@ -120,3 +120,26 @@ def test_garbage_tail_of_zeros(tmp_path: Path) -> None:
         f.write(bytes(4096))  # preallocated / zero-filled tail after a power loss
     t = open_log(d, LogConfig(segment_bytes=1 << 20))
     assert t.log_end_offset == 10
+
+
+def test_missing_epoch_checkpoint_is_rebuilt(tmp_path: Path) -> None:
+    d = tmp_path / "1-0"
+    t = fill(d, epochs=(2, 5))
+    t.close()
+    (d / "leader-epoch-checkpoint").unlink()
+    t = open_log(d, clean_shutdown=True)
+    assert t.epoch_cache.entries() == [EpochEntry(2, 0), EpochEntry(5, 40)]
+
+
+def test_missing_index_on_clean_open_revalidates_from_that_segment(tmp_path: Path) -> None:
+    d = tmp_path / "1-0"
+    t = fill(d, n=60)
+    t.close()
+    files = segs(d)
+    files[1].with_suffix(".index").unlink()
+    raw = bytearray(files[2].read_bytes())
+    raw[150] ^= 0x01  # silent corruption in a later segment is found by the re-validation
+    files[2].write_bytes(bytes(raw))
+    t = open_log(d, clean_shutdown=True)
+    assert t.log_end_offset < int(files[3].name[:20])
+    assert files[1].with_suffix(".index").exists()
