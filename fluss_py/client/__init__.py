@@ -1,0 +1,36 @@
+"""The fluss_py client: asyncio ``Producer``, ``Consumer`` and ``Admin``, plus ``Sync*`` wrappers.
+
+See docs/client.md for the producer pipeline, the retry/ordering rules and the consumer loop.
+"""
+
+from fluss_py.client.admin import Admin, BucketDescription, BucketOffsets, OffsetSpec, TableDescription
+from fluss_py.client.consumer import Consumer, ConsumerRecord
+from fluss_py.client.metadata import BucketLocation, ClusterMetadata, TableInfo
+from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
+from fluss_py.client.producer import Producer, ProducerClosedError, RecordMetadata
+from fluss_py.client.sync import SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.client.transport import GrpcTransport, Transport
+
+__all__ = [
+    "Admin",
+    "BucketDescription",
+    "BucketLocation",
+    "BucketOffsets",
+    "ClusterMetadata",
+    "Consumer",
+    "ConsumerOptions",
+    "ConsumerRecord",
+    "GrpcTransport",
+    "OffsetSpec",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerOptions",
+    "RecordMetadata",
+    "RetryOptions",
+    "SyncAdmin",
+    "SyncConsumer",
+    "SyncProducer",
+    "TableDescription",
+    "TableInfo",
+    "Transport",
+]

@@ -1,0 +1,138 @@
+"""Consumer against the fake cluster: seek variants, poll order, prefetch, leader change mid-poll."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fluss_py.client.consumer import Consumer
+from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
+from fluss_py.client.producer import Producer
+from fluss_py.errors import OffsetOutOfRangeError
+from fluss_py.types import TableBucket
+from tests.unit.client.fake_cluster import FakeCluster
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST = RetryOptions(backoff=0.005, backoff_max=0.05)
+
+
+async def fill(cluster: FakeCluster, n: int, bucket: int = 0, prefix: str = "v", ts: int | None = None) -> None:
+    async with Producer(cluster.servers[0], ProducerOptions(linger=0, retry=FAST), transport=cluster) as p:
+        futs = [await p.send("t", f"{prefix}{i}".encode(), bucket=bucket, timestamp_ms=ts) for i in range(n)]
+        await asyncio.gather(*futs)
+
+
+def consumer(cluster: FakeCluster, **kw) -> Consumer:
+    kw.setdefault("retry", FAST)
+    kw.setdefault("fetch_max_wait", 0.01)
+    return Consumer(cluster.servers[0], ConsumerOptions(**kw), transport=cluster)
+
+
+async def poll_n(c: Consumer, n: int, timeout: float = 5.0) -> list:
+    out: list = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(out) < n and loop.time() < deadline:
+        out.extend(await c.poll(timeout=0.1))
+    return out
+
+
+async def test_poll_from_earliest_returns_every_record_in_order() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t", num_buckets=2)
+    await fill(cluster, 30, bucket=0)
+    await fill(cluster, 10, bucket=1, prefix="w")
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        records = await poll_n(c, 40)
+    by_bucket: dict[int, list] = {0: [], 1: []}
+    for r in records:
+        by_bucket[r.bucket.bucket].append((r.offset, r.value))
+    assert by_bucket[0] == [(i, f"v{i}".encode()) for i in range(30)]
+    assert by_bucket[1] == [(i, f"w{i}".encode()) for i in range(10)]
+    assert all(r.bucket.table_id == tid for r in records)
+
+
+async def test_seek_to_offset_end_and_timestamp() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    await fill(cluster, 5, ts=1000)
+    await fill(cluster, 5, prefix="late", ts=2000)
+    async with consumer(cluster) as c:
+        await c.assign([tb])
+        c.seek(tb, 7)
+        assert [r.offset for r in await poll_n(c, 3)] == [7, 8, 9]
+
+        c.seek_to_timestamp(1500)
+        assert await c.position(tb) == 5
+        assert [r.value for r in await poll_n(c, 5)] == [f"late{i}".encode() for i in range(5)]
+
+        c.seek_to_end()
+        assert await c.position(tb) == 10
+        await fill(cluster, 2, prefix="new")
+        assert [r.value for r in await poll_n(c, 2)] == [b"new0", b"new1"]
+
+        c.seek_to_beginning()
+        assert (await poll_n(c, 1))[0].offset == 0
+
+
+async def test_poll_respects_max_records_and_continues_where_it_stopped() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    await fill(cluster, 20)
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        got = []
+        while len(got) < 20:
+            batch = await c.poll(timeout=1.0, max_records=3)
+            assert len(batch) <= 3
+            got.extend(batch)
+    assert [r.offset for r in got] == list(range(20))
+
+
+async def test_leader_change_mid_poll_is_transparent() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    await fill(cluster, 10)
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        first = await poll_n(c, 10)
+        cluster.move_leader(tb, 2)  # the old leader now answers NOT_LEADER (with a hint)
+        await fill(cluster, 10, prefix="after")
+        cluster.fault("FetchLog", "not_leader")  # and once without a hint: a metadata refresh
+        second = await poll_n(c, 10)
+    assert [r.offset for r in first + second] == list(range(20))
+    assert [r.value for r in second] == [f"after{i}".encode() for i in range(10)]
+    fetches = [a for a, n, _ in cluster.calls if n == "FetchLog"]
+    assert fetches[-1] == cluster.servers[2]
+
+
+async def test_fetch_disconnects_and_fenced_epochs_are_retried() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    await fill(cluster, 5)
+    async with consumer(cluster) as c:
+        cluster.fault("FetchLog", "disconnect")
+        cluster.fault("FetchLog", "fenced")
+        await c.assign("t")
+        assert [r.offset for r in await poll_n(c, 5)] == list(range(5))
+
+
+async def test_out_of_range_resets_by_policy_or_raises() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    await fill(cluster, 3)
+    async with consumer(cluster) as c:
+        await c.assign([tb])
+        c.seek(tb, 50)
+        assert [r.offset for r in await poll_n(c, 3)] == [0, 1, 2]  # auto reset to earliest
+    async with consumer(cluster, auto_offset_reset="none") as c:
+        await c.assign([tb])
+        c.seek(tb, 50)
+        with pytest.raises(OffsetOutOfRangeError):
+            await poll_n(c, 1)

@@ -1,0 +1,133 @@
+"""BucketSequencer: the pure per-bucket ordering / exactly-once rules (idempotence.py docstring)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fluss_py.client.producer.idempotence import BucketSequencer, Outcome
+from fluss_py.errors import (
+    DuplicateSequenceError,
+    NetworkExceptionError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    UnknownWriterIdError,
+)
+
+
+@dataclass(eq=False)
+class B:
+    record_count: int = 2
+    base_sequence: int = -1
+    writer_id: int = -1
+    ambiguous: bool = False
+
+
+def sent(seq: BucketSequencer, n: int) -> list[B]:
+    batches = [B() for _ in range(n)]
+    for b in batches:
+        assert seq.can_send_new()
+        seq.assign(b)
+    return batches
+
+
+def test_sequences_are_consecutive_and_in_flight_is_bounded() -> None:
+    s = BucketSequencer(7, max_in_flight=3)
+    bs = sent(s, 3)
+    assert [b.base_sequence for b in bs] == [0, 2, 4]
+    assert all(b.writer_id == 7 for b in bs)
+    assert not s.can_send_new()
+    s.on_success(bs[0])
+    assert s.acked_next == 2 and s.can_send_new()
+
+
+def test_retries_wait_for_in_flight_and_go_one_at_a_time_in_sequence_order() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1, b2 = sent(s, 3)
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # gap: b0 pending
+    assert s.on_error(b0, NotLeaderOrFollowerError(), expired=False) is Outcome.RETRY
+    assert s.take_retry() is None  # b2 still in flight
+    assert not s.can_send_new()
+    assert s.on_error(b2, NotLeaderOrFollowerError(), expired=False) is Outcome.RETRY
+    assert s.take_retry() is b0
+    assert s.take_retry() is None  # one at a time
+    s.on_success(b0)
+    assert s.take_retry() is b1
+    s.on_success(b1)
+    assert s.take_retry() is b2
+    s.on_success(b2)
+    assert s.idle and s.can_send_new()
+    assert [b.base_sequence for b in (b0, b1, b2)] == [0, 2, 4]  # never renumbered
+
+
+def test_out_of_order_below_acked_means_already_in_the_log() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1 = sent(s, 2)
+    assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
+    s.on_success(b1)  # b1 appended => b0 was appended too
+    b0_again = s.take_retry()
+    assert b0_again is b0
+    assert s.on_error(b0, OutOfOrderSequenceError(), expired=False) is Outcome.DONE_NO_OFFSET
+    assert s.idle
+
+
+def test_duplicate_sequence_completes_without_offset() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    (b0,) = sent(s, 1)
+    assert s.on_error(b0, DuplicateSequenceError(), expired=False) is Outcome.DONE_NO_OFFSET
+
+
+def test_lost_writer_state_resets_to_a_new_writer_id() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1 = sent(s, 2)
+    s.on_success(b0)
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # b1 == acked_next
+    assert s.needs_reset() and s.take_retry() is None
+    assert s.reset(8) == []
+    assert (b1.writer_id, b1.base_sequence, s.next_sequence) == (8, 0, 2)
+    assert s.take_retry() is b1
+
+
+def test_unknown_writer_id_also_resets() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    (b0,) = sent(s, 1)
+    assert s.on_error(b0, UnknownWriterIdError(), expired=False) is Outcome.RETRY
+    assert s.needs_reset()
+
+
+def test_fatal_error_renumbers_the_batches_behind_it() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1, b2 = sent(s, 3)
+    assert s.on_error(b0, RecordBatchTooLargeError(), expired=False) is Outcome.FAIL
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY
+    assert s.on_error(b2, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY
+    assert s.needs_reset()
+    assert s.reset(9) == []
+    assert [(b.writer_id, b.base_sequence) for b in (b1, b2)] == [(9, 0), (9, 2)]
+
+
+def test_earlier_retries_finish_under_the_old_writer_before_a_reset() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1, b2 = sent(s, 3)
+    assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
+    assert s.on_error(b1, RecordBatchTooLargeError(), expired=False) is Outcome.FAIL
+    assert s.on_error(b2, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY
+    assert not s.needs_reset()  # b0 (before the failed batch) is still unresolved
+    assert s.take_retry() is b0 and b0.writer_id == 7
+    s.on_success(b0)
+    assert s.needs_reset()
+    s.reset(8)
+    assert (b2.writer_id, b2.base_sequence) == (8, 0)
+
+
+def test_expired_ambiguous_batches_fail_and_the_rest_restart() -> None:
+    s = BucketSequencer(7, max_in_flight=5)
+    b0, b1, b2 = sent(s, 3)
+    assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
+    assert s.on_error(b1, NetworkExceptionError(), expired=False) is Outcome.RETRY
+    assert s.on_error(b2, NotLeaderOrFollowerError(), expired=False) is Outcome.RETRY
+    doomed = s.expire_retries(lambda b: b is b0)
+    assert doomed == [b0, b1]  # b1 may have been appended after b0: its fate is unknown too
+    assert s.needs_reset()
+    s.reset(8)
+    assert (b2.writer_id, b2.base_sequence) == (8, 0)

@@ -1,0 +1,124 @@
+"""ClusterMetadata (bootstrap, refresh, hints, epoch monotonicity), Admin, and the gRPC error mapping."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from fluss_py.client.admin import Admin, OffsetSpec
+from fluss_py.client.metadata import ClusterMetadata, parse_bootstrap
+from fluss_py.client.options import RetryOptions
+from fluss_py.client.transport import PRODUCE_LOG, map_grpc_error
+from fluss_py.errors import ErrorCode, TableAlreadyExistError, TableNotExistError
+from fluss_py.types import TableBucket, TablePath
+from tests.unit.client.fake_cluster import FakeCluster
+
+pytestmark = pytest.mark.timeout(30)
+
+FAST = RetryOptions(backoff=0.005, backoff_max=0.05)
+
+
+def test_bootstrap_parsing() -> None:
+    assert parse_bootstrap("a:1, b:2") == ["a:1", "b:2"]
+    with pytest.raises(ValueError):
+        parse_bootstrap("nohost")
+    with pytest.raises(ValueError):
+        parse_bootstrap("")
+
+
+def test_grpc_errors_map_to_api_errors() -> None:
+    assert map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.UNAVAILABLE, "x").code == ErrorCode.NETWORK_EXCEPTION
+    timeout = map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.DEADLINE_EXCEEDED, "")
+    assert timeout.code == ErrorCode.REQUEST_TIMED_OUT and timeout.retriable
+    assert map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.UNIMPLEMENTED, "").code == ErrorCode.INVALID_REQUEST
+
+
+async def test_any_live_bootstrap_server_answers_including_a_coordinator() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t", num_buckets=2)
+    cluster.kill(0)
+    # A dead tablet server first, then the coordinator (answers only the coordinator service).
+    md = ClusterMetadata(f"{cluster.servers[0]},{cluster.coordinator_address}", cluster, retry=FAST)
+    await md.update(timeout=5)
+    info = md.table(TablePath("fluss", "t"))
+    assert info is not None and info.num_buckets == 2
+    assert md.leader_for(TableBucket(info.table_id, 1)).id == 1
+    assert md.coordinator is not None and md.coordinator.address == cluster.coordinator_address
+    await md.close()
+
+
+async def test_refresh_keeps_retrying_until_a_server_answers() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    cluster.fault("GetMetadata", "disconnect", times=3)
+    md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    await md.update(timeout=5)
+    assert md.table(TablePath("fluss", "t")) is not None
+    await md.close()
+
+
+async def test_leader_hints_apply_at_once_and_stale_answers_cannot_undo_them() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    await md.update()
+    stale = cluster._metadata()  # leader 0, epoch 0
+    assert md.apply_leader_hint(tb, 2, cluster.servers[2])
+    assert md.leader_for(tb).id == 2
+    md.apply(stale)  # a lagging server still says leader 0 at epoch 0
+    assert md.leader_for(tb).id == 2
+    cluster.move_leader(tb, 1)
+    cluster.move_leader(tb, 1)
+    await md.update()  # epoch 2 > hinted epoch 1
+    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 2
+    await md.close()
+
+
+async def test_wait_for_unknown_table_raises_table_not_exist() -> None:
+    cluster = FakeCluster()
+    md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    with pytest.raises(TableNotExistError):
+        await md.wait_for_table(TablePath("fluss", "nope"), timeout=0.2)
+    await md.close()
+
+
+async def test_admin_ddl_and_describe() -> None:
+    cluster = FakeCluster()
+    async with Admin(cluster.servers[1], transport=cluster, retry=FAST) as admin:
+        await admin.create_database("db")
+        assert "db" in await admin.list_databases()
+        tid = await admin.create_table("db.t", num_buckets=3, replication_factor=2)
+        with pytest.raises(TableAlreadyExistError):
+            await admin.create_table("db.t", num_buckets=3)
+        assert await admin.create_table("db.t", ignore_if_exists=True) == tid
+        assert await admin.list_tables("db") == ["t"]
+        cluster._append(cluster.buckets[TableBucket(tid, 1)], bytearray(_batch()))
+        desc = await admin.describe_table("db.t")
+        assert desc.info.num_buckets == 3 and desc.info.replication_factor == 2
+        assert [b.location.leader for b in desc.buckets] == [0, 1, 2]
+        assert all(len(b.location.replicas) == 2 and b.location.isr == b.location.replicas for b in desc.buckets)
+        assert [b.high_watermark for b in desc.buckets] == [0, 1, 0]
+        offsets = await admin.list_offsets("db.t", spec=OffsetSpec.HIGH_WATERMARK)
+        assert {b: o.offset for b, o in offsets.items()} == {0: 0, 1: 1, 2: 0}
+        await admin.drop_table("db.t")
+        with pytest.raises(TableNotExistError):
+            await admin.describe_table("db.t")
+
+
+async def test_admin_follows_the_coordinator_through_failures() -> None:
+    cluster = FakeCluster()
+    cluster.fault("AllocateWriterId", "disconnect", times=2)
+    async with Admin(cluster.servers[0], transport=cluster, retry=FAST) as admin:
+        from fluss_py.client.producer.idempotence import WriterIdAllocator
+
+        allocator = WriterIdAllocator(admin._gateway, timeout=5)
+        assert await allocator.allocate() == 101
+
+
+def _batch() -> bytes:
+    from fluss_py.record import RecordBatchBuilder
+
+    builder = RecordBatchBuilder()
+    builder.append(b"x")
+    return builder.build()
