@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from fluss_py import config as cfg
+from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.fetcher import FetchSettings
 from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
 from fluss_py.replica.messages import BucketState
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
-from tests.unit.replica.fakes import Cluster, FakeClock, FakeLogManager
+from tests.unit.replica.fakes import Cluster, FakeClock
 
 TB = TableBucket(7, 0)
 LAG_S = 10.0
@@ -42,23 +44,29 @@ async def wait_until(cond: Callable[[], object], timeout: float = 5.0, message: 
 
 
 class ReplicaCluster(Cluster):
-    """Servers 1..n, each a ReplicaManager with a FakeLogManager; one shared FakeClock and coordinator."""
+    """Servers 1..n, each a ReplicaManager over a real LogManager in ``root/server-<i>``; one shared FakeClock
+    and FakeCoordinator. ``kill`` stops a server cleanly (logs flushed and closed); ``start_server`` reloads
+    its logs from disk."""
 
-    def __init__(self, n: int, clock: FakeClock, settings: ReplicaSettings = SETTINGS) -> None:
+    def __init__(self, n: int, clock: FakeClock, root: Path, settings: ReplicaSettings = SETTINGS) -> None:
         super().__init__()
         self.clock = clock
+        self.root = root
         self.settings = settings
         self.coordinator_epoch = 1
-        self.log_managers: dict[int, FakeLogManager] = {}
+        self.config = cfg.Config(cfg.TABLET)
+        self.log_managers: dict[int, LogManager] = {}
         for i in range(1, n + 1):
             self.start_server(i)
 
-    def start_server(self, i: int, log_manager: FakeLogManager | None = None) -> ReplicaManager:
-        self.log_managers[i] = log_manager or self.log_managers.get(i) or FakeLogManager()
+    def start_server(self, i: int) -> ReplicaManager:
+        lm = LogManager(self.root / f"server-{i}", self.config)
+        lm.load_logs()
+        self.log_managers[i] = lm
         m = ReplicaManager(
             i,
-            self.log_managers[i],
-            cfg.Config(cfg.TABLET),
+            lm,
+            self.config,
             self.coordinator,
             self.endpoint_factory,
             self.clock,
@@ -73,6 +81,7 @@ class ReplicaCluster(Cluster):
         """The server stops answering and its manager stops (its in-memory log survives, like a disk)."""
         self.down.add(i)
         await self.managers.pop(i).shutdown()
+        self.log_managers[i].shutdown()
 
     async def notify(self, tb: TableBucket, replicas: tuple[int, ...], props: dict | None = None) -> dict:
         lai = self.coordinator.state[tb]
@@ -96,7 +105,7 @@ class ReplicaCluster(Cluster):
 
     async def close(self) -> None:
         for i in list(self.managers):
-            await self.managers.pop(i).shutdown()
+            await self.kill(i)
 
 
 @pytest.fixture
@@ -105,7 +114,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-async def cluster3(clock: FakeClock):
-    c = ReplicaCluster(3, clock)
+async def cluster3(clock: FakeClock, tmp_path: Path):
+    c = ReplicaCluster(3, clock, tmp_path)
     yield c
     await c.close()

@@ -1,21 +1,18 @@
-"""Fakes at the replica layer's seams: clock, in-memory log (until the real LogTablet lands), leader endpoint
-wired straight to another ReplicaManager, and a coordinator that validates AdjustIsr like the real one."""
+"""Fakes at the replica layer's network seams: a clock, a leader endpoint wired straight to another
+ReplicaManager, and a coordinator that validates AdjustIsr like the real one. Logs are real LogTablets."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from fluss_py.errors import (
     FencedLeaderEpochError,
-    InvalidRecordBatchError,
     InvalidUpdateVersionError,
     NetworkExceptionError,
-    OffsetOutOfRangeError,
 )
-from fluss_py.record import RecordBatchBuilder, iter_batches, set_base_offset_and_epoch
+from fluss_py.record import RecordBatchBuilder, iter_batches
 from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult, EpochRequest, FetchRequest
 from fluss_py.types import LeaderAndIsr, TableBucket
 
@@ -40,170 +37,6 @@ def batch(*values: bytes) -> bytes:
 
 def values_of(records: bytes) -> list[tuple[int, bytes]]:
     return [(r.offset, r.value) for b in iter_batches(records) for r in b.records()]
-
-
-# ---------------------------------------------------------------- in-memory log
-
-
-class FakeEpochCache:
-    def __init__(self) -> None:
-        self._entries: list[tuple[int, int]] = []
-
-    def assign(self, epoch: int, start_offset: int) -> None:
-        if self._entries and self._entries[-1][0] >= epoch:
-            return
-        self._entries = [e for e in self._entries if e[1] < start_offset]
-        self._entries.append((epoch, start_offset))
-
-    @property
-    def latest_epoch(self) -> int | None:
-        return self._entries[-1][0] if self._entries else None
-
-    def end_offset_for(self, epoch: int, leo: int) -> tuple[int, int]:
-        if epoch < 0 or not self._entries:
-            return (-1, -1)
-        if epoch == self._entries[-1][0]:
-            return (epoch, leo)
-        higher = [e for e in self._entries if e[0] > epoch]
-        if not higher:
-            return (-1, -1)
-        lower = [e for e in self._entries if e[0] <= epoch]
-        if not lower:
-            return (epoch, higher[0][1])
-        return (lower[-1][0], higher[0][1])
-
-    def truncate_from_end(self, end_offset: int) -> None:
-        self._entries = [e for e in self._entries if e[1] < end_offset]
-
-    def entries(self) -> list[tuple[int, int]]:
-        return list(self._entries)
-
-
-class FakeLog:
-    """In-memory stand-in for LogTablet with the same methods; batches are real fluss_py.record batches."""
-
-    def __init__(self, table_bucket: TableBucket) -> None:
-        self.table_bucket = table_bucket
-        self.batches: list[bytes] = []
-        self.log_start_offset = 0
-        self.high_watermark = 0
-        self.epoch_cache = FakeEpochCache()
-        self._leo = 0
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def latest_epoch(self) -> int | None:
-        return self.epoch_cache.latest_epoch
-
-    def append_as_leader(self, records: bytes, leader_epoch: int):
-        buf = bytearray(records)
-        parsed = list(iter_batches(buf))
-        for b in parsed:
-            b.ensure_valid()
-        first = self._leo
-        for b in parsed:
-            set_base_offset_and_epoch(buf, b.position, self._leo, leader_epoch)
-            self.epoch_cache.assign(leader_epoch, self._leo)
-            self._leo += b.last_offset_delta + 1
-        for b in iter_batches(bytes(buf)):
-            self.batches.append(b.tobytes())
-        return SimpleNamespace(
-            first_offset=first, last_offset=self._leo - 1, duplicate=False, append_time_ms=-1, leader_epoch=leader_epoch
-        )
-
-    def append_as_follower(self, records: bytes):
-        parsed = list(iter_batches(records))
-        if parsed and parsed[0].base_offset != self._leo:
-            raise InvalidRecordBatchError(f"base offset {parsed[0].base_offset} != LEO {self._leo}")
-        first = self._leo
-        for b in parsed:
-            self.epoch_cache.assign(b.leader_epoch, b.base_offset)
-            self.batches.append(b.tobytes())
-            self._leo = b.last_offset + 1
-        return SimpleNamespace(first_offset=first, last_offset=self._leo - 1, duplicate=False)
-
-    def read(self, fetch_offset: int, max_bytes: int, upper_bound: int):
-        if fetch_offset < self.log_start_offset or fetch_offset > self._leo:
-            raise OffsetOutOfRangeError(f"offset {fetch_offset} outside [{self.log_start_offset}, {self._leo}]")
-        out, size = [], 0
-        for raw in self.batches:
-            b = next(iter_batches(raw))
-            if b.last_offset < fetch_offset:
-                continue
-            if b.last_offset >= upper_bound:
-                break
-            if out and size + len(raw) > max_bytes:
-                break
-            out.append(raw)
-            size += len(raw)
-        return SimpleNamespace(
-            fetch_offset=fetch_offset,
-            records=b"".join(out),
-            log_start_offset=self.log_start_offset,
-            high_watermark=self.high_watermark,
-            log_end_offset=self._leo,
-        )
-
-    def update_high_watermark(self, offset: int) -> bool:
-        new = max(self.log_start_offset, min(offset, self._leo))
-        moved = new != self.high_watermark
-        self.high_watermark = new
-        return moved
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epoch_cache.end_offset_for(epoch, self._leo)
-
-    def offset_for_timestamp(self, ts_ms: int) -> int | None:
-        for raw in self.batches:
-            b = next(iter_batches(raw))
-            if b.max_timestamp >= ts_ms:
-                for r in b.records():
-                    if r.timestamp_ms >= ts_ms:
-                        return r.offset
-        return None
-
-    def truncate_to(self, offset: int) -> None:
-        kept = []
-        for raw in self.batches:
-            b = next(iter_batches(raw))
-            if b.base_offset < offset:
-                assert b.last_offset < offset, "fake log truncates on batch boundaries only"
-                kept.append(raw)
-        self.batches = kept
-        self._leo = min(self._leo, offset)
-        self.epoch_cache.truncate_from_end(offset)
-        self.high_watermark = min(self.high_watermark, self._leo)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.batches, self._leo, self.log_start_offset, self.high_watermark = [], offset, offset, offset
-        self.epoch_cache = FakeEpochCache()
-
-    def flush(self, up_to: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class FakeLogManager:
-    def __init__(self) -> None:
-        self.logs: dict[TableBucket, FakeLog] = {}
-        self.checkpoints = 0
-
-    def get(self, tb: TableBucket) -> FakeLog | None:
-        return self.logs.get(tb)
-
-    def get_or_create(self, tb: TableBucket, log_config=None) -> FakeLog:
-        return self.logs.setdefault(tb, FakeLog(tb))
-
-    def delete(self, tb: TableBucket) -> None:
-        self.logs.pop(tb, None)
-
-    def checkpoint(self) -> None:
-        self.checkpoints += 1
 
 
 # ---------------------------------------------------------------- network seams
@@ -287,3 +120,13 @@ class Cluster:
         ep = LocalLeaderEndpoint(self, node.id)
         self.endpoints.append(ep)
         return ep
+
+
+def log_contents(log) -> list[tuple[int, int, bytes]]:
+    """(offset, leader epoch, value) of every record of a LogTablet."""
+    data = log.read(log.log_start_offset, 1 << 30, log.log_end_offset).records
+    return [(r.offset, b.leader_epoch, r.value) for b in iter_batches(data) for r in b.records()]
+
+
+def epochs(log) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in log.epoch_cache.entries()]

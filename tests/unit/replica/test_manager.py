@@ -34,7 +34,7 @@ async def test_acks_all_answers_only_once_the_hw_passes_the_batch(cluster3: Repl
     # by the time it answered, both followers had fetched the batch and the HW covered it
     assert leader.replica(TB).high_watermark >= 2
     for i in (2, 3):
-        assert cluster3.log_managers[i].logs[TB].log_end_offset >= 2
+        assert cluster3.log_managers[i].get(TB).log_end_offset >= 2
 
 
 async def test_acks_all_times_out_when_followers_do_not_fetch(cluster3: ReplicaCluster) -> None:
@@ -119,8 +119,8 @@ async def test_fetch_epoch_checks_and_offset_out_of_range(cluster3: ReplicaClust
     assert r.error_code is ErrorCode.OFFSET_OUT_OF_RANGE and r.log_end_offset == 0 and "0" in r.error.message
 
 
-async def test_clients_read_below_hw_only_followers_up_to_leo(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_clients_read_below_hw_only_followers_up_to_leo(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2))
         await c.managers[2].fetchers.remove_buckets([TB])  # follower 2 stalls: HW stays
@@ -227,21 +227,25 @@ async def test_stop_replica_deletes_and_fails_waiters(cluster3: ReplicaCluster) 
     await cluster3.create(TB, R3)
     m = cluster3.managers[2]
     errors = await m.stop_replicas(1, [StopReplicaItem(TB, 0, delete=True)])
-    assert errors[TB] is None and m.replica(TB) is None and TB not in cluster3.log_managers[2].logs
+    assert errors[TB] is None and m.replica(TB) is None and cluster3.log_managers[2].get(TB) is None
     assert m.fetchers.fetcher_of(TB) is None
 
 
-async def test_shutdown_checkpoints_and_background_tasks_are_healthy(cluster3: ReplicaCluster) -> None:
-    await cluster3.create(TB, R3)
-    m = cluster3.managers[1]
-    m.check_health()
-    await cluster3.kill(1)
-    assert cluster3.log_managers[1].checkpoints >= 1
+async def test_checkpoint_task_writes_hw_and_recovery_point(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, checkpoint_interval_s=0.02))
+    try:
+        await c.create(TB, (1, 2))
+        assert (await c.managers[1].append(-1, 5.0, {TB: batch(b"a", b"b")}))[TB].error is None
+        lm = c.log_managers[1]
+        await wait_until(lambda: lm.hw_checkpoint.read().get(TB) == 2 and lm.recovery_checkpoint.read().get(TB) == 2)
+        c.managers[1].check_health()
+    finally:
+        await c.close()
 
 
-async def test_background_shrink_task_removes_a_stuck_follower(clock) -> None:
+async def test_background_shrink_task_removes_a_stuck_follower(clock, tmp_path) -> None:
     settings = dataclasses.replace(SETTINGS, lag_time_s=0.05)
-    c = ReplicaCluster(3, clock, settings)
+    c = ReplicaCluster(3, clock, tmp_path, settings)
     try:
         await c.create(TB, R3, {"min.insync.replicas": "1"})
         await c.kill(3)
@@ -253,10 +257,10 @@ async def test_background_shrink_task_removes_a_stuck_follower(clock) -> None:
         await c.close()
 
 
-async def test_acks_all_does_not_wait_for_the_follower_min_bytes(clock) -> None:
+async def test_acks_all_does_not_wait_for_the_follower_min_bytes(clock, tmp_path) -> None:
     """A parked follower fetch answers as soon as it carries data an acks=all produce waits for."""
     fetch = dataclasses.replace(SETTINGS.fetch, min_bytes=1 << 20, wait_max_s=30.0)
-    c = ReplicaCluster(2, clock, dataclasses.replace(SETTINGS, fetch=fetch))
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, fetch=fetch))
     try:
         await c.create(TB, (1, 2))
         await asyncio.sleep(0.05)  # the follower's fetch is parked at the leader
@@ -265,6 +269,6 @@ async def test_acks_all_does_not_wait_for_the_follower_min_bytes(clock) -> None:
         # acks=1 data alone does not wake the parked follower fetch (min bytes not reached)
         await c.managers[1].append(1, 1.0, {TB: batch(b"b")})
         await asyncio.sleep(0.05)
-        assert c.log_managers[2].logs[TB].log_end_offset == 1
+        assert c.log_managers[2].get(TB).log_end_offset == 1
     finally:
         await c.close()

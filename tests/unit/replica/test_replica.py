@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -12,16 +13,31 @@ from fluss_py.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from fluss_py.log.config import LogConfig
+from fluss_py.log.tablet import LogTablet
 from fluss_py.replica.replica import VALID_PREVIOUS, IllegalStateTransition, Replica, ReplicaState
 from fluss_py.types import LeaderAndIsr, TableBucket
-from tests.unit.replica.fakes import FakeClock, FakeLog, batch
+from tests.unit.replica.fakes import FakeClock, batch, epochs
 
 TB = TableBucket(1, 0)
 REPLICAS = (1, 2, 3)
 
 
+@pytest.fixture(autouse=True)
+def _dirs(tmp_path: Path) -> None:
+    global _ROOT
+    _ROOT = tmp_path
+
+
+_ROOT = Path()
+
+
+def new_log(server_id: int) -> LogTablet:
+    return LogTablet.open(_ROOT / f"s{server_id}-{TB}", TB, LogConfig())
+
+
 def make(clock: FakeClock, server_id: int = 1, min_isr: int = 2) -> Replica:
-    r = Replica(TB, server_id, FakeLog(TB), min_insync_replicas=min_isr, lag_time_s=10.0, clock=clock)
+    r = Replica(TB, server_id, new_log(server_id), min_insync_replicas=min_isr, lag_time_s=10.0, clock=clock)
     r.transition(ReplicaState.ONLINE)
     return r
 
@@ -32,7 +48,7 @@ def lai(leader=1, epoch=0, isr=REPLICAS, bucket_epoch=0) -> LeaderAndIsr:
 
 @pytest.mark.parametrize(("source", "target"), list(itertools.product(ReplicaState, ReplicaState)))
 def test_transition_table(source: ReplicaState, target: ReplicaState) -> None:
-    r = Replica(TB, 1, FakeLog(TB), min_insync_replicas=1, lag_time_s=1.0, clock=FakeClock())
+    r = Replica(TB, 1, new_log(1), min_insync_replicas=1, lag_time_s=1.0, clock=FakeClock())
     r.state = source
     if source in VALID_PREVIOUS[target]:
         r.transition(target)
@@ -56,7 +72,7 @@ def test_make_leader_assigns_the_new_epoch_at_the_current_leo() -> None:
     r.append_as_leader(batch(b"a", b"b"), acks=1)
     r.make_follower(lai(leader=2, epoch=1), REPLICAS)
     assert r.make_leader(lai(epoch=2), REPLICAS) is True
-    assert r.log.epoch_cache.entries() == [(0, 0), (2, 2)]
+    assert epochs(r.log) == [(0, 0), (2, 2)]
     assert r.leader_epoch_start_offset == 2
 
 
@@ -179,4 +195,4 @@ def test_follower_hw_is_min_of_leader_hw_and_own_leo() -> None:
     f.make_follower(lai(isr=(1,)), (1, 2))
     data = leader.log.read(0, 1 << 20, 2).records
     f.append_as_follower(data, leader_hw=5)
-    assert f.high_watermark == 2 and f.log.epoch_cache.entries() == [(0, 0)]
+    assert f.high_watermark == 2 and epochs(f.log) == [(0, 0)]

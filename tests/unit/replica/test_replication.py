@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import asyncio
 
-from fluss_py.record import iter_batches
+from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.fetcher import FetchPhase
 from fluss_py.replica.messages import FetchBucketRequest
 from fluss_py.types import TableBucket
 from tests.unit.replica.conftest import TB, ReplicaCluster, wait_until
-from tests.unit.replica.fakes import batch
+from tests.unit.replica.fakes import batch, epochs, log_contents
 
 MIN1 = {"min.insync.replicas": "1"}
 
 
 def log_of(c: ReplicaCluster, server: int):
-    return c.log_managers[server].logs[TB]
+    return c.log_managers[server].get(TB)
 
 
 def contents(c: ReplicaCluster, server: int) -> list[tuple[int, int, bytes]]:
-    """(offset, leader epoch, value) of every record of a server's log."""
-    out = []
-    for raw in log_of(c, server).batches:
-        b = next(iter_batches(raw))
-        out += [(r.offset, b.leader_epoch, r.value) for r in b.records()]
-    return out
+    if server in c.managers:
+        return log_contents(log_of(c, server))
+    lm = LogManager(c.root / f"server-{server}", c.config)  # a stopped server: read its disk
+    try:
+        return log_contents(lm.load_logs()[TB])
+    finally:
+        lm.shutdown()
+
+
+def raw(c: ReplicaCluster, server: int) -> bytes:
+    lg = log_of(c, server)
+    return lg.read(0, 1 << 30, lg.log_end_offset).records
 
 
 def assert_no_divergence(c: ReplicaCluster, servers: tuple[int, ...]) -> None:
@@ -41,24 +47,24 @@ async def caught_up(c: ReplicaCluster, leader: int, followers: tuple[int, ...]) 
     await wait_until(lambda: all(log_of(c, f).log_end_offset == leo for f in followers), message="catch up")
 
 
-async def test_followers_replicate_byte_identical_batches(clock) -> None:
-    c = ReplicaCluster(3, clock)
+async def test_followers_replicate_byte_identical_batches(clock, tmp_path) -> None:
+    c = ReplicaCluster(3, clock, tmp_path)
     try:
         await c.create(TB, (1, 2, 3))
         for i in range(5):
             assert (await c.managers[1].append(-1, 5.0, {TB: batch(b"v%d" % i, b"w%d" % i)}))[TB].error is None
         await caught_up(c, 1, (2, 3))
-        assert log_of(c, 1).batches == log_of(c, 2).batches == log_of(c, 3).batches
-        assert log_of(c, 2).epoch_cache.entries() == [(0, 0)]
+        assert raw(c, 1) == raw(c, 2) == raw(c, 3)
+        assert epochs(log_of(c, 2)) == [(0, 0)]
         await wait_until(lambda: log_of(c, 2).high_watermark == 10)  # HW reaches followers
     finally:
         await c.close()
 
 
-async def test_seed000_divergence_old_leader_truncates_and_converges(clock) -> None:
+async def test_seed000_divergence_old_leader_truncates_and_converges(clock, tmp_path) -> None:
     """Seed 000 §4.3: A (epoch 0) appends records nobody fetched, dies; B (epoch 1) writes different records at
     the same offsets; A returns, truncates by epoch and converges."""
-    c = ReplicaCluster(2, clock)
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2), MIN1)
         await c.managers[1].append(-1, 5.0, {TB: batch(b"m0", b"m1")})
@@ -76,14 +82,14 @@ async def test_seed000_divergence_old_leader_truncates_and_converges(clock) -> N
         await caught_up(c, 2, (1,))
         assert contents(c, 1) == contents(c, 2)
         assert [v for _, _, v in contents(c, 1)] == [b"m0", b"m1", b"b2", b"b3"]
-        assert log_of(c, 1).epoch_cache.entries() == [(0, 0), (1, 2)]
+        assert epochs(log_of(c, 1)) == [(0, 0), (1, 2)]
     finally:
         await c.close()
 
 
-async def test_seed004_hw_truncation_case(clock) -> None:
+async def test_seed004_hw_truncation_case(clock, tmp_path) -> None:
     """Seed 004 §4.2/4.3: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
-    c = ReplicaCluster(3, clock)
+    c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)
     try:
         await c.create(TB, r3, MIN1)
@@ -109,20 +115,20 @@ async def test_seed004_hw_truncation_case(clock) -> None:
         for s in r3:
             assert [v for _, _, v in contents(c, s)] == [b"msg%d" % i for i in range(6)] + [b"new6"]
         assert contents(c, 1) == contents(c, 2) == contents(c, 3)
-        assert log_of(c, 1).epoch_cache.entries() == [(0, 0), (1, 3), (2, 6)]
+        assert epochs(log_of(c, 1)) == [(0, 0), (1, 3), (2, 6)]
     finally:
         await c.close()
 
 
-async def test_kip101_restarted_follower_does_not_truncate_to_its_hw(clock) -> None:
+async def test_kip101_restarted_follower_does_not_truncate_to_its_hw(clock, tmp_path) -> None:
     """KIP-101 scenario 1: a follower holding m1 above its HW restarts and then becomes leader: m1 survives."""
-    c = ReplicaCluster(2, clock)
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2), MIN1)
         await c.managers[1].append(-1, 5.0, {TB: batch(b"m0")})
         await c.managers[1].append(-1, 5.0, {TB: batch(b"m1")})  # acked: follower 2 has it
+        log_of(c, 2).update_high_watermark(1)  # its HW had not caught up yet (checkpointed at kill)
         await c.kill(2)
-        log_of(c, 2).high_watermark = 1  # its HW had not caught up yet
         c.start_server(2)
         await c.notify(TB, (1, 2))
         fetcher = c.managers[2].fetchers.fetcher_of(TB)
@@ -135,8 +141,8 @@ async def test_kip101_restarted_follower_does_not_truncate_to_its_hw(clock) -> N
         await c.close()
 
 
-async def test_leader_reports_diverging_epoch_to_a_follower_fetch(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_leader_reports_diverging_epoch_to_a_follower_fetch(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2), MIN1)
         await c.managers[1].append(-1, 5.0, {TB: batch(b"a", b"b")})
@@ -151,8 +157,8 @@ async def test_leader_reports_diverging_epoch_to_a_follower_fetch(clock) -> None
         await c.close()
 
 
-async def test_stale_follower_epoch_is_fenced_by_the_leader(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_stale_follower_epoch_is_fenced_by_the_leader(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2), MIN1)
         await c.elect(TB, (1, 2), leader=1, isr=(1, 2))  # epoch 1
@@ -163,8 +169,8 @@ async def test_stale_follower_epoch_is_fenced_by_the_leader(clock) -> None:
         await c.close()
 
 
-async def test_one_fetcher_per_leader_carries_all_buckets(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_one_fetcher_per_leader_carries_all_buckets(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     buckets = [TableBucket(7, b) for b in range(6)]
     try:
         for tb in buckets:
@@ -177,13 +183,13 @@ async def test_one_fetcher_per_leader_carries_all_buckets(clock) -> None:
         await c.managers[1].append(-1, 5.0, {tb: batch(b"x") for tb in buckets if tb.bucket % 2 == 0})
         for tb in buckets:
             if tb.bucket % 2 == 0:
-                assert c.log_managers[2].logs[tb].log_end_offset == 1
+                assert c.log_managers[2].get(tb).log_end_offset == 1
     finally:
         await c.close()
 
 
-async def test_fetcher_backs_off_while_leader_unreachable_then_catches_up(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_fetcher_backs_off_while_leader_unreachable_then_catches_up(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     try:
         await c.create(TB, (1, 2), MIN1)
         endpoint = c.managers[2].fetchers.fetcher_of(TB).endpoint
@@ -198,8 +204,8 @@ async def test_fetcher_backs_off_while_leader_unreachable_then_catches_up(clock)
         await c.close()
 
 
-async def test_buckets_added_and_removed_while_the_fetcher_runs(clock) -> None:
-    c = ReplicaCluster(2, clock)
+async def test_buckets_added_and_removed_while_the_fetcher_runs(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
     tb2 = TableBucket(8, 0)
     try:
         await c.create(TB, (1, 2), MIN1)
@@ -219,8 +225,8 @@ async def test_buckets_added_and_removed_while_the_fetcher_runs(clock) -> None:
         await c.close()
 
 
-async def test_leader_failover_without_loss_of_acknowledged_writes(clock) -> None:
-    c = ReplicaCluster(3, clock)
+async def test_leader_failover_without_loss_of_acknowledged_writes(clock, tmp_path) -> None:
+    c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)
     acked = []
     try:
