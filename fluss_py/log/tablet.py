@@ -359,11 +359,16 @@ class LogTablet:
                 raise InvalidRecordBatchError(
                     f"{self.table_bucket}: replicated batch starts at offset {h[0]}, expected {expected}"
                 )
-            if epoch is not None and h[2] < epoch:
-                raise InvalidRecordBatchError(
-                    f"{self.table_bucket}: replicated batch at {h[0]} has epoch {h[2]} < latest {epoch}"
-                )
-            if h[2] >= 0 and (epoch is None or h[2] > epoch):
+            if epoch is not None and 0 <= h[2] < epoch:
+                # Allowed only over epochs that hold no data yet (an election-time assign at our LEO);
+                # assign() below drops them, as Kafka's follower path does.
+                if new_epochs or any(e.epoch > h[2] and e.start_offset < h[0] for e in self.epoch_cache.entries()):
+                    raise InvalidRecordBatchError(
+                        f"{self.table_bucket}: replicated batch at {h[0]} has epoch {h[2]} < latest {epoch}"
+                    )
+                new_epochs.append((h[2], h[0]))
+                epoch = h[2]
+            elif h[2] >= 0 and (epoch is None or h[2] > epoch):
                 new_epochs.append((h[2], h[0]))
                 epoch = h[2]
             metas.append(BatchMeta(pos, size, h[0], h[0] + h[6], h[8]))

@@ -270,3 +270,31 @@ def test_patched_header_crc_stays_valid_on_disk(tmp_path: Path) -> None:
     data = t.read(0, 1 << 20, 10).records
     second = RecordBatch(data, len(raw))
     assert second.base_offset == 3 and second.crc == struct.unpack_from(">I", raw, 17)[0] and second.is_valid()
+
+
+def test_follower_replaces_an_empty_election_epoch(tmp_path: Path) -> None:
+    """A replica that was briefly leader at epoch 5 (assigned at its LEO, nothing written) follows a leader
+    whose next batches carry epoch 4: the empty epoch-5 entry is replaced, as in Kafka's follower path."""
+    leader = open_log(tmp_path / "leader")
+    leader.append_as_leader(batch(2), 3)
+    leader.append_as_leader(batch(2), 4)
+    follower = open_log(tmp_path / "follower")
+    follower.append_as_follower(leader.read(0, 1 << 20, 2).records)
+    follower.epoch_cache.assign(5, 2)
+    follower.append_as_follower(leader.read(2, 1 << 20, 4).records)
+    assert follower.epoch_cache.entries() == [EpochEntry(3, 0), EpochEntry(4, 2)]
+    # but not over an epoch that already holds data
+    other = open_log(tmp_path / "other")
+    other.append_as_follower(leader.read(0, 1 << 20, 2).records)
+    other.append_as_leader(batch(1), 5)
+    with pytest.raises(InvalidRecordBatchError, match="epoch 4 < latest 5"):
+        other.append_as_follower(_rebase(leader, 3))
+
+
+def _rebase(t, offset: int) -> bytes:
+    """Leader batch [2, 3] (epoch 4) re-stamped at ``offset`` so it continues another log."""
+    from fluss_py.record import set_base_offset_and_epoch
+
+    buf = bytearray(t.read(2, 1 << 20, 4).records)
+    set_base_offset_and_epoch(buf, 0, offset, 4)
+    return bytes(buf)
