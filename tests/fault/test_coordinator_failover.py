@@ -84,6 +84,10 @@ def test_zombie_leader_steps_down_without_writing_and_its_epoch_is_fenced(cluste
         cluster.wait_until(lambda: len(zk.children(f"{root}/coordinator/election")) == 3, 10)
         new_log = cluster.log_text(old)[len(log_before) :]
         assert not re.search(r"(?i)became (coordinator )?leader", new_log), new_log
+        # It tore its leader resources down, in the reverse order of their start.
+        started = re.findall(r"Started leader resource \d+: ([\w-]+)", log_before)
+        stopped = re.findall(r"Stopped leader resource: ([\w-]+)", new_log)
+        assert started and stopped == started[::-1], (started, stopped)
 
     # A tablet server rejects a request stamped with the zombie's epoch.
     def rejected() -> bool:

@@ -2,6 +2,7 @@
 `wchc`), tablet-server membership after kill -9, the seed's runbook commands, and start order that does not
 matter (tablet servers before coordinators, everything before ZooKeeper)."""
 
+import re
 import shutil
 import subprocess
 import time
@@ -131,7 +132,11 @@ def test_tablet_servers_started_before_any_coordinator_converge(cluster_factory)
                 return False
         return True
 
-    cluster.wait_until(tablet_servers_know_the_leader, 15, message="tablet servers learning the coordinator leader")
+    cluster.wait_until(
+        tablet_servers_know_the_leader, 15,
+        message=lambda: f"tablet servers learning leader {leader} epoch {epoch}: "
+        f"{[_tablet_metadata(cluster, n) for n in cluster.names('tablet-server')]}",
+    )  # fmt: skip
 
 
 def test_servers_started_before_zookeeper_converge_once_it_appears(cluster_factory):
@@ -141,7 +146,7 @@ def test_servers_started_before_zookeeper_converge_once_it_appears(cluster_facto
         cluster.start_process(n)
     # They must keep retrying (not exit, not become ready) while ZooKeeper is absent.
     cluster.wait_until(
-        lambda: all(cluster.get(n).role and "zookeeper" in cluster.log_text(n).lower() for n in servers),
+        lambda: all(re.search(r"(?i)not reachable|connection refused|retrying", cluster.log_text(n)) for n in servers),
         15, message="servers logging that they wait for ZooKeeper",
     )  # fmt: skip
     assert all(cluster.alive(n) and not cluster.ready(n) for n in servers)
