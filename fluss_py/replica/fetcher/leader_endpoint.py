@@ -20,10 +20,9 @@ from fluss_py.replica.messages import (
     FetchRequest,
     FetchResult,
 )
+from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.types import ServerNode, TableBucket
-
-_GRPC_MAX_MESSAGE = 256 * 1024 * 1024
 
 
 class LeaderEndpoint(Protocol):
@@ -47,8 +46,8 @@ class GrpcLeaderEndpoint:
         self._channel = grpc.aio.insecure_channel(
             leader.address,
             options=[
-                ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE),
-                ("grpc.max_send_message_length", _GRPC_MAX_MESSAGE),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ],
         )
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)

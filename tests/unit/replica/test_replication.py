@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.fetcher import FetchPhase
-from fluss_py.replica.messages import FetchBucketRequest
-from fluss_py.types import TableBucket
-from tests.unit.replica.conftest import TB, ReplicaCluster, wait_until
-from tests.unit.replica.fakes import batch, epochs, log_contents
+from fluss_py.replica.manager import ReplicaManager
+from fluss_py.replica.messages import BucketState, EpochEndOffset, EpochResult, FetchBucketRequest, FetchBucketResult
+from fluss_py.types import LeaderAndIsr, TableBucket
+from tests.unit.replica.conftest import SETTINGS, TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.fakes import FakeCoordinator, batch, epochs, log_contents
 
 MIN1 = {"min.insync.replicas": "1"}
 
@@ -248,3 +250,51 @@ async def test_leader_failover_without_loss_of_acknowledged_writes(clock, tmp_pa
         assert_no_divergence(c, r3)
     finally:
         await c.close()
+
+
+class ScriptedLeader:
+    """A LeaderEndpoint whose answers a test scripts; records every fetch request."""
+
+    def __init__(self, epoch_answer, fetch_answers) -> None:
+        self.epoch_answer = epoch_answer
+        self.fetch_answers = list(fetch_answers)
+        self.fetches: list = []
+
+    async def fetch(self, request):
+        self.fetches.append(request)
+        await asyncio.sleep(0.001)
+        if self.fetch_answers:
+            return self.fetch_answers.pop(0)(request)
+        return {b.table_bucket: FetchBucketResult(b.table_bucket, None, 0, 0, b.fetch_offset) for b in request.buckets}
+
+    async def offsets_for_leader_epoch(self, replica_id, requests):
+        return {r.table_bucket: self.epoch_answer(r) for r in requests}
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_follower_truncates_on_a_diverging_epoch_in_a_fetch_answer(clock, tmp_path) -> None:
+    def no_truncation(r):
+        return EpochResult(r.table_bucket, None, r.leader_epoch, 4)
+
+    def diverged(request):
+        return {TB: FetchBucketResult(TB, None, 2, 0, 2, b"", EpochEndOffset(0, 2))}
+
+    leader = ScriptedLeader(no_truncation, [diverged])
+    lm = LogManager(tmp_path / "s2", cfg.Config(cfg.TABLET))
+    m = ReplicaManager(2, lm, cfg.Config(cfg.TABLET), FakeCoordinator(), lambda node: leader, clock, settings=SETTINGS)
+    try:
+        lai = LeaderAndIsr(2, 0, (2,), 1, 0)
+        await m.become_leader_or_follower(1, [BucketState(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
+        await m.append(1, 1.0, {TB: batch(b"a", b"b")})
+        await m.append(1, 1.0, {TB: batch(b"c", b"d")})
+        lai = lai.with_leader(1, (1, 2), 1)
+        await m.become_leader_or_follower(1, [BucketState(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
+        await wait_until(lambda: len(leader.fetches) >= 2)
+        assert m.replica(TB).log_end_offset == 2
+        assert leader.fetches[0].buckets[0].fetch_offset == 4 and leader.fetches[0].buckets[0].last_fetched_epoch == 0
+        assert leader.fetches[1].buckets[0].fetch_offset == 2
+    finally:
+        await m.shutdown()
+        lm.shutdown()

@@ -1,0 +1,140 @@
+"""The replica layer's two gRPC seams against real grpc.aio servers on loopback: GrpcLeaderEndpoint
+(FetchLog, OffsetsForLeaderEpoch) and GrpcCoordinatorGateway (AdjustIsr, following NOT_COORDINATOR_LEADER)."""
+
+from __future__ import annotations
+
+import grpc.aio
+import pytest
+
+from fluss_py.errors import ErrorCode, NetworkExceptionError
+from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
+from fluss_py.replica.gateway import GrpcCoordinatorGateway
+from fluss_py.replica.messages import AdjustIsrItem, EpochRequest, FetchBucketRequest, FetchRequest
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.server import start_rpc_server
+from fluss_py.testing.ports import free_port
+from fluss_py.types import ServerNode, TableBucket
+
+pytestmark = pytest.mark.integration
+
+TB = TableBucket(3, 1)
+PB_TB = common_pb2.TableBucket(table_id=3, bucket=1)
+
+
+class Leader(tablet_pb2_grpc.TabletServiceServicer):
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    async def FetchLog(self, request, context):
+        self.requests.append(request)
+        b = request.buckets[0]
+        return tablet_pb2.FetchLogResponse(
+            buckets=[
+                tablet_pb2.FetchBucketResult(
+                    table_bucket=b.table_bucket,
+                    high_watermark=5,
+                    log_start_offset=1,
+                    log_end_offset=9,
+                    records=b"\x01\x02",
+                    diverging_epoch=tablet_pb2.EpochEndOffset(epoch=2, end_offset=7),
+                ),
+                tablet_pb2.FetchBucketResult(
+                    table_bucket=common_pb2.TableBucket(table_id=3, bucket=2),
+                    error=common_pb2.ErrorInfo(code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), leader_id=4),
+                ),
+            ]
+        )
+
+    async def OffsetsForLeaderEpoch(self, request, context):
+        self.requests.append(request)
+        return tablet_pb2.OffsetsForLeaderEpochResponse(
+            buckets=[tablet_pb2.OffsetsForLeaderEpochBucketResult(table_bucket=PB_TB, leader_epoch=1, end_offset=42)]
+        )
+
+
+class Coordinator(coordinator_pb2_grpc.CoordinatorServiceServicer):
+    def __init__(self, leader_address: str | None) -> None:
+        self.leader_address = leader_address
+        self.requests: list = []
+
+    async def AdjustIsr(self, request, context):
+        self.requests.append(request)
+        if self.leader_address is not None:
+            return coordinator_pb2.AdjustIsrResponse(
+                error=common_pb2.ErrorInfo(
+                    code=int(ErrorCode.NOT_COORDINATOR_LEADER), leader_id=1, leader_address=self.leader_address
+                )
+            )
+        b = request.buckets[0]
+        return coordinator_pb2.AdjustIsrResponse(
+            buckets=[
+                coordinator_pb2.AdjustIsrBucketResult(
+                    table_bucket=b.table_bucket,
+                    leader_and_isr=common_pb2.BucketLeaderAndIsr(
+                        table_bucket=b.table_bucket,
+                        leader=1,
+                        leader_epoch=b.leader_epoch,
+                        isr=list(b.new_isr),
+                        coordinator_epoch=3,
+                        bucket_epoch=b.bucket_epoch + 1,
+                    ),
+                )
+            ]
+        )
+
+
+async def serve(register) -> tuple[grpc.aio.Server, int]:
+    return await start_rpc_server("127.0.0.1", 0, [register])
+
+
+async def test_leader_endpoint_round_trip() -> None:
+    leader = Leader()
+    server, port = await serve(lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(leader, s))
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port))
+    try:
+        request = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 3, 512, 2, 1),))
+        result = await endpoint.fetch(request)
+        sent = leader.requests[0]
+        assert (sent.replica_id, sent.max_wait_ms, sent.min_bytes, sent.max_bytes) == (7, 250, 1, 1024)
+        b = sent.buckets[0]
+        assert (b.fetch_offset, b.max_bytes, b.current_leader_epoch, b.last_fetched_epoch) == (3, 512, 2, 1)
+        r = result[TB]
+        assert (r.error, r.high_watermark, r.log_start_offset, r.log_end_offset, r.records) == (None, 5, 1, 9, b"\1\2")
+        assert (r.diverging_epoch.epoch, r.diverging_epoch.end_offset) == (2, 7)
+        other = result[TableBucket(3, 2)]
+        assert other.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER and other.error.leader_id == 4
+        assert other.diverging_epoch is None
+        epochs = await endpoint.offsets_for_leader_epoch(7, [EpochRequest(TB, 1, 2)])
+        assert (epochs[TB].leader_epoch, epochs[TB].end_offset, epochs[TB].error) == (1, 42, None)
+    finally:
+        await endpoint.close()
+        await server.stop(None)
+
+
+async def test_leader_endpoint_unreachable_is_a_retriable_network_error() -> None:
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", free_port()), rpc_timeout_s=2.0)
+    try:
+        with pytest.raises(NetworkExceptionError) as e:
+            await endpoint.fetch(FetchRequest(7, 0.1, 1, 1024, (FetchBucketRequest(TB, 0, 512),)))
+        assert e.value.retriable
+    finally:
+        await endpoint.close()
+
+
+async def test_gateway_follows_the_named_coordinator_leader() -> None:
+    real = Coordinator(None)
+    add = coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server
+    real_server, real_port = await serve(lambda s: add(real, s))
+    standby = Coordinator(f"127.0.0.1:{real_port}")
+    standby_server, standby_port = await serve(lambda s: add(standby, s))
+    gateway = GrpcCoordinatorGateway(lambda: f"127.0.0.1:{standby_port}")
+    try:
+        results = await gateway.adjust_isr(2, [AdjustIsrItem(TB, 4, 6, (1, 2))])
+        assert len(standby.requests) == 1 and len(real.requests) == 1
+        assert real.requests[0].server_id == 2
+        lai = results[TB].leader_and_isr
+        assert results[TB].error is None and (lai.leader_epoch, lai.isr, lai.bucket_epoch) == (4, (1, 2), 7)
+    finally:
+        await gateway.close()
+        await real_server.stop(None)
+        await standby_server.stop(None)
