@@ -131,3 +131,19 @@ def test_follower_truncation_rules_of_section_4_6() -> None:
     # 3c. follower has nothing at or below L_epoch -> (L_epoch, first start) == same epoch branch
     late = LeaderEpochCache(None, [EpochEntry(5, 30)])
     assert follower_truncation_offset(2, 25, late, follower_leo=40, follower_hw=30) == (25, True)
+
+
+def test_diverging_epoch_check_of_section_4_5(tmp_path: Path) -> None:
+    """§4.5: the leader answers a fetch (fetch_offset, last_fetched_epoch) with e = end_offset_for(last epoch);
+    divergence when e.epoch < last_fetched_epoch or e.end < fetch_offset."""
+    leader = LeaderEpochCache(None, [EpochEntry(1, 0), EpochEntry(3, 50), EpochEntry(4, 80)])
+    leo = 100
+
+    def diverging(fetch_offset: int, last_epoch: int) -> tuple[int, int] | None:
+        e = leader.end_offset_for(last_epoch, leo)
+        return e if e[0] < last_epoch or e[1] < fetch_offset else None
+
+    assert diverging(90, 4) is None  # in sync
+    assert diverging(60, 3) is None  # epoch 3 ends at 80 >= 60
+    assert diverging(85, 3) == (3, 80)  # follower wrote epoch 3 past where the leader's epoch 3 ended
+    assert diverging(55, 2) == (1, 50)  # the leader never had epoch 2
