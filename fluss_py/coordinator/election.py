@@ -12,6 +12,8 @@ with an epoch-checked transaction and only then tells the tablet servers. Rules 
   shutdown
 - preferred    the first assigned replica, if it is live, in the ISR and not already leader.
 - reassignment first replica of the target assignment that is live and in the ISR.
+- liveness     (``reconcile_liveness``) a dead leader is replaced as in offline, else the bucket becomes
+               leaderless; dead members leave the ISR, except that an ISR never becomes empty.
 
 Every leader change bumps leader_epoch and bucket_epoch; every ISR-only change bumps bucket_epoch
 (``LeaderAndIsr.with_leader`` / ``with_isr``).
@@ -150,6 +152,36 @@ def remove_from_isr(current: LeaderAndIsr, server: int, coordinator_epoch: int) 
     if not rest:
         return None
     return current.with_isr(rest, coordinator_epoch)
+
+
+def reconcile_liveness(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    live: Set[int],
+    coordinator_epoch: int,
+    shutting_down: Set[int] = _EMPTY,
+    *,
+    unclean: bool = False,
+) -> LeaderAndIsr | None:
+    """Bring one bucket in line with the live servers (a server died, joined, or a coordinator loaded).
+
+    - live leader: dead members leave the ISR (bucket_epoch + 1); nothing else changes.
+    - dead or no leader: offline election among live ISR members; if nobody can lead, the bucket is
+      leaderless (NO_LEADER; leader_epoch + 1 if it had a leader) and its ISR keeps its live members,
+      or, when none is live, every member: each holds all acknowledged writes and may lead on return.
+    Returns None when the stored state is already right.
+    """
+    live_isr = tuple(r for r in current.isr if r in live)
+    if current.leader != NO_LEADER and current.leader in live:
+        return current.with_isr(live_isr, coordinator_epoch) if live_isr != current.isr else None
+    elected = offline_leader(replicas, current, live, coordinator_epoch, shutting_down, unclean=unclean)
+    if elected is not None:
+        return elected
+    if current.leader != NO_LEADER:
+        return current.with_leader(NO_LEADER, live_isr or current.isr, coordinator_epoch)
+    if live_isr and live_isr != current.isr:
+        return current.with_isr(live_isr, coordinator_epoch)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from fluss_py.coordinator.election import (
     offline_leader,
     preferred_leader,
     reassignment_leader,
+    reconcile_liveness,
     remove_from_isr,
 )
 from fluss_py.errors import (
@@ -239,3 +240,44 @@ def test_remove_from_isr_properties(situation, server):
     assert new.leader != server
     assert new.bucket_epoch == current.bucket_epoch + 1
     assert new.leader_epoch == current.leader_epoch + (1 if current.leader == server else 0)
+
+
+# ---------------------------------------------------------------- liveness reconciliation
+
+
+def test_liveness_live_leader_loses_dead_followers():
+    assert reconcile_liveness([1, 2, 3], lai(1, [1, 2, 3]), {1, 3}, CE) == LeaderAndIsr(1, 3, (1, 3), CE, 8)
+    assert reconcile_liveness([1, 2, 3], lai(1, [1, 2, 3]), {1, 2, 3}, CE) is None
+
+
+def test_liveness_dead_leader_is_replaced_by_first_live_isr_member():
+    assert reconcile_liveness([1, 2, 3], lai(1, [1, 3, 2]), {2, 3}, CE) == LeaderAndIsr(2, 4, (3, 2), CE, 8)
+
+
+def test_liveness_no_live_isr_member_goes_leaderless_and_keeps_isr():
+    assert reconcile_liveness([1, 2, 3], lai(1, [1, 2]), {3}, CE) == LeaderAndIsr(NO_LEADER, 4, (1, 2), CE, 8)
+    leaderless = LeaderAndIsr(NO_LEADER, 4, (1, 2), CE, 8)
+    assert reconcile_liveness([1, 2, 3], leaderless, {3}, CE) is None
+    # one ISR member returns: it leads, alone in the ISR
+    assert reconcile_liveness([1, 2, 3], leaderless, {2, 3}, CE) == LeaderAndIsr(2, 5, (2,), CE, 9)
+
+
+def test_liveness_shutting_down_isr_member_does_not_lead_but_stays_in_isr():
+    new = reconcile_liveness([1, 2, 3], lai(1, [1, 2]), {2, 3}, CE, shutting_down={2})
+    assert new == LeaderAndIsr(NO_LEADER, 4, (2,), CE, 8)
+
+
+@given(bucket_situations())
+def test_liveness_properties(situation):
+    replicas, current, live, shutting = situation
+    new = reconcile_liveness(replicas, current, live, CE, shutting)
+    state = new or current
+    assert state.isr  # never empty
+    if state.leader != NO_LEADER:
+        assert state.leader in live and state.leader in state.isr
+        assert set(state.isr) <= live  # with a live leader, every ISR member is live
+    if new is not None:
+        assert new.bucket_epoch == current.bucket_epoch + 1
+        assert set(new.isr) <= set(current.isr)
+        assert new.leader_epoch == current.leader_epoch + (0 if new.leader == current.leader else 1)
+    assert reconcile_liveness(replicas, state, live, CE, shutting) is None  # idempotent

@@ -1,0 +1,279 @@
+"""Coordinator leader -> tablet server requests: batched per server, ordered per server, never blocking.
+
+A handler collects what each server must hear in a ``RequestBatch`` and sends it once at the end::
+
+    batch = RequestBatch(coordinator_id, coordinator_epoch)
+    batch.leader_and_isr(server, bucket_pb, table_info_pb)     # NotifyLeaderAndIsr, one per server
+    batch.stop_replica(server, tb, leader_epoch, delete)       # StopReplica, one per server
+    batch.update_metadata(servers)                             # UpdateMetadata (full cluster view)
+    batch.send(channel, metadata)                              # per server: UpdateMetadata, Notify, Stop
+
+Every request carries the coordinator epoch (tablet servers refuse lower ones). ``TabletChannel`` keeps
+one outbox (deque + sender task) per live server: requests to one server leave in the order they were
+queued; a failed send is retried with back-off (100 ms doubling to 1 s) until it succeeds or the server
+is removed (it died). An UpdateMetadata followed by a newer one in the same outbox is skipped: each is a
+full replacement. Handlers never await the network, so one slow or paused server cannot stall the
+coordinator's event loop.
+
+``TabletGateway`` is the narrow network edge (``GrpcTabletGateway`` over grpc.aio; unit tests pass a fake).
+
+Who may call: the event processor's task (``RequestBatch``, ``TabletChannel.add/remove``); the sender
+tasks are owned by ``TabletChannel`` and cancelled by ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fluss_py.errors import ErrorCode
+from fluss_py.rpc import convert
+from fluss_py.rpc.channels import ChannelPool
+from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.types import ServerNode, TableBucket
+
+log = logging.getLogger("fluss_py.coordinator.CoordinatorChannelManager")
+
+NOTIFY = "NotifyLeaderAndIsr"
+STOP = "StopReplica"
+UPDATE = "UpdateMetadata"
+RETRY_INITIAL = 0.1
+RETRY_MAX = 1.0
+
+
+class TabletGateway(Protocol):
+    """Sends one request to one tablet server and returns its response (raises on transport failure)."""
+
+    async def send(self, server: ServerNode, kind: str, request: Any) -> Any: ...
+
+
+class GrpcTabletGateway:
+    """TabletGateway over grpc.aio: one stub per address from a ChannelPool (owned by the caller)."""
+
+    def __init__(self, pool: ChannelPool, timeout: float = 5.0) -> None:
+        self._pool = pool
+        self._timeout = timeout
+
+    async def send(self, server: ServerNode, kind: str, request: Any) -> Any:
+        stub = tablet_pb2_grpc.TabletServiceStub(self._pool.get(server.address))
+        method = getattr(stub, kind)
+        return await method(request, timeout=self._timeout)
+
+
+ResponseHook = Callable[[int, str, Any, Any], None]
+
+
+@dataclass
+class _Outbox:
+    node: ServerNode
+    queue: deque[tuple[str, Any]] = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+
+
+class TabletChannel:
+    """One ordered outbox and sender task per live tablet server. Owned by the leader's services."""
+
+    def __init__(self, gateway: TabletGateway, on_response: ResponseHook | None = None) -> None:
+        self._gateway = gateway
+        self._on_response = on_response
+        self._outboxes: dict[int, _Outbox] = {}
+        self._closed = False
+        self.sent = 0  # requests answered (for tests and metrics)
+
+    # ---------------------------------------------------------------- membership
+    def add(self, node: ServerNode) -> None:
+        """Start (or re-address) the outbox of a live server."""
+        box = self._outboxes.get(node.id)
+        if box is not None and box.node.address == node.address:
+            return
+        if box is not None:
+            self.remove(node.id)
+        box = _Outbox(node)
+        self._outboxes[node.id] = box
+        if not self._closed:
+            box.task = asyncio.get_running_loop().create_task(self._run(box), name=f"coordinator-send-{node.id}")
+
+    def remove(self, server_id: int) -> None:
+        """Drop a dead server's outbox and everything queued for it."""
+        box = self._outboxes.pop(server_id, None)
+        if box is not None and box.task is not None:
+            box.task.cancel()
+
+    def servers(self) -> list[int]:
+        return sorted(self._outboxes)
+
+    def enqueue(self, server_id: int, kind: str, request: Any) -> bool:
+        """Queue a request; False if the server has no outbox (not live)."""
+        box = self._outboxes.get(server_id)
+        if box is None or self._closed:
+            log.debug("Not sending %s to tablet server %d: not live", kind, server_id)
+            return False
+        box.queue.append((kind, request))
+        box.wakeup.set()
+        return True
+
+    def pending(self, server_id: int) -> int:
+        box = self._outboxes.get(server_id)
+        return len(box.queue) if box is not None else 0
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [b.task for b in self._outboxes.values() if b.task is not None]
+        self._outboxes.clear()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ---------------------------------------------------------------- sending
+    async def _run(self, box: _Outbox) -> None:
+        while True:
+            if not box.queue:
+                box.wakeup.clear()
+                await box.wakeup.wait()
+                continue
+            kind, request = box.queue[0]
+            if kind == UPDATE and any(k == UPDATE for k, _ in list(box.queue)[1:]):
+                box.queue.popleft()  # a newer full view is queued behind it
+                continue
+            response = await self._send_with_retry(box, kind, request)
+            box.queue.popleft()
+            self.sent += 1
+            self._check(box.node.id, kind, request, response)
+
+    async def _send_with_retry(self, box: _Outbox, kind: str, request: Any) -> Any:
+        delay = RETRY_INITIAL
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._gateway.send(box.node, kind, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                level = logging.WARNING if attempt in (1, 10) or attempt % 50 == 0 else logging.DEBUG
+                log.log(
+                    level,
+                    "%s to tablet server %d at %s failed (attempt %d): %s; retrying in %.1fs",
+                    kind,
+                    box.node.id,
+                    box.node.address,
+                    attempt,
+                    _short(e),
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(RETRY_MAX, delay * 2)
+
+    def _check(self, server_id: int, kind: str, request: Any, response: Any) -> None:
+        error = getattr(response, "error", None)
+        if error is not None and error.code != ErrorCode.NONE:
+            log.warning(
+                "%s to tablet server %d answered %s: %s", kind, server_id, ErrorCode(error.code).name, error.message
+            )
+        for result in getattr(response, "buckets", ()):
+            if result.error.code != ErrorCode.NONE:
+                log.warning(
+                    "%s to tablet server %d: bucket %d-%d answered %s: %s",
+                    kind,
+                    server_id,
+                    result.table_bucket.table_id,
+                    result.table_bucket.bucket,
+                    ErrorCode(result.error.code).name,
+                    result.error.message,
+                )
+        if self._on_response is not None:
+            try:
+                self._on_response(server_id, kind, request, response)
+            except Exception:
+                log.exception("response hook failed for %s to tablet server %d", kind, server_id)
+
+
+def _short(e: BaseException) -> str:
+    details = getattr(e, "details", None)
+    if callable(details):
+        try:
+            return f"{e.code().name}: {details()}"  # grpc.aio.AioRpcError
+        except Exception:
+            pass
+    return f"{type(e).__name__}: {e}"
+
+
+class RequestBatch:
+    """The requests one event produces, grouped per server. Built and sent on the event loop's task."""
+
+    def __init__(self, coordinator_id: int, coordinator_epoch: int) -> None:
+        self.coordinator_id = coordinator_id
+        self.coordinator_epoch = coordinator_epoch
+        self._notify: dict[int, dict[TableBucket, common_pb2.BucketLeaderAndIsr]] = {}
+        self._tables: dict[int, dict[int, common_pb2.TableInfo]] = {}
+        self._stop: dict[int, dict[TableBucket, tablet_pb2.StopReplicaBucket]] = {}
+        self._update: set[int] = set()
+
+    def leader_and_isr(self, server: int, bucket: common_pb2.BucketLeaderAndIsr, table: common_pb2.TableInfo) -> None:
+        tb = convert.table_bucket_from_pb(bucket.table_bucket)
+        self._notify.setdefault(server, {})[tb] = bucket
+        self._tables.setdefault(server, {})[table.table_id] = table
+
+    def stop_replica(self, server: int, tb: TableBucket, leader_epoch: int, delete: bool) -> None:
+        self._stop.setdefault(server, {})[tb] = tablet_pb2.StopReplicaBucket(
+            table_bucket=convert.table_bucket_to_pb(tb), leader_epoch=leader_epoch, delete=delete
+        )
+
+    def update_metadata(self, servers: Iterable[int]) -> None:
+        self._update.update(servers)
+
+    def empty(self) -> bool:
+        return not (self._notify or self._stop or self._update)
+
+    def requests(
+        self, metadata: common_pb2.ClusterMetadata, nodes: dict[int, ServerNode]
+    ) -> list[tuple[int, str, Any]]:
+        """(server, kind, request) in send order: per server UpdateMetadata, NotifyLeaderAndIsr, StopReplica."""
+        out: list[tuple[int, str, Any]] = []
+        ce, cid = self.coordinator_epoch, self.coordinator_id
+        for server in sorted(self._update | set(self._notify) | set(self._stop)):
+            if server in self._update:
+                out.append(
+                    (
+                        server,
+                        UPDATE,
+                        tablet_pb2.UpdateMetadataRequest(coordinator_epoch=ce, coordinator_id=cid, metadata=metadata),
+                    )
+                )
+            if server in self._notify:
+                buckets = self._notify[server]
+                named = sorted({r for b in buckets.values() for r in (*b.replicas, *b.isr, b.leader)} - {-1})
+                out.append(
+                    (
+                        server,
+                        NOTIFY,
+                        tablet_pb2.NotifyLeaderAndIsrRequest(
+                            coordinator_epoch=ce,
+                            coordinator_id=cid,
+                            buckets=[buckets[tb] for tb in sorted(buckets)],
+                            tables=[self._tables[server][t] for t in sorted(self._tables[server])],
+                            servers=[convert.server_node_to_pb(nodes[s]) for s in named if s in nodes],
+                        ),
+                    )
+                )
+            if server in self._stop:
+                stops = self._stop[server]
+                out.append(
+                    (
+                        server,
+                        STOP,
+                        tablet_pb2.StopReplicaRequest(
+                            coordinator_epoch=ce, coordinator_id=cid, buckets=[stops[tb] for tb in sorted(stops)]
+                        ),
+                    )
+                )
+        return out
+
+    def send(self, channel: TabletChannel, metadata: common_pb2.ClusterMetadata, nodes: dict[int, ServerNode]) -> int:
+        """Queue every request on ``channel``; returns how many were queued (dead servers are skipped)."""
+        return sum(channel.enqueue(server, kind, req) for server, kind, req in self.requests(metadata, nodes))

@@ -1,0 +1,663 @@
+"""The coordinator leader's table, leadership and ISR handlers: one ``{event type: handler}`` dict.
+
+Each handler runs on the CoordinatorEventLoop task (the single writer of ``ClusterView``) and follows one
+pattern: decide with the pure functions of ``election.py``/``assignment.py``, write ZooKeeper in fenced
+transactions (``[check(epoch node, version), ...]``; each leader_isr set also checks that node's own
+version), update the in-memory view only after the write succeeded, then queue the requests the change
+implies on the ``TabletChannel`` (never awaited: a paused tablet server cannot stall the loop).
+
+    LoadTables          reload every table, assignment and leader_isr from ZooKeeper (each leadership)
+    CreateTable         assign -> one transaction (id counter, assignment, leader_isr per bucket, table
+                        node last) -> UpdateMetadata to all, NotifyLeaderAndIsr to the replicas
+    DropTable           delete the table node, then its assignment subtree -> StopReplica(delete)
+    ListTables / GetMetadata / AllocateWriterId
+    AdjustIsr           validate (leader epoch, bucket epoch, eligibility) -> conditional write -> answer
+    ControlledShutdown  move leadership off the server, take it out of ISRs -> remaining leaders
+    membership          ``on_servers_changed(joined, died)``, called by MetadataHandlers on the loop:
+                        dead: new leaders from live ISRs, dead replicas leave ISRs; joined: elect
+                        leaderless/new buckets, tell the server its role
+
+Design and invariants: ``docs/control-plane.md``. Who may call: the event loop (handlers) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.coordinator import election
+from fluss_py.coordinator.assignment import assign_replicas
+from fluss_py.coordinator.channel import RequestBatch, TabletChannel
+from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.handlers import MetadataStore
+from fluss_py.coordinator.state import BucketState, ReplicaState
+from fluss_py.coordinator.tables import (
+    ClusterView,
+    TableInfo,
+    assignment_subtree,
+    create_table_ops,
+    delete_ops,
+    leader_isr_create_op,
+    leader_isr_set_op,
+    validate_properties,
+)
+from fluss_py.coordinator.writer_ids import WriterIdAllocator
+from fluss_py.errors import (
+    ApiError,
+    DatabaseNotExistError,
+    InvalidRequestError,
+    InvalidUpdateVersionError,
+    TableAlreadyExistError,
+    TableNotExistError,
+    UnknownTableOrBucketError,
+)
+from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2
+from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
+from fluss_py.zk.client import BadVersionError, CreateOp, NodeExistsError, NoNodeError, Op, SetOp, ZkError
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
+
+log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
+
+MAX_OPS_PER_TRANSACTION = 512
+"""Bound on one ZooKeeper multi-op (Fluss uses 1024; a leader_isr set is ~150 bytes, far below 1 MB)."""
+MAX_BUCKETS = 4096
+READ_CONCURRENCY = 64
+
+
+# ---------------------------------------------------------------- events
+@dataclass(eq=False)
+class LoadTables(Event):
+    """Rebuild the ClusterView from ZooKeeper (queued right after LoadContext on every leadership)."""
+
+
+@dataclass(eq=False)
+class CreateTable(Event):
+    path: TablePath
+    num_buckets: int = 0  # 0: default.bucket.number
+    replication_factor: int = 0  # 0: default.replication.factor
+    properties: dict[str, str] = field(default_factory=dict)
+    comment: str = ""
+    ignore_if_exists: bool = False
+
+
+@dataclass(eq=False)
+class DropTable(Event):
+    path: TablePath
+    ignore_if_not_exists: bool = False
+
+
+@dataclass(eq=False)
+class ListTables(Event):
+    database: str
+
+
+@dataclass(eq=False)
+class GetMetadata(Event):
+    """ClusterMetadata for clients: live servers, this leader, and the given tables (empty: all)."""
+
+    paths: list[TablePath] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class AdjustIsr(Event):
+    request: coordinator_pb2.AdjustIsrRequest
+
+
+@dataclass(eq=False)
+class ControlledShutdown(Event):
+    server_id: int
+
+
+@dataclass(eq=False)
+class AllocateWriterId(Event):
+    pass
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+Change = tuple[TableBucket, LeaderAndIsr]
+
+
+class TableProcessor:
+    """Tables, bucket leadership and ISRs for one leadership. Owns the ClusterView; runs on the loop task."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        context: CoordinatorContext,
+        channel: TabletChannel,
+        *,
+        default_buckets: int = 1,
+        default_replication_factor: int = 3,
+        unclean_election: bool = False,
+        writer_id_block: int = 1000,
+        max_ops: int = MAX_OPS_PER_TRANSACTION,
+    ) -> None:
+        self._store = store
+        self._root = store.root
+        self.context = context
+        self.channel = channel
+        self.view = ClusterView()
+        self._default_buckets = default_buckets
+        self._default_rf = default_replication_factor
+        self._unclean = unclean_election
+        self._max_ops = max_ops
+        self._writer_ids = WriterIdAllocator(store, context.fence, writer_id_block)
+        self._loaded = False
+        self._membership_seen = False
+        self._started = False
+        self.handlers: dict[type[Event], Handler] = {
+            LoadTables: self.load_tables,
+            CreateTable: self.create_table,
+            DropTable: self.drop_table,
+            ListTables: self.list_tables,
+            GetMetadata: self.get_metadata,
+            AdjustIsr: self.adjust_isr,
+            ControlledShutdown: self.controlled_shutdown,
+            AllocateWriterId: self.allocate_writer_id,
+        }
+
+    def install(self, loop: Any) -> None:
+        """Register every handler on a CoordinatorEventLoop (before it starts)."""
+        for event_type, handler in self.handlers.items():
+            loop.register(event_type, handler)
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    def live(self) -> set[int]:
+        return set(self.context.tablet_servers)
+
+    def nodes(self) -> dict[int, ServerNode]:
+        return {sid: ServerNode(sid, r.host, r.port, r.rack) for sid, r in self.context.tablet_servers.items()}
+
+    def _batch(self) -> RequestBatch:
+        return RequestBatch(self.context.coordinator_id, self.epoch)
+
+    def cluster_metadata(self, table_ids: Iterable[int] | None = None) -> common_pb2.ClusterMetadata:
+        ids = sorted(self.view.tables) if table_ids is None else list(table_ids)
+        return common_pb2.ClusterMetadata(
+            tablet_servers=[convert.server_node_to_pb(n) for _, n in sorted(self.nodes().items())],
+            coordinator=common_pb2.ServerNode(
+                id=self.context.coordinator_id, host=self.context.host, port=self.context.port
+            ),
+            tables=[self.view.table_metadata_pb(t) for t in ids],
+            coordinator_epoch=self.epoch,
+        )
+
+    def _send(self, batch: RequestBatch) -> None:
+        if not batch.empty():
+            batch.send(self.channel, self.cluster_metadata(), self.nodes())
+
+    def _notify(self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None) -> None:
+        """NotifyLeaderAndIsr of ``tb``'s current state to its live replicas (or to ``servers``)."""
+        bucket = self.view.buckets[tb]
+        if bucket.leader_and_isr is None:
+            return
+        live = self.live()
+        targets = bucket.replicas if servers is None else servers
+        pb = self.view.bucket_pb(tb)
+        table = self.view.tables[tb.table_id].to_pb()
+        for server in targets:
+            if server in live:
+                batch.leader_and_isr(server, pb, table)
+
+    def _set_states(self, tb: TableBucket) -> None:
+        """Derive the bucket and replica states of ``tb`` from its LeaderAndIsr and the live servers."""
+        bucket = self.view.buckets[tb]
+        live = self.live()
+        lai = bucket.leader_and_isr
+        target = BucketState.NEW
+        if lai is not None:
+            target = BucketState.ONLINE if lai.leader in live else BucketState.OFFLINE
+        if self.view.bucket_states.get(tb) is BucketState.NON_EXISTENT and target is not BucketState.NEW:
+            self.view.bucket_states.move(tb, BucketState.NEW)
+        self.view.bucket_states.move(tb, target)
+        for server in bucket.replicas:
+            key = (tb, server)
+            if self.view.replica_states.get(key) is ReplicaState.NON_EXISTENT:
+                self.view.replica_states.move(key, ReplicaState.NEW)
+            offline = server not in live or server in self.view.shutting_down
+            self.view.replica_states.move(key, ReplicaState.OFFLINE if offline else ReplicaState.ONLINE)
+
+    async def _commit_chunks(self, ops: list[Op]) -> list[Any]:
+        results: list[Any] = []
+        for i in range(0, len(ops), self._max_ops):
+            results.extend(await self._store.commit(ops[i : i + self._max_ops], fence=self.context.fence))
+        return results
+
+    async def _write_leader_isr(self, changes: list[Change]) -> list[Change]:
+        """Write changed LeaderAndIsr records conditionally, in bounded fenced transactions.
+
+        Each op is a create (no node yet) or a set at the node version we last saw. A chunk that fails
+        is retried op by op: a stale version re-reads that bucket (logged; its change is dropped), a
+        missing node means the table is gone. EpochFencedError propagates (we are no longer leader).
+        Returns the changes that were written; the view already holds them.
+        """
+        written: list[Change] = []
+        for i in range(0, len(changes), self._max_ops):
+            chunk = changes[i : i + self._max_ops]
+            try:
+                results = await self._store.commit(
+                    [self._lai_op(tb, lai) for tb, lai in chunk], fence=self.context.fence
+                )
+            except (BadVersionError, NoNodeError, NodeExistsError) as e:
+                log.warning("Batched leader_isr write of %d bucket(s) failed (%s); writing one by one", len(chunk), e)
+                for tb, lai in chunk:
+                    try:
+                        (result,) = await self._store.commit([self._lai_op(tb, lai)], fence=self.context.fence)
+                    except (BadVersionError, NoNodeError, NodeExistsError) as one:
+                        log.error("leader_isr of %s changed behind our back (%s); re-reading it", tb, one)
+                        await self._reread(tb)
+                        continue
+                    self._apply(tb, lai, result)
+                    written.append((tb, lai))
+                continue
+            for (tb, lai), result in zip(chunk, results, strict=True):
+                self._apply(tb, lai, result)
+                written.append((tb, lai))
+        return written
+
+    def _lai_op(self, tb: TableBucket, lai: LeaderAndIsr) -> Op:
+        version = self.view.buckets[tb].zk_version
+        if version < 0:
+            return leader_isr_create_op(self._root, tb, lai)
+        return leader_isr_set_op(self._root, tb, lai, version)
+
+    def _apply(self, tb: TableBucket, lai: LeaderAndIsr, result: Any) -> None:
+        bucket = self.view.buckets[tb]
+        bucket.leader_and_isr = lai
+        bucket.zk_version = result.version if hasattr(result, "version") else 0
+        log.info(
+            "Bucket %s: leader %d, leader epoch %d, ISR %s, bucket epoch %d",
+            tb,
+            lai.leader,
+            lai.leader_epoch,
+            list(lai.isr),
+            lai.bucket_epoch,
+        )
+
+    async def _reread(self, tb: TableBucket) -> None:
+        got = await self._store.get(LeaderIsrZNode.path(self._root, tb.table_id, tb.bucket))
+        bucket = self.view.buckets.get(tb)
+        if bucket is not None:
+            bucket.leader_and_isr, bucket.zk_version = (
+                (None, -1) if got is None else (LeaderIsrZNode.decode(got[0]), got[1].version)
+            )
+
+    # ---------------------------------------------------------------- load (every leadership)
+    async def load_tables(self, _event: LoadTables | None = None) -> int:
+        """Rebuild the view from ZooKeeper; delete assignments of tables whose node is gone. Returns tables."""
+        self.view.clear()
+        self._loaded = self._started = False
+        paths: list[TablePath] = []
+        for db in await self._children(f"{self._root}/metadata/databases"):
+            paths.extend(TablePath(db, t) for t in await self._children(TableZNode.parent(self._root, db)))
+        registrations = await self._gather(
+            self._store.get(TableZNode.path(self._root, p.database, p.table)) for p in paths
+        )
+        infos = [
+            TableInfo.from_registration(p, TableZNode.decode(got[0]))
+            for p, got in zip(paths, registrations, strict=True)
+            if got
+        ]
+        by_id = {info.table_id: info for info in infos}
+        assigned = {int(c) for c in await self._children(TableAssignmentZNode.parent(self._root)) if c.isdigit()}
+        for table_id in sorted(assigned - set(by_id)):
+            await self._delete_debris(table_id)
+        assignments = await self._gather(self._store.get(TableAssignmentZNode.path(self._root, t)) for t in by_id)
+        for info, got in zip(by_id.values(), assignments, strict=True):
+            if got is None:
+                log.error("Table %s (id %d) has no assignment node; ignoring it", info.path, info.table_id)
+                continue
+            self.view.add_table(info, TableAssignmentZNode.decode(got[0]))
+        tbs = sorted(self.view.buckets)
+        states = await self._gather(
+            self._store.get(LeaderIsrZNode.path(self._root, tb.table_id, tb.bucket)) for tb in tbs
+        )
+        for tb, got in zip(tbs, states, strict=True):
+            if got is not None:
+                self.view.buckets[tb].leader_and_isr = LeaderIsrZNode.decode(got[0])
+                self.view.buckets[tb].zk_version = got[1].version
+        self._loaded = True
+        log.info(
+            "Loaded %d table(s), %d bucket(s) from ZooKeeper (coordinator epoch %d)",
+            len(self.view.tables),
+            len(self.view.buckets),
+            self.epoch,
+        )
+        if self._membership_seen:
+            await self._startup()
+        return len(self.view.tables)
+
+    async def _children(self, path: str) -> list[str]:
+        try:
+            return sorted(await self._store.get_children(path))
+        except NoNodeError:
+            return []
+
+    async def _gather(self, coros: Iterable[Awaitable[Any]]) -> list[Any]:
+        pending = list(coros)
+        out: list[Any] = []
+        for i in range(0, len(pending), READ_CONCURRENCY):
+            out.extend(await asyncio.gather(*pending[i : i + READ_CONCURRENCY]))
+        return out
+
+    async def _delete_debris(self, table_id: int) -> None:
+        base = TableAssignmentZNode.path(self._root, table_id)
+        buckets = [int(b) for b in await self._children(f"{base}/buckets") if b.isdigit()]
+        with_lai = {b for b in buckets if await self._store.get(LeaderIsrZNode.path(self._root, table_id, b))}
+        paths = [p for p in assignment_subtree(self._root, table_id, buckets, with_lai)]
+        if not await self._children(base):
+            paths = [base]
+        try:
+            await self._commit_chunks(delete_ops(paths))
+            log.warning("Deleted the assignment of table id %d: its table node is gone (failed create/drop)", table_id)
+        except (NoNodeError, ZkError) as e:
+            log.warning("Could not delete the debris of table id %d: %s", table_id, e)
+
+    # ---------------------------------------------------------------- membership
+    async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
+        """Listener of MetadataHandlers: runs on the loop after the live set changed."""
+        for sid in died:
+            self.channel.remove(sid)
+            self.view.shutting_down.discard(sid)
+        for sid in joined:
+            self.view.shutting_down.discard(sid)
+        for node in self.nodes().values():
+            self.channel.add(node)
+        self._membership_seen = True
+        if not self._loaded:
+            return
+        if not self._started:
+            await self._startup()
+            return
+        await self._servers_died(died)
+        await self._servers_joined(set(joined))
+
+    async def _startup(self) -> None:
+        """First reconciliation of a leadership: elect what needs it, then tell every live server everything."""
+        self._started = True
+        batch = self._batch()
+        changed = await self._reconcile(list(self.view.buckets))
+        live = self.live()
+        batch.update_metadata(live)
+        for tb in sorted(self.view.buckets):
+            self._set_states(tb)
+            self._notify(batch, tb)
+        self._send(batch)
+        log.info(
+            "Coordinator leader started: %d live tablet server(s), %d bucket(s), %d leadership change(s)",
+            len(live),
+            len(self.view.buckets),
+            len(changed),
+        )
+
+    async def _reconcile(self, tbs: Iterable[TableBucket]) -> list[Change]:
+        """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
+        live, shutting = self.live(), self.view.shutting_down
+        changes: list[Change] = []
+        for tb in sorted(set(tbs)):
+            bucket = self.view.buckets[tb]
+            if bucket.leader_and_isr is None:
+                new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
+            else:
+                new = election.reconcile_liveness(
+                    bucket.replicas, bucket.leader_and_isr, live, self.epoch, shutting, unclean=self._unclean
+                )
+            if new is not None:
+                changes.append((tb, new))
+        return await self._write_leader_isr(changes)
+
+    async def _servers_died(self, died: list[int]) -> None:
+        if not died:
+            return
+        affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
+        changed = await self._reconcile(affected)
+        batch = self._batch()
+        batch.update_metadata(self.live())  # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        for tb in affected:
+            self._set_states(tb)
+        self._send(batch)
+        log.warning(
+            "Tablet server(s) %s died: %d bucket(s) affected, %d leadership/ISR change(s)",
+            died,
+            len(affected),
+            len(changed),
+        )
+
+    async def _servers_joined(self, joined: set[int]) -> None:
+        if not joined:
+            return
+        hosted = {tb for sid in joined for tb in self.view.buckets_on(sid)}
+        waiting = {tb for tb, b in self.view.buckets.items() if b.leader_and_isr is None or b.leader_and_isr.leader < 0}
+        changed = await self._reconcile(hosted | waiting)
+        batch = self._batch()
+        batch.update_metadata(self.live())
+        for tb in hosted:
+            self._notify(batch, tb, joined)  # the returning server learns its role (and truncates)
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        for tb in hosted | waiting:
+            self._set_states(tb)
+        self._send(batch)
+        log.info(
+            "Tablet server(s) %s joined: %d hosted bucket(s), %d change(s)", sorted(joined), len(hosted), len(changed)
+        )
+
+    # ---------------------------------------------------------------- tables
+    async def create_table(self, event: CreateTable) -> int:
+        """Create a table; returns its id (the existing one with ``ignore_if_exists``)."""
+        path = event.path
+        path.validate()
+        if path.database not in self.context.databases:
+            raise DatabaseNotExistError(f"database {path.database} does not exist")
+        if path in self.view.by_path:
+            if event.ignore_if_exists:
+                return self.view.by_path[path]
+            raise TableAlreadyExistError(f"table {path} already exists")
+        num_buckets = event.num_buckets or self._default_buckets
+        rf = event.replication_factor or self._default_rf
+        if not 1 <= num_buckets <= MAX_BUCKETS:
+            raise InvalidRequestError(f"bucket count must be between 1 and {MAX_BUCKETS}, got {num_buckets}")
+        properties = validate_properties(event.properties, rf)
+        servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
+        counter = TableIdCounterZNode.path(self._root)
+        got = await self._store.get(counter)
+        table_id = (TableIdCounterZNode.decode(got[0]) if got else 0) + 1
+        # raises InvalidReplicationFactorError before anything is written
+        assignment = assign_replicas(
+            servers, num_buckets, rf, start_index=table_id, first_shift=table_id // max(1, len(servers))
+        )
+        leaders: dict[int, LeaderAndIsr] = {}
+        for b, replicas in assignment.items():
+            lai = election.initial_leader(replicas, set(servers), self.epoch)
+            assert lai is not None  # every replica was chosen among live servers
+            leaders[b] = lai
+        info = TableInfo(table_id, path, num_buckets, rf, properties, event.comment, int(time.time() * 1000))
+        counter_op: Op = (
+            SetOp(counter, TableIdCounterZNode.encode(table_id), got[1].version)
+            if got
+            else CreateOp(counter, TableIdCounterZNode.encode(table_id))
+        )
+        ops, table_node = create_table_ops(self._root, info, assignment, leaders)
+        tables_parent = TableZNode.parent(self._root, path.database)
+        if not await self._store.exists(tables_parent):
+            ops.append(CreateOp(tables_parent))
+        try:
+            await self._commit_chunks([counter_op, *ops, table_node])
+        except NodeExistsError as e:
+            raise TableAlreadyExistError(f"table {path} already exists in ZooKeeper ({e})") from None
+        self.view.add_table(info, assignment)
+        batch = self._batch()
+        for b, lai in leaders.items():
+            tb = TableBucket(table_id, b)
+            self.view.buckets[tb].leader_and_isr = lai
+            self.view.buckets[tb].zk_version = 0
+            self._set_states(tb)
+            self._notify(batch, tb)
+        batch.update_metadata(self.live())
+        self._send(batch)
+        log.info(
+            "Created table %s (id %d): %d bucket(s), replication factor %d, assignment %s (coordinator epoch %d)",
+            path,
+            table_id,
+            num_buckets,
+            rf,
+            {b: list(r) for b, r in assignment.items()},
+            self.epoch,
+        )
+        return table_id
+
+    async def drop_table(self, event: DropTable) -> bool:
+        """Drop a table: its node first (the table is gone), then its assignment subtree; replicas deleted."""
+        table_id = self.view.by_path.get(event.path)
+        if table_id is None:
+            if event.ignore_if_not_exists:
+                return False
+            raise TableNotExistError(f"table {event.path} does not exist")
+        info = self.view.tables[table_id]
+        node = TableZNode.path(self._root, info.path.database, info.path.table)
+        node_paths = [f"{node}/{c}" for c in await self._children(node)]  # e.g. schemas
+        buckets = list(self.view.table_buckets(table_id))
+        with_lai = {tb.bucket for tb, b in buckets if b.zk_version >= 0}
+        subtree = assignment_subtree(self._root, table_id, [tb.bucket for tb, _ in buckets], with_lai)
+        await self._commit_chunks(delete_ops([*node_paths, node]))
+        try:
+            await self._commit_chunks(delete_ops(subtree))
+        except (NoNodeError, BadVersionError) as e:
+            log.warning(
+                "Dropping the assignment of %s (id %d) failed: %s; the next load deletes it", event.path, table_id, e
+            )
+        batch = self._batch()
+        live = self.live()
+        for tb, bucket in buckets:
+            epoch = bucket.leader_and_isr.leader_epoch if bucket.leader_and_isr else 0
+            for server in bucket.replicas:
+                if server in live:
+                    batch.stop_replica(server, tb, epoch, delete=True)
+        self.view.remove_table(table_id)
+        batch.update_metadata(live)
+        self._send(batch)
+        log.info("Dropped table %s (id %d, coordinator epoch %d)", event.path, table_id, self.epoch)
+        return True
+
+    async def list_tables(self, event: ListTables) -> list[str]:
+        if event.database not in self.context.databases:
+            raise DatabaseNotExistError(f"database {event.database} does not exist")
+        return sorted(p.table for p in self.view.by_path if p.database == event.database)
+
+    async def get_metadata(self, event: GetMetadata) -> common_pb2.ClusterMetadata:
+        ids = []
+        for path in event.paths:
+            if path not in self.view.by_path:
+                raise TableNotExistError(f"table {path} does not exist")
+            ids.append(self.view.by_path[path])
+        return self.cluster_metadata(ids if event.paths else None)
+
+    async def allocate_writer_id(self, _event: AllocateWriterId) -> int:
+        return await self._writer_ids.allocate()
+
+    # ---------------------------------------------------------------- ISR and shutdown
+    async def adjust_isr(self, event: AdjustIsr) -> coordinator_pb2.AdjustIsrResponse:
+        """Apply a leader's ISR changes; per bucket the new state or the reason it was refused."""
+        req = event.request
+        live, shutting = self.live(), self.view.shutting_down
+        errors: dict[TableBucket, ApiError] = {}
+        order: list[TableBucket] = []
+        changes: list[Change] = []
+        for item in req.buckets:
+            tb = convert.table_bucket_from_pb(item.table_bucket)
+            order.append(tb)
+            bucket = self.view.buckets.get(tb)
+            if bucket is None or bucket.leader_and_isr is None:
+                errors[tb] = UnknownTableOrBucketError(f"bucket {tb} does not exist")
+                continue
+            change = election.IsrChange(req.server_id, item.leader_epoch, item.bucket_epoch, tuple(item.new_isr))
+            try:
+                new = election.adjust_isr(bucket.replicas, bucket.leader_and_isr, change, live, shutting, self.epoch)
+            except ApiError as e:
+                errors[tb] = e
+                log.info("AdjustIsr of %s from server %d refused: %s", tb, req.server_id, e)
+                continue
+            if new is not bucket.leader_and_isr:
+                changes.append((tb, new))
+        written = {tb for tb, _ in await self._write_leader_isr(changes)}
+        results = []
+        for tb in order:
+            if tb in errors:
+                results.append(
+                    coordinator_pb2.AdjustIsrBucketResult(
+                        table_bucket=convert.table_bucket_to_pb(tb), error=convert.error_info(errors[tb])
+                    )
+                )
+            elif any(tb == c for c, _ in changes) and tb not in written:
+                results.append(
+                    coordinator_pb2.AdjustIsrBucketResult(
+                        table_bucket=convert.table_bucket_to_pb(tb),
+                        error=convert.error_info(InvalidUpdateVersionError(f"leader_isr of {tb} changed")),
+                    )
+                )
+            else:
+                results.append(
+                    coordinator_pb2.AdjustIsrBucketResult(
+                        table_bucket=convert.table_bucket_to_pb(tb),
+                        error=convert.ok(),
+                        leader_and_isr=self.view.bucket_pb(tb),
+                    )
+                )
+        return coordinator_pb2.AdjustIsrResponse(error=convert.ok(), buckets=results)
+
+    async def controlled_shutdown(self, event: ControlledShutdown) -> list[TableBucket]:
+        """Move leadership off a stopping server and take it out of ISRs; returns buckets it still leads."""
+        sid = event.server_id
+        if sid not in self.context.tablet_servers:
+            log.info("Controlled shutdown of tablet server %d: not registered (already gone)", sid)
+            return []
+        self.view.shutting_down.add(sid)
+        live, shutting = self.live(), self.view.shutting_down
+        changes: list[Change] = []
+        followed: list[TableBucket] = []
+        for tb in self.view.buckets_on(sid):
+            bucket = self.view.buckets[tb]
+            lai = bucket.leader_and_isr
+            if lai is None:
+                continue
+            if lai.leader == sid:
+                if len(bucket.replicas) > 1:
+                    new = election.controlled_shutdown_leader(bucket.replicas, lai, live, shutting, self.epoch)
+                    if new is not None:
+                        changes.append((tb, new))
+            else:
+                followed.append(tb)
+                new = election.remove_from_isr(lai, sid, self.epoch)
+                if new is not None:
+                    changes.append((tb, new))
+        changed = await self._write_leader_isr(changes)
+        batch = self._batch()
+        for tb, _ in changed:
+            self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
+        for tb in followed:
+            lai = self.view.buckets[tb].leader_and_isr
+            batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)
+        for tb in self.view.buckets_on(sid):
+            self._set_states(tb)
+        batch.update_metadata(live)
+        self._send(batch)
+        remaining = [tb for tb in self.view.buckets_led_by(sid) if len(self.view.buckets[tb].replicas) > 1]
+        log.info(
+            "Controlled shutdown of tablet server %d: %d leadership/ISR change(s), %d bucket(s) still led",
+            sid,
+            len(changed),
+            len(remaining),
+        )
+        return remaining

@@ -1,0 +1,221 @@
+"""The coordinator leader's view of tables and buckets, and the ZooKeeper operations that change it.
+
+``TableInfo`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
+its assignment, each bucket's LeaderAndIsr with the leader_isr znode version it was read or written at,
+and the bucket/replica state tables. The ``*_ops`` helpers build the ZooKeeper operations of a change
+(pure, no I/O); the processor commits them fenced by the coordinator epoch.
+
+Who may call: the event processor's task only (single writer); pure helpers from anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.coordinator.state import BucketState, ReplicaState, StateTable
+from fluss_py.errors import InvalidConfigError
+from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2
+from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
+from fluss_py.zk.client import CreateOp, DeleteOp, Op, SetOp
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A table's registration: what TableZNode stores and TableInfo (pb) carries."""
+
+    table_id: int
+    path: TablePath
+    num_buckets: int
+    replication_factor: int
+    properties: Mapping[str, str] = field(default_factory=dict)
+    comment: str = ""
+    created_ms: int = 0
+
+    def registration(self) -> dict[str, Any]:
+        """The TableZNode payload (without "version", added by the codec)."""
+        return {
+            "table_id": self.table_id,
+            "num_buckets": self.num_buckets,
+            "replication_factor": self.replication_factor,
+            "properties": dict(self.properties),
+            "comment": self.comment,
+            "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_registration(cls, path: TablePath, reg: Mapping[str, Any]) -> TableInfo:
+        return cls(
+            int(reg["table_id"]),
+            path,
+            int(reg["num_buckets"]),
+            int(reg["replication_factor"]),
+            {str(k): str(v) for k, v in dict(reg.get("properties", {})).items()},
+            str(reg.get("comment", "")),
+            int(reg.get("created_ms", 0)),
+        )
+
+    def to_pb(self) -> common_pb2.TableInfo:
+        return common_pb2.TableInfo(
+            table_id=self.table_id,
+            path=convert.table_path_to_pb(self.path),
+            descriptor=common_pb2.TableDescriptor(
+                num_buckets=self.num_buckets,
+                replication_factor=self.replication_factor,
+                properties=dict(self.properties),
+                comment=self.comment,
+            ),
+            created_ms=self.created_ms,
+        )
+
+    def buckets(self) -> list[TableBucket]:
+        return [TableBucket(self.table_id, b) for b in range(self.num_buckets)]
+
+
+def validate_properties(properties: Mapping[str, str], replication_factor: int) -> dict[str, str]:
+    """Check the table properties this layer understands; others pass through (tablet servers read them)."""
+    props = {str(k): str(v) for k, v in properties.items()}
+    if MIN_INSYNC_REPLICAS in props:
+        raw = props[MIN_INSYNC_REPLICAS]
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InvalidConfigError(f"{MIN_INSYNC_REPLICAS} must be an integer, got {raw!r}") from None
+        if not 1 <= value <= replication_factor:
+            raise InvalidConfigError(
+                f"{MIN_INSYNC_REPLICAS}={value} must be between 1 and the replication factor {replication_factor}"
+            )
+    return props
+
+
+@dataclass
+class BucketInfo:
+    """One bucket: replicas (preferred leader first), its LeaderAndIsr (None before the first election) and
+    the leader_isr znode version that LeaderAndIsr was read or written at (-1: node absent)."""
+
+    replicas: tuple[int, ...]
+    leader_and_isr: LeaderAndIsr | None = None
+    zk_version: int = -1
+
+
+class ClusterView:
+    """Tables, assignments and bucket states of the leader. Owned by the event processor's task."""
+
+    def __init__(self) -> None:
+        self.tables: dict[int, TableInfo] = {}
+        self.by_path: dict[TablePath, int] = {}
+        self.buckets: dict[TableBucket, BucketInfo] = {}
+        self.bucket_states: StateTable[TableBucket, BucketState] = StateTable(BucketState.NON_EXISTENT)
+        self.replica_states: StateTable[tuple[TableBucket, int], ReplicaState] = StateTable(ReplicaState.NON_EXISTENT)
+        self.shutting_down: set[int] = set()
+
+    def clear(self) -> None:
+        self.tables.clear()
+        self.by_path.clear()
+        self.buckets.clear()
+        self.bucket_states.clear()
+        self.replica_states.clear()
+        self.shutting_down.clear()
+
+    def add_table(self, info: TableInfo, assignment: Mapping[int, tuple[int, ...]]) -> None:
+        self.tables[info.table_id] = info
+        self.by_path[info.path] = info.table_id
+        for b, replicas in assignment.items():
+            self.buckets[TableBucket(info.table_id, b)] = BucketInfo(tuple(replicas))
+
+    def remove_table(self, table_id: int) -> TableInfo | None:
+        info = self.tables.pop(table_id, None)
+        if info is None:
+            return None
+        self.by_path.pop(info.path, None)
+        for tb in info.buckets():
+            bucket = self.buckets.pop(tb, None)
+            if bucket is not None:
+                for server in bucket.replicas:
+                    self.replica_states.force((tb, server), ReplicaState.NON_EXISTENT)
+            self.bucket_states.force(tb, BucketState.NON_EXISTENT)
+        return info
+
+    def table_buckets(self, table_id: int) -> Iterator[tuple[TableBucket, BucketInfo]]:
+        info = self.tables[table_id]
+        for tb in info.buckets():
+            bucket = self.buckets.get(tb)
+            if bucket is not None:
+                yield tb, bucket
+
+    def buckets_on(self, server: int) -> list[TableBucket]:
+        """Buckets with a replica on ``server`` (in table, bucket order)."""
+        return sorted(tb for tb, b in self.buckets.items() if server in b.replicas)
+
+    def buckets_led_by(self, server: int) -> list[TableBucket]:
+        return sorted(
+            tb for tb, b in self.buckets.items() if b.leader_and_isr is not None and b.leader_and_isr.leader == server
+        )
+
+    def bucket_pb(self, tb: TableBucket) -> common_pb2.BucketLeaderAndIsr:
+        bucket = self.buckets[tb]
+        lai = bucket.leader_and_isr or LeaderAndIsr(-1, -1, (), -1, -1)
+        return convert.leader_and_isr_to_pb(tb, lai, bucket.replicas)
+
+    def table_metadata_pb(self, table_id: int) -> common_pb2.TableMetadata:
+        info = self.tables[table_id]
+        return common_pb2.TableMetadata(
+            info=info.to_pb(), buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)]
+        )
+
+
+# ---------------------------------------------------------------- ZooKeeper operations (pure)
+def create_table_ops(
+    root: str,
+    info: TableInfo,
+    assignment: Mapping[int, tuple[int, ...]],
+    leaders: Mapping[int, LeaderAndIsr],
+) -> tuple[list[Op], Op]:
+    """Operations creating a table: (assignment + per-bucket nodes, the table node last).
+
+    The table node is the commit point: a table exists once its TableZNode exists; an assignment
+    without one is debris of a failed create and is deleted when a coordinator loads.
+    """
+    ops: list[Op] = [
+        CreateOp(TableAssignmentZNode.path(root, info.table_id), TableAssignmentZNode.encode(dict(assignment)))
+    ]
+    ops.append(CreateOp(f"{TableAssignmentZNode.path(root, info.table_id)}/buckets"))
+    for b in sorted(assignment):
+        leader_isr = LeaderIsrZNode.path(root, info.table_id, b)
+        ops.append(CreateOp(leader_isr.rsplit("/", 1)[0]))
+        if b in leaders:
+            ops.append(CreateOp(leader_isr, LeaderIsrZNode.encode(leaders[b])))
+    table_node = CreateOp(
+        TableZNode.path(root, info.path.database, info.path.table), TableZNode.encode(info.registration())
+    )
+    return ops, table_node
+
+
+def assignment_subtree(root: str, table_id: int, buckets: list[int], with_leader_isr: set[int]) -> list[str]:
+    """Paths of a table's assignment subtree, children before parents (the order to delete them in)."""
+    base = TableAssignmentZNode.path(root, table_id)
+    paths: list[str] = []
+    for b in buckets:
+        if b in with_leader_isr:
+            paths.append(LeaderIsrZNode.path(root, table_id, b))
+        paths.append(f"{base}/buckets/{b}")
+    paths.extend([f"{base}/buckets", base])
+    return paths
+
+
+def leader_isr_set_op(root: str, tb: TableBucket, lai: LeaderAndIsr, zk_version: int) -> SetOp:
+    """Conditional set of one bucket's leader_isr: fails unless the node is still at ``zk_version``."""
+    return SetOp(LeaderIsrZNode.path(root, tb.table_id, tb.bucket), LeaderIsrZNode.encode(lai), zk_version)
+
+
+def leader_isr_create_op(root: str, tb: TableBucket, lai: LeaderAndIsr) -> CreateOp:
+    return CreateOp(LeaderIsrZNode.path(root, tb.table_id, tb.bucket), LeaderIsrZNode.encode(lai))
+
+
+def delete_ops(paths: list[str]) -> list[Op]:
+    return [DeleteOp(p) for p in paths]

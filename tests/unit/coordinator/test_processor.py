@@ -1,0 +1,377 @@
+"""The coordinator's table/leadership/ISR handlers against an in-memory ZooKeeper and a recording gateway."""
+
+import json
+
+import pytest
+
+from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, TabletChannel
+from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.processor import (
+    AdjustIsr,
+    AllocateWriterId,
+    ControlledShutdown,
+    CreateTable,
+    DropTable,
+    GetMetadata,
+    ListTables,
+    TableProcessor,
+)
+from fluss_py.coordinator.state import BucketState, ReplicaState
+from fluss_py.errors import (
+    DatabaseNotExistError,
+    ErrorCode,
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    TableAlreadyExistError,
+    TableNotExistError,
+)
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2
+from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
+from fluss_py.zk.client import EpochFence, EpochFencedError
+from fluss_py.zk.paths import (
+    DatabaseZNode,
+    LeaderIsrZNode,
+    TableAssignmentZNode,
+    TabletServerRegistration,
+    TableZNode,
+    WriterIdCounterZNode,
+    persistent_parents,
+)
+
+from .fakes import FakeGateway, FakeZk, wait_until
+
+ROOT = "/fluss"
+T = TablePath("fluss", "orders")
+
+
+def registration(sid: int, rack: str = "") -> TabletServerRegistration:
+    return TabletServerRegistration("127.0.0.1", 9000 + sid, rack=rack)
+
+
+class Harness:
+    def __init__(self, zk: FakeZk, servers: dict[int, str], fence: EpochFence, **kw) -> None:
+        self.zk = zk
+        self.gateway = FakeGateway()
+        self.channel = TabletChannel(self.gateway)
+        self.ctx = CoordinatorContext(100, fence, "127.0.0.1", 9123, databases={"fluss"})
+        self.ctx.tablet_servers = {s: registration(s, r) for s, r in servers.items()}
+        self.proc = TableProcessor(zk, self.ctx, self.channel, **kw)
+
+    async def start(self) -> None:
+        await self.proc.load_tables()
+        await self.proc.on_servers_changed(dict(self.ctx.tablet_servers), [])
+        await self.drain()
+
+    async def drain(self) -> None:
+        await wait_until(lambda: all(self.channel.pending(s) == 0 for s in self.channel.servers()))
+
+    async def kill(self, *sids: int) -> None:
+        for s in sids:
+            del self.ctx.tablet_servers[s]
+        await self.proc.on_servers_changed({}, list(sids))
+        await self.drain()
+
+    async def revive(self, *sids: int) -> None:
+        joined = {s: registration(s) for s in sids}
+        self.ctx.tablet_servers.update(joined)
+        await self.proc.on_servers_changed(joined, [])
+        await self.drain()
+
+    def lai(self, table_id: int, bucket: int) -> LeaderAndIsr:
+        return LeaderIsrZNode.decode(self.zk.data(LeaderIsrZNode.path(ROOT, table_id, bucket)))
+
+    def view_lai(self, table_id: int, bucket: int) -> LeaderAndIsr:
+        return self.proc.view.buckets[TableBucket(table_id, bucket)].leader_and_isr
+
+
+def fresh_zk() -> tuple[FakeZk, EpochFence]:
+    zk = FakeZk(ROOT)
+    for p in persistent_parents(ROOT):
+        zk.put(p)
+    zk.put(DatabaseZNode.path(ROOT, "fluss"), DatabaseZNode.encode(0))
+    return zk, zk.fence(1)
+
+
+@pytest.fixture
+async def h():
+    zk, fence = fresh_zk()
+    harness = Harness(zk, {1: "", 2: "", 3: ""}, fence)
+    await harness.start()
+    yield harness
+    await harness.channel.close()
+
+
+# ---------------------------------------------------------------- create / drop
+
+
+async def test_create_table_rf3_writes_leader_isr_and_tells_every_replica(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    await h.drain()
+    assignment = TableAssignmentZNode.decode(h.zk.data(TableAssignmentZNode.path(ROOT, table_id)))
+    assert sorted(assignment) == [0, 1, 2] and all(sorted(r) == [1, 2, 3] for r in assignment.values())
+    assert sorted(r[0] for r in assignment.values()) == [1, 2, 3]  # leaders spread
+    for b, replicas in assignment.items():
+        stored = json.loads(h.zk.data(LeaderIsrZNode.path(ROOT, table_id, b)))
+        assert stored == {"version": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas),
+                          "coordinator_epoch": 1, "bucket_epoch": 0}  # fmt: skip
+    reg = TableZNode.decode(h.zk.data(TableZNode.path(ROOT, "fluss", "orders")))
+    assert reg["table_id"] == table_id and reg["num_buckets"] == 3 and reg["replication_factor"] == 3
+    for s in (1, 2, 3):
+        (notify,) = h.gateway.of(NOTIFY, s)
+        assert notify.coordinator_epoch == 1 and len(notify.buckets) == 3
+        assert {n.id for n in notify.servers} == {1, 2, 3} and notify.tables[0].table_id == table_id
+        (update,) = h.gateway.of(UPDATE, s)[-1:]
+        assert [t.info.table_id for t in update.metadata.tables] == [table_id]
+        kinds = [k for sid, k, _ in h.gateway.calls if sid == s]
+        assert kinds.index(UPDATE, 1) < kinds.index(NOTIFY)  # metadata before leadership
+    for b in range(3):
+        tb = TableBucket(table_id, b)
+        assert h.proc.view.bucket_states.get(tb) is BucketState.ONLINE
+        assert all(h.proc.view.replica_states.get((tb, s)) is ReplicaState.ONLINE for s in (1, 2, 3))
+
+
+async def test_replication_factor_above_live_servers_creates_nothing(h):
+    before = h.zk.snapshot()
+    with pytest.raises(InvalidReplicationFactorError, match="replication factor 4"):
+        await h.proc.create_table(CreateTable(T, num_buckets=2, replication_factor=4))
+    assert h.zk.snapshot() == before and not h.proc.view.tables
+
+
+async def test_create_table_errors(h):
+    with pytest.raises(DatabaseNotExistError):
+        await h.proc.create_table(CreateTable(TablePath("nope", "t")))
+    with pytest.raises(InvalidConfigError):
+        await h.proc.create_table(CreateTable(T, replication_factor=2, properties={"min.insync.replicas": "3"}))
+    table_id = await h.proc.create_table(CreateTable(T, replication_factor=2))
+    with pytest.raises(TableAlreadyExistError):
+        await h.proc.create_table(CreateTable(T))
+    assert await h.proc.create_table(CreateTable(T, ignore_if_exists=True)) == table_id
+    second = await h.proc.create_table(CreateTable(TablePath("fluss", "other"), replication_factor=1))
+    assert second == table_id + 1
+    assert await h.proc.list_tables(ListTables("fluss")) == ["orders", "other"]
+    with pytest.raises(DatabaseNotExistError):
+        await h.proc.list_tables(ListTables("nope"))
+
+
+async def test_drop_table_deletes_nodes_and_replicas(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=2, replication_factor=3))
+    await h.drain()
+    h.gateway.clear()
+    assert await h.proc.drop_table(DropTable(T)) is True
+    await h.drain()
+    assert not [p for p in h.zk.nodes if f"/tables/{table_id}" in p or p.endswith("/orders")]
+    for s in (1, 2, 3):
+        (stop,) = h.gateway.of(STOP, s)
+        assert stop.coordinator_epoch == 1 and all(b.delete for b in stop.buckets) and len(stop.buckets) == 2
+    assert not h.proc.view.tables and not h.proc.view.buckets
+    with pytest.raises(TableNotExistError):
+        await h.proc.drop_table(DropTable(T))
+    assert await h.proc.drop_table(DropTable(T, ignore_if_not_exists=True)) is False
+
+
+async def test_get_metadata(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=2, replication_factor=2))
+    md = await h.proc.get_metadata(GetMetadata([T]))
+    assert [s.id for s in md.tablet_servers] == [1, 2, 3] and md.coordinator.id == 100
+    (table,) = md.tables
+    assert table.info.table_id == table_id and [b.table_bucket.bucket for b in table.buckets] == [0, 1]
+    assert all(b.leader == b.replicas[0] and len(b.isr) == 2 for b in table.buckets)
+    with pytest.raises(TableNotExistError):
+        await h.proc.get_metadata(GetMetadata([TablePath("fluss", "nope")]))
+
+
+# ---------------------------------------------------------------- membership
+
+
+async def test_dead_leader_is_replaced_from_the_isr_in_assignment_order(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    await h.drain()
+    assignment = {b: h.proc.view.buckets[TableBucket(table_id, b)].replicas for b in range(3)}
+    led_by_1 = [b for b, r in assignment.items() if r[0] == 1]
+    h.gateway.clear()
+    await h.kill(1)
+    for b, replicas in assignment.items():
+        lai = h.lai(table_id, b)
+        assert 1 not in lai.isr and lai.bucket_epoch == 1
+        if b in led_by_1:
+            assert lai.leader == replicas[1] and lai.leader_epoch == 1
+        else:
+            assert lai.leader == replicas[0] and lai.leader_epoch == 0
+        assert lai == h.view_lai(table_id, b)
+    assert not h.gateway.of(NOTIFY, 1) and not h.gateway.of(UPDATE, 1)
+    for s in (2, 3):
+        kinds = [k for sid, k, _ in h.gateway.calls if sid == s]
+        assert kinds[0] == UPDATE and NOTIFY in kinds
+        assert {s.id for s in h.gateway.of(UPDATE, s)[-1].metadata.tablet_servers} == {2, 3}
+    assert all(h.proc.view.replica_states.get((TableBucket(table_id, b), 1)) is ReplicaState.OFFLINE for b in range(3))
+
+
+async def test_last_isr_member_dies_bucket_leaderless_then_recovers_when_it_returns(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=2))
+    first, second = h.proc.view.buckets[TableBucket(table_id, 0)].replicas
+    await h.kill(second)
+    assert h.lai(table_id, 0).isr == (first,)
+    await h.kill(first)
+    lai = h.lai(table_id, 0)
+    assert lai.leader == NO_LEADER and lai.isr == (first,)
+    assert h.proc.view.bucket_states.get(TableBucket(table_id, 0)) is BucketState.OFFLINE
+    await h.revive(second)  # not in the ISR: no unclean election
+    assert h.lai(table_id, 0).leader == NO_LEADER
+    h.gateway.clear()
+    await h.revive(first)
+    lai = h.lai(table_id, 0)
+    assert lai.leader == first and lai.isr == (first,) and lai.leader_epoch == 2
+    assert h.proc.view.bucket_states.get(TableBucket(table_id, 0)) is BucketState.ONLINE
+    assert {s for s, k, _ in h.gateway.calls if k == NOTIFY} == {first, second}
+
+
+async def test_returning_server_is_told_its_role(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    await h.kill(3)
+    h.gateway.clear()
+    await h.revive(3)
+    (notify,) = h.gateway.of(NOTIFY, 3)
+    assert len(notify.buckets) == 3 and all(3 not in b.isr for b in notify.buckets)
+    assert all(3 not in h.lai(table_id, b).isr for b in range(3))  # the leader adds it back via AdjustIsr
+
+
+async def test_dead_server_writes_are_batched_in_bounded_transactions():
+    zk, fence = fresh_zk()
+    h = Harness(zk, {1: "", 2: ""}, fence, max_ops=4)
+    await h.start()
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=10, replication_factor=2))
+    zk.transactions.clear()
+    await h.kill(1)
+    assert len(zk.transactions) == 3 and all(len(t) <= 4 for t in zk.transactions)
+    assert all(h.lai(table_id, b).leader == 2 and h.lai(table_id, b).isr == (2,) for b in range(10))
+    await h.channel.close()
+
+
+# ---------------------------------------------------------------- reload
+
+
+async def test_new_leader_reloads_state_and_reconciles_servers_that_died_meanwhile(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    await h.channel.close()
+    fence2 = h.zk.fence(2)
+    h2 = Harness(h.zk, {2: "", 3: ""}, fence2)  # server 1 died while no coordinator led
+    await h2.proc.load_tables()
+    assert h2.proc.view.tables[table_id].path == T
+    await h2.proc.on_servers_changed(dict(h2.ctx.tablet_servers), [])
+    await h2.drain()
+    for b in range(3):
+        lai = h2.lai(table_id, b)
+        assert lai.leader in (2, 3) and 1 not in lai.isr and lai.coordinator_epoch == 2
+    for s in (2, 3):
+        (notify,) = h2.gateway.of(NOTIFY, s)
+        assert notify.coordinator_epoch == 2 and len(notify.buckets) == 3
+    await h2.channel.close()
+
+
+async def test_load_deletes_assignment_debris_of_a_failed_create(h):
+    h.zk.put(TableAssignmentZNode.path(ROOT, 77), TableAssignmentZNode.encode({0: (1, 2)}))
+    h.zk.put(LeaderIsrZNode.path(ROOT, 77, 0), LeaderIsrZNode.encode(LeaderAndIsr(1, 0, (1, 2), 1, 0)))
+    await h.proc.load_tables()
+    assert not [p for p in h.zk.nodes if "/tables/77" in p]
+
+
+async def test_a_fenced_coordinator_writes_nothing(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=3))
+    h.zk.fence(2)  # another leader bumped the epoch
+    before = h.zk.snapshot()
+    with pytest.raises(EpochFencedError):
+        await h.proc.create_table(CreateTable(TablePath("fluss", "x")))
+    leader = h.view_lai(table_id, 0).leader
+    del h.ctx.tablet_servers[leader]
+    with pytest.raises(EpochFencedError):
+        await h.proc.on_servers_changed({}, [leader])
+    assert h.zk.snapshot() == before
+    assert h.view_lai(table_id, 0).leader == leader  # the view follows ZooKeeper, not the failed plan
+
+
+async def test_leader_isr_changed_behind_our_back_is_reread_not_overwritten(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=2, replication_factor=3))
+    foreign = LeaderAndIsr(2, 9, (2, 3), 1, 9)
+    h.zk.put(LeaderIsrZNode.path(ROOT, table_id, 0), LeaderIsrZNode.encode(foreign))
+    await h.kill(1)
+    assert h.lai(table_id, 0) == foreign == h.view_lai(table_id, 0)
+    assert 1 not in h.lai(table_id, 1).isr  # the other bucket of the batch was still written
+
+
+# ---------------------------------------------------------------- AdjustIsr
+
+
+def adjust(server, table_id, bucket, leader_epoch, bucket_epoch, isr):
+    return AdjustIsr(coordinator_pb2.AdjustIsrRequest(server_id=server, buckets=[coordinator_pb2.AdjustIsrBucket(
+        table_bucket=common_pb2.TableBucket(table_id=table_id, bucket=bucket), leader_epoch=leader_epoch,
+        bucket_epoch=bucket_epoch, new_isr=isr)]))  # fmt: skip
+
+
+async def test_adjust_isr_shrink_expand_and_rejections(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=3))
+    leader, f1, f2 = h.proc.view.buckets[TableBucket(table_id, 0)].replicas
+    resp = await h.proc.adjust_isr(adjust(leader, table_id, 0, 0, 0, [leader, f1]))
+    (r,) = resp.buckets
+    assert r.error.code == ErrorCode.NONE and list(r.leader_and_isr.isr) == [leader, f1]
+    assert r.leader_and_isr.bucket_epoch == 1 and h.lai(table_id, 0).isr == (leader, f1)
+    # a retry of the same change is answered with the current state
+    (r,) = (await h.proc.adjust_isr(adjust(leader, table_id, 0, 0, 0, [leader, f1]))).buckets
+    assert r.error.code == ErrorCode.NONE and r.leader_and_isr.bucket_epoch == 1
+    (r,) = (await h.proc.adjust_isr(adjust(leader, table_id, 0, 0, 0, [leader]))).buckets
+    assert r.error.code == ErrorCode.INVALID_UPDATE_VERSION
+    (r,) = (await h.proc.adjust_isr(adjust(f1, table_id, 0, 0, 1, [f1]))).buckets
+    assert r.error.code == ErrorCode.FENCED_LEADER_EPOCH
+    (r,) = (await h.proc.adjust_isr(adjust(leader, 99, 0, 0, 1, [leader]))).buckets
+    assert r.error.code == ErrorCode.UNKNOWN_TABLE_OR_BUCKET
+    await h.kill(f2)
+    (r,) = (await h.proc.adjust_isr(adjust(leader, table_id, 0, 0, 1, [leader, f1, f2]))).buckets
+    assert r.error.code == ErrorCode.INELIGIBLE_REPLICA
+    assert h.lai(table_id, 0).isr == (leader, f1)
+
+
+# ---------------------------------------------------------------- controlled shutdown
+
+
+async def test_controlled_shutdown_moves_leaders_and_leaves_isrs(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    single = await h.proc.create_table(CreateTable(TablePath("fluss", "single"), num_buckets=3, replication_factor=1))
+    await h.drain()
+    h.gateway.clear()
+    remaining = await h.proc.controlled_shutdown(ControlledShutdown(1))
+    await h.drain()
+    assert remaining == []  # RF-1 buckets cannot move and are not waited for
+    for b in range(3):
+        lai = h.lai(table_id, b)
+        assert lai.leader != 1 and 1 not in lai.isr
+    followed = [b.table_bucket.bucket for stop in h.gateway.of(STOP, 1) for b in stop.buckets]
+    assert followed and all(not b.delete for stop in h.gateway.of(STOP, 1) for b in stop.buckets)
+    assert any(h.lai(single, b).leader == 1 for b in range(3))
+    # a shutting-down server cannot lead a bucket created meanwhile
+    other = await h.proc.create_table(CreateTable(TablePath("fluss", "later"), num_buckets=4, replication_factor=2))
+    assert all(1 not in h.proc.view.buckets[TableBucket(other, b)].replicas for b in range(4))
+    await h.kill(1)
+    assert 1 not in h.proc.view.shutting_down
+
+
+async def test_controlled_shutdown_without_other_isr_member_reports_remaining(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=2))
+    leader, follower = h.proc.view.buckets[TableBucket(table_id, 0)].replicas
+    await h.kill(follower)
+    assert await h.proc.controlled_shutdown(ControlledShutdown(leader)) == [TableBucket(table_id, 0)]
+    assert await h.proc.controlled_shutdown(ControlledShutdown(42)) == []
+
+
+# ---------------------------------------------------------------- writer ids
+
+
+async def test_writer_ids_are_unique_across_coordinator_failovers():
+    zk, fence = fresh_zk()
+    a = Harness(zk, {1: ""}, fence, writer_id_block=3)
+    ids_a = [await a.proc.allocate_writer_id(AllocateWriterId()) for _ in range(5)]
+    b = Harness(zk, {1: ""}, zk.fence(2), writer_id_block=3)  # the new leader
+    ids_b = [await b.proc.allocate_writer_id(AllocateWriterId()) for _ in range(4)]
+    assert ids_a == [1, 2, 3, 4, 5] and ids_b == [7, 8, 9, 10]
+    assert WriterIdCounterZNode.decode(zk.data(WriterIdCounterZNode.path(ROOT))) == 12
+    with pytest.raises(EpochFencedError):  # the old leader cannot reserve a new block
+        for _ in range(3):
+            await a.proc.allocate_writer_id(AllocateWriterId())
