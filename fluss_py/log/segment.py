@@ -188,18 +188,29 @@ class LogSegment:
             pos += cpos
 
     def find_batch(self, offset: int) -> tuple[int, tuple] | None:
-        """(position, header) of the batch holding ``offset`` (or the first after it); None past the end."""
+        """(position, header) of the batch holding ``offset`` (or the first after it); None past the end.
+
+        Starts at the index entry at or before ``offset`` and walks headers in chunks of one index interval,
+        so a lookup costs one or two ``pread`` calls whatever the batch size.
+        """
         if offset >= self.next_offset:
             return None
         _, pos = self.offset_index.lookup(offset)
+        unpack = HEADER.unpack_from
+        chunk_size = max(self.index_interval, 4096) + BATCH_HEADER_SIZE
         while pos < self.size:
-            raw = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
-            if len(raw) < BATCH_HEADER_SIZE:
-                return None
-            h = HEADER.unpack(raw)
-            if h[0] + h[6] >= offset:
-                return pos, h
-            pos += h[1] + LOG_OVERHEAD
+            chunk = os.pread(self._fd, min(chunk_size, self.size - pos), pos)
+            cpos = 0
+            while len(chunk) - cpos >= BATCH_HEADER_SIZE:
+                h = unpack(chunk, cpos)
+                if h[0] + h[6] >= offset:
+                    return pos + cpos, h
+                if h[1] + LOG_OVERHEAD < BATCH_HEADER_SIZE:
+                    return None  # not a batch header: the caller's offset lies past valid data
+                cpos += h[1] + LOG_OVERHEAD
+            if cpos == 0:
+                return None  # a torn header at the end
+            pos += cpos
         return None
 
     def position_of(self, offset: int) -> int:

@@ -3,7 +3,8 @@ against a simple in-memory model of the log.
 
 Invariants checked after every step: no flushed batch lost, no torn or corrupt batch served, offsets
 contiguous from the log start, every byte of every batch as appended, epoch cache == first offset of each
-epoch in the log.
+epoch in the log, writer state == the last 5 idempotent batches in the log (so a retry of any of them is
+answered with its original offsets).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fluss_py.log import LogConfig, LogTablet
+from fluss_py.log import BatchMetadata, LogConfig, LogTablet
 from fluss_py.record import iter_batches
 from fluss_py.types import EpochEntry
 
@@ -27,7 +28,8 @@ CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=100, max_batch_bytes
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), st.integers(1, 3), st.integers(1, 4), st.booleans()),
+        st.tuples(st.just("append"), st.integers(1, 3), st.integers(1, 4), st.booleans(), st.booleans()),
+        st.tuples(st.just("retry")),
         st.tuples(st.just("flush")),
         st.tuples(st.just("roll")),
         st.tuples(st.just("truncate"), st.floats(0, 1)),
@@ -62,6 +64,18 @@ def _epoch(b: bytes) -> int:
     return int.from_bytes(b[12:16], "big", signed=True)
 
 
+def _writer(b: bytes) -> tuple[int, int, int]:
+    """(writer id, first seq, last seq) of a stored batch."""
+    delta = int.from_bytes(b[23:27], "big", signed=True)
+    seq = int.from_bytes(b[53:57], "big", signed=True)
+    return int.from_bytes(b[43:51], "big", signed=True), seq, seq + delta
+
+
+def writer_batches(m: Model) -> list[BatchMetadata]:
+    out = [BatchMetadata(_writer(b)[1], _writer(b)[2], _base(b), _last(b)) for b in m.batches if _writer(b)[0] == 1]
+    return out[-5:]
+
+
 def check(t: LogTablet, m: Model) -> None:
     assert t.log_end_offset == m.leo
     got: list[bytes] = []
@@ -83,6 +97,9 @@ def check(t: LogTablet, m: Model) -> None:
         if not derived or _epoch(b) > derived[-1].epoch:
             derived.append(EpochEntry(_epoch(b), _base(b)))
     assert t.epoch_cache.entries() == derived
+    state = t.writer_state(1)
+    expected = writer_batches(m)
+    assert (list(state.batches) if state else []) == expected
 
 
 def crash_at(d: Path, fraction: float, flushed_bytes: int) -> None:
@@ -110,13 +127,29 @@ def test_log_against_model(steps: list[tuple]) -> None:
         for step in steps:
             kind = step[0]
             if kind == "append":
-                _, nbatches, nrec, bump = step
+                _, nbatches, nrec, bump, idempotent = step
                 if bump:
                     m.epoch += 1
-                raw = b"".join(batch(nrec, tag=b"%d-" % m.leo) for _ in range(nbatches))
+                if idempotent:
+                    mine = writer_batches(m)
+                    seq = mine[-1].last_seq + 1 if mine else 0
+                    raw = b"".join(
+                        batch(nrec, tag=b"%d-" % m.leo, writer_id=1, writer_epoch=0, seq=seq + i * nrec)
+                        for i in range(nbatches)
+                    )
+                else:
+                    raw = b"".join(batch(nrec, tag=b"%d-" % m.leo) for _ in range(nbatches))
                 t.append_as_leader(raw, m.epoch)
                 data = t.read(m.leo, 1 << 30, t.log_end_offset).records
                 m.batches += [b.tobytes() for b in iter_batches(data)]
+            elif kind == "retry":
+                mine = writer_batches(m)
+                if mine:
+                    b = mine[0]
+                    n = b.last_offset - b.first_offset + 1
+                    raw = batch(n, writer_id=1, writer_epoch=0, seq=b.first_seq)
+                    info = t.append_as_leader(raw, m.epoch)
+                    assert info.duplicate and (info.first_offset, info.last_offset) == (b.first_offset, b.last_offset)
             elif kind == "flush":
                 t.flush()
                 m.flushed = m.leo
