@@ -20,8 +20,8 @@ from fluss_py.replica.messages import (
     StopReplicaItem,
 )
 from fluss_py.types import LeaderAndIsr, TableBucket
-from tests.unit.replica.conftest import LAG_S, SETTINGS, TB, ReplicaCluster, node, wait_until
 from tests.unit.replica.fakes import batch, values_of
+from tests.unit.replica.harness import LAG_S, SETTINGS, TB, ReplicaCluster, node, wait_until
 
 R3 = (1, 2, 3)
 

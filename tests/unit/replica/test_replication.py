@@ -10,8 +10,8 @@ from fluss_py.replica.fetcher.fetcher import FetchPhase
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import BucketState, EpochEndOffset, EpochResult, FetchBucketRequest, FetchBucketResult
 from fluss_py.types import LeaderAndIsr, TableBucket
-from tests.unit.replica.conftest import SETTINGS, TB, ReplicaCluster, node, wait_until
 from tests.unit.replica.fakes import FakeCoordinator, batch, epochs, log_contents
+from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
 
 MIN1 = {"min.insync.replicas": "1"}
 
