@@ -272,7 +272,7 @@ class ReplicaManager:
                     leader = self._servers.get(lai.leader)
                     if leader is not None:
                         follow[tb] = (leader, lai.leader_epoch)
-                    else:
+                    elif lai.leader >= 0:
                         log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
                 errors[tb] = None
             except Exception as e:
@@ -451,26 +451,26 @@ class ReplicaManager:
         try:
             replica = self._leader_replica(tb, request.current_leader_epoch)
             log_ = replica.log
-            if replica_id >= 0:
+            follower = replica_id >= 0
+            if follower:
                 diverging = replica.diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
-                if diverging is not None:
+                if diverging is not None:  # the follower's progress is not recorded
                     return FetchBucketResult(
                         tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, b"", diverging
                     )
-                hw_moved, proposal = replica.update_follower_fetch(replica_id, request.fetch_offset)
-                if hw_moved:
-                    self._hw_maybe_moved(tb, replica)
-                if proposal is not None:
-                    self._propose_isr(replica, proposal)
-                upper = log_.log_end_offset
-            else:
-                upper = log_.high_watermark
+            upper = log_.log_end_offset if follower else log_.high_watermark
             if budget <= 0 and not must_fill:
                 records = b""
                 if not log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset:
                     log_.read(request.fetch_offset, 1, upper)  # raises OFFSET_OUT_OF_RANGE with the range
             else:
                 records = log_.read(request.fetch_offset, max(budget, 1), upper).records
+            if follower:  # only a fetch inside our log counts as progress (and may move the HW)
+                hw_moved, proposal = replica.update_follower_fetch(replica_id, request.fetch_offset)
+                if hw_moved:
+                    self._hw_maybe_moved(tb, replica)
+                if proposal is not None:
+                    self._propose_isr(replica, proposal)
             return FetchBucketResult(
                 tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, bytes(records)
             )

@@ -159,6 +159,13 @@ class Replica:
             log.info(
                 "bucket %s: leader at epoch %d, LEO %d, ISR %s", self.table_bucket, lai.leader_epoch, leo, self.isr
             )
+        else:  # same term, maybe a new assignment: track added followers, forget removed ones
+            now = self._clock()
+            self.followers = {
+                r: self.followers.get(r) or FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
+                for r in self.replicas
+                if r != self.server_id
+            }
         self.maybe_increment_hw()
         return new_term
 

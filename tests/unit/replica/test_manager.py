@@ -272,3 +272,15 @@ async def test_acks_all_does_not_wait_for_the_follower_min_bytes(clock, tmp_path
         assert c.log_managers[2].get(TB).log_end_offset == 1
     finally:
         await c.close()
+
+
+async def test_follower_fetch_outside_the_log_is_not_progress(cluster3: ReplicaCluster) -> None:
+    await cluster3.create(TB, R3, {"min.insync.replicas": "1"})
+    await cluster3.kill(2)
+    await cluster3.kill(3)
+    m = cluster3.managers[1]
+    await m.append(1, 1.0, {TB: batch(b"a", b"b")})
+    for follower in (2, 3):  # a diverged follower claims offset 5 > LEO 2
+        r = (await m.fetch(follower, 0, 1, 1 << 20, [FetchBucketRequest(TB, 5, 1 << 20, 0)]))[TB]
+        assert r.error_code is ErrorCode.OFFSET_OUT_OF_RANGE and r.log_end_offset == 2
+    assert m.replica(TB).high_watermark == 0

@@ -196,3 +196,13 @@ def test_follower_hw_is_min_of_leader_hw_and_own_leo() -> None:
     data = leader.log.read(0, 1 << 20, 2).records
     f.append_as_follower(data, leader_hw=5)
     assert f.high_watermark == 2 and epochs(f.log) == [(0, 0)]
+
+
+def test_new_assignment_in_the_same_term_tracks_the_added_follower() -> None:
+    r = make(FakeClock())
+    r.make_leader(lai(isr=(1, 2)), (1, 2))
+    r.append_as_leader(batch(b"a"), acks=1)
+    r.update_follower_fetch(2, 1)
+    assert r.make_leader(lai(isr=(1, 2), bucket_epoch=1), (1, 2, 4)) is False
+    assert r.update_follower_fetch(4, 1) == (False, (1, 2, 4))
+    assert r.followers[2].log_end_offset == 1  # progress of existing followers kept
