@@ -76,6 +76,17 @@ class ReplicaSettings:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaStats:
+    """Counts for /metrics (fluss_replica_leader_count, fluss_replica_under_replicated, isr sizes)."""
+
+    leader_count: int
+    follower_count: int
+    under_replicated: int  # led buckets whose ISR is smaller than the assignment
+    under_min_isr: int  # led buckets whose ISR is smaller than their min ISR
+    isr_sizes: dict[TableBucket, int]  # per led bucket
+
+
 def _as_api_error(e: Exception, what: str) -> ApiError:
     """An unexpected failure as a per-bucket error, logged with its traceback (never silently dropped)."""
     if isinstance(e, ApiError):
@@ -180,6 +191,16 @@ class ReplicaManager:
 
     def leader_count(self) -> int:
         return sum(1 for r in self._replicas.values() if r.is_leader)
+
+    def stats(self) -> ReplicaStats:
+        leaders = [r for r in self._replicas.values() if r.is_leader]
+        return ReplicaStats(
+            leader_count=len(leaders),
+            follower_count=sum(1 for r in self._replicas.values() if r.state is ReplicaState.FOLLOWER),
+            under_replicated=sum(1 for r in leaders if len(r.isr) < len(r.replicas)),
+            under_min_isr=sum(1 for r in leaders if len(r.isr) < r.min_isr),
+            isr_sizes={r.table_bucket: len(r.isr) for r in leaders},
+        )
 
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:
@@ -458,22 +479,15 @@ class ReplicaManager:
                     return FetchBucketResult(
                         tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, b"", diverging
                     )
-            upper = log_.log_end_offset if follower else log_.high_watermark
-            if budget <= 0 and not must_fill:
-                records = b""
-                if not log_.log_start_offset <= request.fetch_offset <= log_.log_end_offset:
-                    log_.read(request.fetch_offset, 1, upper)  # raises OFFSET_OUT_OF_RANGE with the range
-            else:
-                records = log_.read(request.fetch_offset, max(budget, 1), upper).records
+            size = max(budget, 1) if must_fill else budget
+            records = replica.read(request.fetch_offset, size, for_follower=follower)
             if follower:  # only a fetch inside our log counts as progress (and may move the HW)
                 hw_moved, proposal = replica.update_follower_fetch(replica_id, request.fetch_offset)
                 if hw_moved:
                     self._hw_maybe_moved(tb, replica)
                 if proposal is not None:
                     self._propose_isr(replica, proposal)
-            return FetchBucketResult(
-                tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, bytes(records)
-            )
+            return FetchBucketResult(tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, records)
         except Exception as e:
             error = _as_api_error(e, f"fetch from {tb}")
             if replica is not None and replica.state in (ReplicaState.LEADER, ReplicaState.FOLLOWER):

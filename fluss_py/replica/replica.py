@@ -244,6 +244,17 @@ class Replica:
             return bool(self.log.update_high_watermark(candidate))
         return False
 
+    def read(self, fetch_offset: int, max_bytes: int, *, for_follower: bool) -> bytes:
+        """Whole batches from ``fetch_offset``: below the HW for clients, below the LEO for followers.
+        ``max_bytes`` <= 0 reads nothing but still checks the offset (OFFSET_OUT_OF_RANGE names the range)."""
+        lg = self.log
+        upper = lg.log_end_offset if for_follower else lg.high_watermark
+        if max_bytes <= 0:
+            if not lg.log_start_offset <= fetch_offset <= lg.log_end_offset:
+                lg.read(fetch_offset, 1, upper)  # raises with the valid range
+            return b""
+        return bytes(lg.read(fetch_offset, max_bytes, upper).records)
+
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> EpochEndOffset | None:
         """KIP-595 check of a follower fetch: where its last epoch ends here, if its log goes beyond that."""
         if last_fetched_epoch < 0:

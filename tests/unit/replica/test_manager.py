@@ -183,6 +183,9 @@ async def test_isr_shrinks_after_lag_time_and_expands_on_catch_up(cluster3: Repl
     assert m.maybe_shrink_isr() == 1
     await wait_until(lambda: m.replica(TB).isr == (1, 2))
     assert cluster3.coordinator.state[TB].isr == (1, 2)
+    stats = m.stats()
+    assert (stats.leader_count, stats.under_replicated, stats.under_min_isr, stats.isr_sizes) == (1, 1, 0, {TB: 2})
+    assert cluster3.managers[2].stats().follower_count == 1
     # acks=all goes on with ISR {1, 2}
     assert (await m.append(-1, 5.0, {TB: batch(b"c")}))[TB].error is None
     # server 3 comes back with its log, follows, catches up and rejoins
