@@ -577,7 +577,7 @@ class ReplicaManager:
             if result is not None and result.error is not None:
                 log.info("bucket %s: AdjustIsr to %s refused: %s", tb, list(item.new_isr), result.error)
             committed = result.leader_and_isr if result is not None and result.error is None else None
-            if replica.finish_isr_change(item.leader_epoch, committed):
+            if replica.finish_isr_change(item.leader_epoch, committed, self.settings.isr_retry_backoff_s):
                 self._hw_maybe_moved(tb, replica)
         return len(items)
 

@@ -88,6 +88,7 @@ class Replica:
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
         self.pending_isr: tuple[int, ...] | None = None
+        self.isr_retry_at = 0.0
         self.followers: dict[int, FollowerProgress] = {}
         self.leader_epoch_start_offset = 0
 
@@ -275,7 +276,7 @@ class Replica:
             self.followers[follower_id], fetch_offset, leo, self._clock()
         )
         proposal = None
-        if self.pending_isr is None and isr_rules.may_join_isr(
+        if self._may_propose() and isr_rules.may_join_isr(
             follower_id,
             self.replicas,
             self.maximal_isr,
@@ -288,7 +289,7 @@ class Replica:
 
     def shrink_proposal(self) -> tuple[int, ...] | None:
         """The ISR without followers lagging more than replica.lag.time.max (None: nothing to do or one in flight)."""
-        if self.state is not ReplicaState.LEADER or self.pending_isr is not None:
+        if self.state is not ReplicaState.LEADER or not self._may_propose():
             return None
         lagging = isr_rules.out_of_sync_replicas(
             self.isr, self.server_id, self.followers, self.log.log_end_offset, self._clock(), self.lag_time_s
@@ -300,15 +301,22 @@ class Replica:
         )
         return isr_rules.shrunk_isr(self.isr, lagging)
 
+    def _may_propose(self) -> bool:
+        """One ISR change in flight at a time, and none during the back-off after a refusal."""
+        return self.pending_isr is None and self._clock() >= self.isr_retry_at
+
     def start_isr_change(self, new_isr: tuple[int, ...]) -> None:
         """An AdjustIsr is in flight: until answered the HW counts the maximal ISR (old + new)."""
         self.pending_isr = tuple(new_isr)
 
-    def finish_isr_change(self, leader_epoch: int, committed: LeaderAndIsr | None) -> bool:
-        """Apply the coordinator's answer (None: refused or failed). True when the HW moved."""
+    def finish_isr_change(self, leader_epoch: int, committed: LeaderAndIsr | None, retry_after_s: float = 0.0) -> bool:
+        """Apply the coordinator's answer (None: refused or failed: no new proposal for ``retry_after_s``).
+        True when the HW moved."""
         if self.state is not ReplicaState.LEADER or leader_epoch != self.leader_epoch:
             return False
         self.pending_isr = None
+        if committed is None:
+            self.isr_retry_at = self._clock() + retry_after_s
         if (
             committed is not None
             and committed.leader_epoch == self.leader_epoch

@@ -178,13 +178,17 @@ def test_maximal_isr_during_pending_shrink_holds_the_hw() -> None:
     assert r.high_watermark == 1
 
 
-def test_refused_isr_change_restores_the_committed_isr() -> None:
-    r = make(FakeClock())
+def test_refused_isr_change_restores_the_committed_isr_and_backs_off() -> None:
+    clock = FakeClock()
+    r = make(clock)
     r.make_leader(lai(isr=(1, 2)), REPLICAS)
     r.start_isr_change((1, 2, 3))
     assert r.maximal_isr == (1, 2, 3)
-    r.finish_isr_change(0, None)
+    r.finish_isr_change(0, None, retry_after_s=0.5)
     assert r.maximal_isr == (1, 2) and r.pending_isr is None
+    assert r.update_follower_fetch(3, 0) == (False, None)  # no new proposal during the back-off
+    clock.advance(0.5)
+    assert r.update_follower_fetch(3, 0) == (False, (1, 2, 3))
 
 
 def test_follower_hw_is_min_of_leader_hw_and_own_leo() -> None:
