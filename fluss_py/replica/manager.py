@@ -18,6 +18,7 @@ from fluss_py import config as cfg
 from fluss_py.errors import (
     ApiError,
     InvalidCoordinatorEpochError,
+    InvalidRequestError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -337,6 +338,9 @@ class ReplicaManager:
     ) -> dict[TableBucket, ProduceResult]:
         """Append each bucket's batches as leader; with acks=all wait (one timer for the whole request) until
         the HW passes each bucket's last offset, or REQUEST_TIMED_OUT."""
+        if acks not in (ACKS_ALL, 0, 1):
+            error = InvalidRequestError(f"acks must be -1 (all), 0 or 1, not {acks}")
+            return {tb: ProduceResult(error) for tb in batches}
         results: dict[TableBucket, ProduceResult] = {}
         waiting: dict[TableBucket, tuple[asyncio.Future[ApiError | None], Any]] = {}
         for tb, records in batches.items():

@@ -65,6 +65,8 @@ async def test_produce_to_a_follower_names_the_leader(cluster3: ReplicaCluster) 
     result = (await cluster3.managers[2].append(1, 1.0, {TB: batch(b"a")}))[TB]
     assert result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert result.error.leader_id == 1 and result.error.leader_address == node(1).address
+    bad_acks = await cluster3.managers[1].append(2, 1.0, {TB: batch(b"a")})
+    assert bad_acks[TB].error_code is ErrorCode.INVALID_REQUEST and cluster3.managers[1].replica(TB).log_end_offset == 0
     other = await cluster3.managers[2].append(1, 1.0, {TableBucket(99, 0): batch(b"a")})
     assert next(iter(other.values())).error_code is ErrorCode.UNKNOWN_TABLE_OR_BUCKET
 
