@@ -3,7 +3,7 @@
 # the scripts in /usr/share/zookeeper/bin and `java`. Installs the `zookeeper` package when missing.
 set -euo pipefail
 . "$(dirname "$0")/apt.sh"
-JAR=/usr/share/java/zookeeper.jar
+JAR=${FLUSS_PY_ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}
 if [ -e "$JAR" ] && command -v java >/dev/null 2>&1; then exit 0; fi
 echo "ZooKeeper or java is missing ($JAR); installing Debian's 'zookeeper' package ..."
 if ! apt_install zookeeper; then

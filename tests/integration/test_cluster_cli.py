@@ -12,7 +12,7 @@ import pytest
 
 from fluss_py.testing.cluster import LAUNCHER_ENV, LocalCluster
 from fluss_py.testing.procs import ProcessHandle
-from fluss_py.testing.zookeeper import zookeeper_installed
+from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 
 pytestmark = [
     pytest.mark.integration,
@@ -62,3 +62,26 @@ def test_cluster_cli_up_status_kill_start_stop_down(tmp_path):
     finally:
         if LocalCluster.exists(d):
             LocalCluster.open(d).close(grace=1)
+
+
+def test_cluster_up_with_an_external_zookeeper_leaves_it_alone(tmp_path):
+    d = str(tmp_path / "c")
+    with ZooKeeperProcess(tmp_path / "zk") as zk:
+        try:
+            _cli("up", "--dir", d, "--zookeeper", zk.address, "--coordinators", "1", "--tablet-servers", "1")
+            data = json.loads((tmp_path / "c" / "cluster.json").read_text())
+            assert data["zookeeper"] == zk.address
+            assert [p["role"] for p in data["processes"]] == ["coordinator", "tablet-server"]
+            assert "zookeeper" not in _cli("down", "--dir", d).stdout
+            assert zk.is_ready()
+        finally:
+            LocalCluster.open(d).close(grace=1)
+
+
+def test_cluster_up_that_cannot_become_ready_fails_and_leaves_nothing_running(tmp_path):
+    d = str(tmp_path / "c")
+    env = dict(os.environ, **{LAUNCHER_ENV: shlex.join([sys.executable, "-c", "import sys; sys.exit(3)"])})
+    argv = [sys.executable, "-m", "fluss_py.cli.main", "cluster", "up", "--dir", d, "--tablet-servers", "0"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=env)
+    assert r.returncode == 1 and "did not start" in r.stderr
+    assert not any(LocalCluster.open(d).alive(n) for n in LocalCluster.open(d).names())
