@@ -1,0 +1,212 @@
+"""Recovery of one bucket directory on open (docs/storage.md §6), and the writer-state rebuild and log reset
+that truncation shares with it.
+
+``LogLoader.load`` turns whatever a crash or a clean shutdown left in the directory into a consistent
+``LoadedLog``: contiguous, CRC-valid segments with correct indexes, an epoch cache matching the batches, writer
+state as of the log end, and offsets with ``log_start <= hw <= leo`` and ``recovery_point <= leo``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fluss_py.errors import LogCorruptedError
+from fluss_py.log.config import LogConfig
+from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from fluss_py.log.segment import LogSegment
+from fluss_py.log.writer_state import WriterStateManager
+from fluss_py.record.batch import RecordBatch
+from fluss_py.types import EpochEntry
+
+log = logging.getLogger(__name__)
+
+_KNOWN_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|snapshot)$")
+_LEFTOVER_SUFFIXES = (".tmp", ".swap", ".cleaned", ".deleted")
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """A recovered bucket directory, ready to be served by a ``LogTablet``."""
+
+    segments: list[LogSegment]
+    epoch_cache: LeaderEpochCache
+    writers: WriterStateManager
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    high_watermark: int
+
+
+def _recovery_check(h: tuple, view: memoryview) -> None:
+    RecordBatch(view).ensure_valid()
+
+
+def reset_log(
+    directory: Path,
+    segments: list[LogSegment],
+    offset: int,
+    config: LogConfig,
+    epoch_cache: LeaderEpochCache,
+    writers: WriterStateManager,
+) -> list[LogSegment]:
+    """Delete every segment, epoch entry and writer snapshot; return the new list: one empty segment at ``offset``."""
+    for seg in segments:
+        seg.delete()
+    epoch_cache.clear()
+    writers.clear()
+    writers.delete_snapshots(lambda off: True)
+    return [LogSegment(directory, offset, config.index_interval_bytes)]
+
+
+def rebuild_writer_state(
+    writers: WriterStateManager, segments: list[LogSegment], bases: list[int], log_start: int, leo: int
+) -> None:
+    """Latest snapshot at or below ``leo``, then replay the batch headers after it (no CRC, no record decoding).
+
+    ``bases`` is the sorted list of the segments' base offsets.
+    """
+    writers.delete_snapshots(lambda off: off > leo)
+    loaded = writers.load_latest_snapshot(leo)
+    start = log_start if loaded is None or loaded < log_start else loaded
+    i = max(0, bisect.bisect_right(bases, start) - 1)
+    for seg in segments[i:]:
+        pos = seg.position_of(start) if seg.base_offset < start else 0
+        for _, h, _ in seg.scan(pos, verify=False):
+            if h[0] >= start:
+                writers.update_from_header(h)
+
+
+class LogLoader:
+    """Owns the recovery of one bucket directory. Used only by ``LogTablet.open``, before the tablet exists for
+    anyone else (so, like the tablet, synchronous and single-owner)."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.dir = directory
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.writers = WriterStateManager(directory)
+
+    def load(self, recovery_point: int, log_start: int | None, hw: int, clean: bool) -> LoadedLog:
+        """Recover the directory given the checkpointed offsets and whether the last shutdown was clean."""
+        started = time.monotonic()
+        bases = self._scan_directory()
+        try:
+            self.epoch_cache = LeaderEpochCache.load(self.dir / LEADER_EPOCH_CHECKPOINT)
+            rebuild_epochs = not (self.dir / LEADER_EPOCH_CHECKPOINT).exists()
+        except LogCorruptedError as e:
+            log.warning("%s; rebuilding the leader-epoch cache from the log", e)
+            rebuild_epochs = True
+        self.segments = [LogSegment(self.dir, b, self.config.index_interval_bytes) for b in bases]
+        self._bases = list(bases)
+        recover_from = len(self.segments)
+        if not clean:
+            recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for i, seg in enumerate(self.segments[:recover_from]):
+            if not seg.load():  # a missing or corrupt index: re-validate from this segment on
+                recover_from, recovery_point = i, seg.base_offset
+                break
+        if recover_from < len(self.segments):
+            self._recover_segments(recover_from, recovery_point, rebuild_epochs)
+        leo = self.segments[-1].next_offset if self.segments else 0
+        first_base = self.segments[0].base_offset if self.segments else 0
+        start = first_base if log_start is None else max(log_start, first_base)
+        if not self.segments or leo < start:
+            if self.segments:
+                log.warning("%s: log end %d is below log start %d; starting over", self.dir, leo, start)
+            self.segments = reset_log(self.dir, self.segments, start, self.config, self.epoch_cache, self.writers)
+            self._bases = [start]
+            leo = recovery_point = hw = start
+        if rebuild_epochs:
+            self._rebuild_epoch_cache()
+        self.epoch_cache.truncate_from_end(leo)
+        self.epoch_cache.truncate_from_start(start)
+        rebuild_writer_state(self.writers, self.segments, self._bases, start, leo)
+        loaded = LoadedLog(
+            segments=self.segments,
+            epoch_cache=self.epoch_cache,
+            writers=self.writers,
+            log_start_offset=start,
+            log_end_offset=leo,
+            recovery_point=leo if clean else min(max(recovery_point, start), leo),
+            high_watermark=min(max(hw, start), leo),
+        )
+        log.info(
+            "%s: loaded %d segments, log [%d, %d), hw %d, %s shutdown, %.3f s",
+            self.dir,
+            len(self.segments),
+            start,
+            leo,
+            loaded.high_watermark,
+            "clean" if clean else "unclean",
+            time.monotonic() - started,
+        )
+        return loaded
+
+    def _scan_directory(self) -> list[int]:
+        """Delete leftovers of interrupted writes and orphan indexes; refuse unknown files."""
+        names = {p.name for p in self.dir.iterdir()}
+        for name in sorted(names):
+            path = self.dir / name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                log.warning("%s: deleting leftover %s of an interrupted write", self.dir, name)
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                continue
+            if name == LEADER_EPOCH_CHECKPOINT:
+                continue
+            if not _KNOWN_FILE.match(name) or not path.is_file():
+                raise LogCorruptedError(
+                    f"{path}: unknown file in bucket directory (expected <20-digit offset>.log/.index/"
+                    f".timeindex/.snapshot or {LEADER_EPOCH_CHECKPOINT})"
+                )
+            stem, suffix = name.split(".")
+            if suffix in ("index", "timeindex") and f"{stem}.log" not in names:
+                log.warning("%s: deleting %s (no matching .log)", self.dir, name)
+                path.unlink()
+        return sorted(int(n[:20]) for n in names if n.endswith(".log") and _KNOWN_FILE.match(n))
+
+    def _recover_segments(self, first: int, start_offset: int, rebuild_epochs: bool) -> None:
+        """Re-validate segments[first:] (from ``start_offset`` in the first); on corruption drop the rest."""
+        expected = self.segments[first].base_offset
+        i = first
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if seg.base_offset != expected and i != first:
+                log.warning("%s: segment %d does not continue offset %d", self.dir, seg.base_offset, expected)
+                self._drop_segments_from(i)
+                break
+            truncated, headers = seg.recover(start_offset if i == first else None, expected, _recovery_check)
+            for h in headers:
+                epoch = h[2]
+                latest = self.epoch_cache.latest_epoch
+                if epoch >= 0 and (latest is None or epoch > latest) and not rebuild_epochs:
+                    self.epoch_cache.assign(epoch, h[0])
+            expected = seg.next_offset
+            if truncated:
+                self._drop_segments_from(i + 1)
+                break
+            i += 1
+
+    def _drop_segments_from(self, i: int) -> None:
+        for seg in self.segments[i:]:
+            log.warning("%s: deleting segment %d after a corruption before it", self.dir, seg.base_offset)
+            seg.delete()
+        del self.segments[i:], self._bases[i:]
+
+    def _rebuild_epoch_cache(self) -> None:
+        entries: list[EpochEntry] = []
+        for seg in self.segments:
+            for _, h, _ in seg.scan(0, verify=False):
+                if h[2] >= 0 and (not entries or h[2] > entries[-1].epoch):
+                    entries.append(EpochEntry(h[2], h[0]))
+        self.epoch_cache.replace(entries)
