@@ -104,6 +104,7 @@ class LocalCluster:
         ports: PortAllocator | None = None,
         conf_dir: Path | None = CONF_DIR,
         launcher: list[str] | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute()
         self.ports = ports or default_allocator()
@@ -114,6 +115,7 @@ class LocalCluster:
         }
         self.conf_dir = conf_dir
         self.launcher = list(launcher) if launcher else default_launcher()
+        self.die_with_parent = die_with_parent
         self.handles: dict[str, ProcessHandle] = {}
         self._zk: ZooKeeperProcess | None = None
         zk_address = zookeeper
@@ -154,6 +156,7 @@ class LocalCluster:
         self.ports = ports or default_allocator()
         self.overrides, self.role_overrides = {}, {COORDINATOR: {}, TABLET_SERVER: {}}
         self.conf_dir, self.launcher, self._zk = CONF_DIR, default_launcher(), None
+        self.die_with_parent = False
         self.record = record
         self.handles = {}
         for p in record.processes:
@@ -269,7 +272,13 @@ class LocalCluster:
         Path(rec.data_dir).mkdir(parents=True, exist_ok=True)
         Path(rec.log_file).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        handle = ProcessHandle.spawn(rec.argv, log_file=Path(rec.stdout_file), cwd=Path(rec.data_dir), env=env)
+        handle = ProcessHandle.spawn(
+            rec.argv,
+            log_file=Path(rec.stdout_file),
+            cwd=Path(rec.data_dir),
+            env=env,
+            die_with_parent=self.die_with_parent,
+        )
         self.handles[name] = handle
         rec.pid, rec.start_ticks = handle.pid, handle.start_ticks
         self.save()

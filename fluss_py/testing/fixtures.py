@@ -49,7 +49,7 @@ def servers_built() -> None:
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (make install)")
-    zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time=500).start()
+    zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time=500, die_with_parent=True).start()
     try:
         yield zk
     finally:
@@ -89,6 +89,7 @@ def cluster_factory(
             zk_root=root,
             tick_time=500,
             overrides={**TEST_OVERRIDES, **(overrides or {})},
+            die_with_parent=True,
         )
         made.append(cluster)
         if start:

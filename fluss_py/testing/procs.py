@@ -13,6 +13,7 @@ Who may call: any thread; a handle is not shared between threads that signal it 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import time
@@ -20,6 +21,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from signal import SIGCONT, SIGKILL, SIGSTOP, SIGTERM
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:
+    _LIBC = None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(SIGKILL), 0, 0, 0)
 
 
 class WaitTimeout(AssertionError):
@@ -93,8 +105,13 @@ class ProcessHandle:
         log_file: Path,
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
+        die_with_parent: bool = False,
     ) -> ProcessHandle:
-        """Start ``argv`` detached (own session, stdin /dev/null, stdout+stderr appended to ``log_file``)."""
+        """Start ``argv`` detached (own session, stdin /dev/null, stdout+stderr appended to ``log_file``).
+
+        ``die_with_parent``: the kernel SIGKILLs the child when the *thread* that spawned it ends (Linux
+        PR_SET_PDEATHSIG), so not even a SIGKILLed test run leaks processes. Not for the CLI's ``up``.
+        """
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as out:
             popen = subprocess.Popen(
@@ -106,6 +123,7 @@ class ProcessHandle:
                 env=dict(env) if env is not None else None,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=_die_with_parent if die_with_parent and _LIBC is not None else None,
             )
         return cls(popen.pid, proc_start_ticks(popen.pid), popen)
 

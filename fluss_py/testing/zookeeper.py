@@ -80,11 +80,13 @@ class ZooKeeperProcess:
         *,
         heap: str = "256m",
         ports: PortAllocator | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute()
         self.port = port if port is not None else (ports or default_allocator()).allocate()
         self.tick_time = tick_time
         self.heap = heap
+        self.die_with_parent = die_with_parent
         self.handle: ProcessHandle | None = None
 
     # ---------------------------------------------------------------- addresses and paths
@@ -134,7 +136,9 @@ class ZooKeeperProcess:
             raise ZooKeeperUnavailable("no `java` on PATH: install a JRE (apt-get install zookeeper pulls one in)")
         if self.alive():
             return self
-        self.handle = ProcessHandle.spawn(self.prepare(), log_file=self.log_file, cwd=self.directory)
+        self.handle = ProcessHandle.spawn(
+            self.prepare(), log_file=self.log_file, cwd=self.directory, die_with_parent=self.die_with_parent
+        )
         try:
             self.wait_ready(timeout)
         except BaseException:

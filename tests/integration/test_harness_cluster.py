@@ -2,13 +2,14 @@
 cluster.json, readiness, per-process kill/stop/start/pause, re-attach by PID, cleanup of every PID."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from fluss_py.testing.cluster import ClusterError, LocalCluster
-from fluss_py.testing.procs import proc_start_ticks
+from fluss_py.testing.procs import ProcessHandle, proc_start_ticks, wait_until
 from fluss_py.testing.zookeeper import zookeeper_installed
 
 pytestmark = [
@@ -76,3 +77,36 @@ def test_a_server_that_exits_fails_start_with_its_log(tmp_path):
     with pytest.raises(ClusterError, match="boom: bad config"):
         cluster.start(timeout=10)
     assert not any(cluster.alive(n) for n in cluster.names())
+
+
+def test_a_failing_test_body_still_stops_every_process(tmp_path):
+    pids = []
+    with pytest.raises(RuntimeError, match="test failed"):  # noqa: SIM117
+        with LocalCluster(tmp_path, coordinators=1, tablet_servers=1, launcher=STANDIN) as cluster:
+            pids = [cluster.pid(n) for n in cluster.names()]
+            raise RuntimeError("test failed")
+    assert len(pids) == 3 and all(proc_start_ticks(p) is None for p in pids)
+
+
+_ORPHAN_SCRIPT = """
+import sys, time
+from fluss_py.testing.cluster import LocalCluster
+c = LocalCluster(sys.argv[1], 1, 1, launcher=sys.argv[2:], die_with_parent=True).start(timeout=20)
+print(" ".join(str(c.pid(n)) for n in c.names()), flush=True)
+time.sleep(120)
+"""
+
+
+def test_processes_die_with_a_sigkilled_test_run(tmp_path):
+    runner = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path / "c"), *STANDIN], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pids = [int(p) for p in runner.stdout.readline().split()]
+        assert len(pids) == 3  # zookeeper, coordinator, tablet server
+        runner.kill()
+        runner.wait(10)
+        wait_until(lambda: not any(ProcessHandle.attach(p, None).alive() for p in pids), 10)
+    finally:
+        runner.kill()
+        runner.wait(10)
