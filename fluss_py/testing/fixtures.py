@@ -7,7 +7,9 @@
                        every cluster it made is closed after the test, every PID killed, pass or fail
 - ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
-Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast.
+Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast. Their processes
+die with the thread that started them (PR_SET_PDEATHSIG): start processes from the test's own thread, not
+from a worker thread that ends before the test does.
 """
 
 from __future__ import annotations
