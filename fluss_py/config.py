@@ -142,7 +142,7 @@ LOG_DIR = option("log.dir", "str", "logs", _SERVERS, "directory of the process's
 LOG_LEVEL = option("log.level", "str", "INFO", _SERVERS, "logging level")
 
 # ---------------------------------------------------------------- coordinator
-COORDINATOR_ID = option("coordinator.id", "int", -1, [COORDINATOR], "coordinator server id (-1: from the pid)")
+COORDINATOR_ID = option("coordinator.id", "int", -1, [COORDINATOR], "coordinator id (-1: from advertised host:port)")
 REBALANCE_CHECK_INTERVAL = option(
     "coordinator.rebalance.check-interval", "duration", 300.0, [COORDINATOR], "how often balance is checked"
 )
