@@ -17,6 +17,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from fluss_py.errors import ErrorCode, FlussError
+
 log = logging.getLogger("fluss_py.common.HttpServer")
 
 Response = tuple[int, str, bytes]
@@ -36,6 +38,12 @@ def metrics_route(registry: CollectorRegistry) -> Handler:
     return handler
 
 
+class HttpBindError(FlussError):
+    """The HTTP port could not be bound."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class HttpServer:
     """Owns one listening socket and its connections. ``port`` is the bound port after ``start``."""
 
@@ -46,7 +54,10 @@ class HttpServer:
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        except OSError as e:
+            raise HttpBindError(f"cannot bind HTTP port {self.host}:{self.port} (http.port): {e}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("HTTP server listening on %s:%d (%s)", self.host, self.port, ", ".join(sorted(self._routes)))
 

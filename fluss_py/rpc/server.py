@@ -40,9 +40,9 @@ async def start_rpc_server(
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as e:
-        raise RpcBindError(f"cannot bind RPC port {host}:{port}: {e}") from None
+        raise RpcBindError(f"cannot bind RPC port {host}:{port} (rpc.port): {e}") from None
     if bound == 0:
-        raise RpcBindError(f"cannot bind RPC port {host}:{port} (in use?)")
+        raise RpcBindError(f"cannot bind RPC port {host}:{port} (rpc.port): address in use?")
     await server.start()
     log.info("RPC server listening on %s:%d", host, bound)
     return server, bound
