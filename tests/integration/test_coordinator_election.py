@@ -230,3 +230,23 @@ def test_unreachable_zookeeper_is_retried_then_exits_1(tmp_path):
     assert 3 <= elapsed < 15
     log = (tmp_path / "coordinator-server.log").read_text()
     assert len(re.findall(r"is not reachable yet .* retrying", log)) >= 2
+
+
+@pytest.mark.usefixtures("servers_built")
+def test_leader_steps_down_when_zookeeper_is_silent_past_the_session_timeout(cluster_factory):
+    cluster = cluster_factory(coordinators=1, tablet_servers=0, own_zookeeper=True)
+    leader = cluster.wait_for_leader(15)
+    epoch = cluster.health(leader)["coordinator_epoch"]
+    cluster.pause("zookeeper")
+    try:
+        cluster.wait_for_log(
+            leader, r"Lost coordinator leadership \(ZooKeeper connection suspended", SESSION_TIMEOUT_S + 5
+        )
+        assert cluster.health(leader)["state"] == "Standby"
+    finally:
+        cluster.resume("zookeeper")
+    cluster.wait_until(lambda: (cluster.health(leader) or {}).get("coordinator_epoch") == epoch + 1, 20)
+    assert cluster.wait_for_leader(5) == leader
+    with ZkView(cluster.zookeeper_address) as zk:
+        assert zk.get_json(CoordinatorLeaderZNode.path(cluster.zk_root))["epoch"] == epoch + 1
+        assert len(zk.children(CandidateZNode.parent(cluster.zk_root))) == 1
