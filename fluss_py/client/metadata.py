@@ -37,6 +37,9 @@ from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
 
 log = logging.getLogger(__name__)
 
+_CALL_TIMEOUT = 3.0  # GetMetadata is cheap: a server silent this long (paused, partitioned) is skipped
+_FAILED_RECENTLY = 10.0
+
 
 @dataclass(frozen=True, slots=True)
 class TableInfo:
@@ -126,6 +129,7 @@ class ClusterMetadata:
         self._buckets: dict[TableBucket, BucketLocation] = {}
         self._address_kind: dict[str, str] = {}  # address -> "tablet" | "coordinator"
         self._last_good: str | None = None
+        self._failed_at: dict[str, float] = {}  # address -> when GetMetadata to it last failed
         self._pending: asyncio.Future[None] | None = None  # resolved by the next refresh to start
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -178,7 +182,8 @@ class ClusterMetadata:
         """Refresh now and wait for it (raises REQUEST_TIMED_OUT after ``timeout``)."""
         fut = self.request_update()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout or self._request_timeout * 2)
+            async with asyncio.timeout(timeout or self._request_timeout * 2):
+                await asyncio.shield(fut)
         except TimeoutError:
             raise RequestTimedOutError("no server answered GetMetadata in time") from None
 
@@ -253,7 +258,9 @@ class ClusterMetadata:
         for address in [self._last_good, *known, *self._bootstrap]:
             if address and address not in seen:
                 seen.append(address)
-        return seen
+        # Servers that failed recently go last (stable sort keeps the order otherwise).
+        now = time.monotonic()
+        return sorted(seen, key=lambda a: now - self._failed_at.get(a, -1e9) < _FAILED_RECENTLY)
 
     async def _refresh_loop(self) -> None:
         """Run refreshes while someone waits for one; back off between rounds in which no server answered."""
@@ -279,8 +286,10 @@ class ClusterMetadata:
                 md = await self._fetch(address)
             except FlussError as e:
                 log.debug("GetMetadata from %s failed: %s", address, e)
+                self._failed_at[address] = time.monotonic()
                 last_error = e
                 continue
+            self._failed_at.pop(address, None)
             self.apply(md)
             self._last_good = address
             return True
@@ -292,7 +301,7 @@ class ClusterMetadata:
         kind = self._address_kind.get(address, "tablet")
         rpc = TABLET_GET_METADATA if kind == "tablet" else COORDINATOR_GET_METADATA
         try:
-            response = await self._transport.call(address, rpc, request, self._request_timeout)
+            response = await self._transport.call(address, rpc, request, min(self._request_timeout, _CALL_TIMEOUT))
         except ApiError as e:
             if e.code != ErrorCode.INVALID_REQUEST or address in self._address_kind:
                 raise

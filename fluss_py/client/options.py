@@ -29,7 +29,7 @@ class RetryOptions:
     """Backoff between retries: starts at ``backoff`` and doubles up to ``backoff_max`` (seconds)."""
 
     backoff: float = 0.02
-    backoff_max: float = 1.0
+    backoff_max: float = 0.5
 
 
 DEFAULT_RETRY = RetryOptions()
@@ -42,7 +42,8 @@ class ProducerOptions:
     acks                      -1 (all in-sync replicas), 1 (leader), 0 (no answer awaited)
     idempotence               None: on unless acks=0 (an idempotent writer needs answers)
     batch_size                a bucket's batch is sent when it reaches this many bytes ...
-    linger                    ... or when its first record is this old (seconds)
+    linger                    ... or when its first record is this old (seconds; 0: at once — batches
+                              still form while the bucket has max_in_flight_per_bucket batches in flight)
     buffer_memory             bytes of unacknowledged records; ``send`` blocks above it ...
     max_block                 ... for at most this long, then raises REQUEST_TIMED_OUT
     max_in_flight_per_bucket  sent, unanswered batches per bucket (<= 5 with idempotence: the server
@@ -54,7 +55,7 @@ class ProducerOptions:
     acks: int = -1
     idempotence: bool | None = None
     batch_size: int = 64 * 1024
-    linger: float = 0.005
+    linger: float = 0.0
     buffer_memory: int = 32 * 1024 * 1024
     max_block: float = 60.0
     max_in_flight_per_bucket: int = 5

@@ -129,7 +129,8 @@ class Consumer:
             if remaining <= 0:
                 break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._fetcher.data.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._fetcher.data.wait()
             records = self._fetcher.take(limit)
         return records
 

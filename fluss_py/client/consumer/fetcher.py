@@ -22,12 +22,14 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from typing import NamedTuple
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
 
 from fluss_py.client.admin import BucketOffsets, OffsetSpec, list_offsets_request
 from fluss_py.client.consumer.positions import BucketPosition, Positions, ResetTo
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
+from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import FETCH_LOG, Transport, error_from_info, raise_for_error
 from fluss_py.errors import ErrorCode, FlussError, LeaderNotAvailableError
 from fluss_py.record import iter_batches
@@ -66,27 +68,24 @@ class Fetcher:
         self._transport = transport
         self._options = options
         self._buffer: dict[TableBucket, _Completed] = {}
-        self._busy_servers: set[int] = set()
+        self._busy_servers: dict[int, float] = {}  # server -> when its in-flight fetch was sent
         self._resetting: set[TableBucket] = set()
         self._errors: list[FlussError] = []  # non-retriable errors for poll to raise
         self.wakeup = asyncio.Event()  # the fetch loop has something to do
         self.data = asyncio.Event()  # poll has something to take
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(on_error=self._task_failed, on_done=self.wakeup.set)
         self._task: asyncio.Task[None] | None = None
         self._metadata_retry_at = 0.0
         self.error: BaseException | None = None
+        self._closing = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="consumer-fetcher")
 
     async def close(self) -> None:
-        for task in [self._task, *self._tasks]:
-            if task is not None:
-                task.cancel()
-        for task in [self._task, *self._tasks]:
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        self._closing = True
+        self.wakeup.set()
+        await self._tasks.cancel_all(self._task)
 
     # ---------------------------------------------------------------- user side
     def take(self, max_records: int) -> list[ConsumerRecord]:
@@ -120,13 +119,14 @@ class Fetcher:
     # ---------------------------------------------------------------- the loop
     async def _run(self) -> None:
         try:
-            while True:
+            while not self._closing:
                 self.wakeup.clear()
                 now = time.monotonic()
                 wake = self._round(now)
                 timeout = None if wake is None else max(wake - time.monotonic(), 0.0005)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wakeup.wait(), timeout)
+                    async with asyncio.timeout(timeout):  # not wait_for: 3.11's can swallow a cancel
+                        await self.wakeup.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as e:
@@ -159,28 +159,26 @@ class Fetcher:
             self._resetting.update(tbs)
             self._spawn(self._reset(server_id, tbs))
         for server_id, tbs in fetches.items():
-            self._busy_servers.add(server_id)
+            self._busy_servers[server_id] = now
             self._spawn(self._fetch(server_id, tbs))
-        if missing_leader:
+        # A fetch unanswered well past its long-poll wait: the leader may be paused; re-check who leads.
+        stall_after = self._options.fetch_max_wait + 1.0
+        stalled = any(now - sent >= stall_after for sent in self._busy_servers.values())
+        wake.extend(sent + stall_after for sent in self._busy_servers.values() if now - sent < stall_after)
+        if missing_leader or stalled:
             if now >= self._metadata_retry_at:
                 self._metadata.request_update().add_done_callback(lambda _f: self.wakeup.set())
-                self._metadata_retry_at = now + self._options.retry.backoff
+                retry = self._options.retry
+                self._metadata_retry_at = now + (retry.backoff if missing_leader else retry.backoff_max)
             wake.append(self._metadata_retry_at)
         return min(wake) if wake else None
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.spawn(coro)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("consumer fetch task failed", exc_info=task.exception())
-            exc = task.exception()
-            self._errors.append(exc if isinstance(exc, FlussError) else FlussError(repr(exc)))
-            self.data.set()
-        self.wakeup.set()
+    def _task_failed(self, error: BaseException) -> None:
+        self._errors.append(error if isinstance(error, FlussError) else FlussError(repr(error)))
+        self.data.set()
 
     # ---------------------------------------------------------------- offset resets
     async def _reset(self, server_id: int, tbs: list[TableBucket]) -> None:
@@ -269,7 +267,7 @@ class Fetcher:
                 if r.records:
                     self._buffer_records(tb, p, r.records)
         finally:
-            self._busy_servers.discard(server_id)
+            self._busy_servers.pop(server_id, None)
 
     def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> None:
         assert p.offset is not None

@@ -74,7 +74,9 @@ class ProducerBatch:
         "payload",
         "record_count",
         "reserved",
-        "retry_at",
+        "send_id",
+        "sent_at",
+        "sent_to",
         "sent_writer",
         "table_bucket",
         "writer_id",
@@ -96,7 +98,9 @@ class ProducerBatch:
         self.base_sequence = NO_SEQUENCE
         self.sent_writer: tuple[int, int] | None = None  # (writer id, sequence) stamped into payload
         self.attempts = 0
-        self.retry_at = 0.0
+        self.send_id = 0  # bumped per send and per abandonment: answers to an older send are ignored
+        self.sent_to = -1  # the server of the current send
+        self.sent_at = 0.0
         self.last_error: FlussError | None = None
         self.ambiguous = False
 
@@ -173,7 +177,8 @@ class BufferPool:
         entry = (size, fut)
         self._waiters.append(entry)
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except BaseException as e:
             if fut.done() and not fut.cancelled():
                 self.release(size)  # granted, but the caller is gone

@@ -21,11 +21,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import Backoff, ProducerOptions
 from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdAllocator
+from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import PRODUCE_LOG, Transport, error_from_info
 from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, RequestTimedOutError
 from fluss_py.record import NO_WRITER_ID
@@ -33,6 +36,8 @@ from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
+
+_STALL_CHECK = 1.0  # a request unanswered this long triggers a metadata refresh (has the leader moved?)
 
 
 class _BucketState:
@@ -64,7 +69,7 @@ class Sender:
         self._writer_ids = writer_ids if options.idempotence else None
         self._writer_id: int | None = None if self._writer_ids is not None else NO_WRITER_ID
         self._buckets: dict[TableBucket, _BucketState] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(on_error=self._task_failed, on_done=self._acc.wakeup.set)
         self._resetting: set[TableBucket] = set()
         self._allocating = False
         self._metadata_backoff = Backoff(options.retry)
@@ -81,13 +86,7 @@ class Sender:
         """Stop the loop and abort requests still on the wire (their batches fail)."""
         self._stopping = True
         self._acc.wakeup.set()
-        for task in [self._task, *self._tasks]:
-            if task is not None:
-                task.cancel()
-        for task in [self._task, *self._tasks]:
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await self._tasks.cancel_all(self._task)
 
     def fail_all(self, error: BaseException) -> None:
         """Fail every batch not yet completed (forced close, or the loop died)."""
@@ -112,7 +111,8 @@ class Sender:
                     next_wake = now  # a bucket may have more ready batches and in-flight room: look again
                 timeout = None if next_wake is None else max(next_wake - time.monotonic(), 0.0005)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._acc.wakeup.wait(), timeout)
+                    async with asyncio.timeout(timeout):  # not wait_for: 3.11's can swallow a cancel
+                        await self._acc.wakeup.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # a bug: surface it to every caller instead of hanging them
@@ -121,18 +121,12 @@ class Sender:
             self.fail_all(e)
             raise
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.spawn(coro)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("producer request task failed", exc_info=task.exception())
-            self.error = task.exception()
-            self.fail_all(task.exception())  # type: ignore[arg-type]
-        self._acc.wakeup.set()
+    def _task_failed(self, error: BaseException) -> None:
+        self.error = error
+        self.fail_all(error)
 
     def _state(self, tb: TableBucket) -> _BucketState:
         state = self._buckets.get(tb)
@@ -149,7 +143,7 @@ class Sender:
         if self._writer_id is None:
             self._ensure_writer_id()
             return requests, None
-        missing_leader = False
+        missing_leader = stalled = False
         candidates = set(self._acc.queues) | {tb for tb, s in self._buckets.items() if not s.sequencer.idle}
         for tb in candidates:
             state = self._state(tb)
@@ -157,6 +151,14 @@ class Sender:
             if seq.needs_reset():
                 self._start_reset(tb, state)
                 continue
+            if seq.in_flight:
+                self._abandon_moved(tb, seq, now)
+            if seq.in_flight:
+                oldest = min(b.sent_at for b in seq.in_flight)  # type: ignore[attr-defined]
+                if now - oldest >= _STALL_CHECK:
+                    stalled = True  # a slow answer: make sure the leader has not moved
+                else:
+                    wake.append(oldest + _STALL_CHECK)
             queue = self._acc.queues.get(tb)
             if seq.retry:
                 if not seq.in_flight and now < state.retry_at:
@@ -179,9 +181,24 @@ class Sender:
                 batch = self._acc.pop_head(tb)  # type: ignore[union-attr]
                 seq.assign(batch)
             requests.setdefault(leader.id, []).append(batch)
-        if missing_leader:
+        if missing_leader or stalled:
             wake.append(self._request_metadata(now))
+        else:
+            self._metadata_backoff.reset()
         return requests, min(wake) if wake else None
+
+    def _abandon_moved(self, tb: TableBucket, seq: BucketSequencer, now: float) -> None:
+        """Batches in flight to a server that is no longer the bucket's leader are given up on and retried
+        at the new leader (rule 3 keeps the order; their late answers are ignored). Without this a
+        leader that stopped answering (paused, partitioned) would hold the bucket for a request timeout."""
+        leader = self._metadata.leader_for(tb)
+        if leader is None:
+            return
+        for batch in [b for b in seq.in_flight if b.sent_to != leader.id]:  # type: ignore[attr-defined]
+            batch.send_id += 1  # type: ignore[attr-defined]
+            error = NetworkExceptionError(f"leader of {tb} moved to {leader.id} while a request was in flight")
+            self._on_error(batch, error, batch.sent_to)  # type: ignore[arg-type, attr-defined]
+            self._buckets[tb].retry_at = now  # the new leader is known: no backoff
 
     def _request_metadata(self, now: float) -> float:
         """Ask for fresh metadata (rate-limited by a growing backoff); returns when to look again."""
@@ -260,8 +277,13 @@ class Sender:
                 for b in batches
             ],
         )
+        sends = []
         for b in batches:
             b.attempts += 1
+            b.send_id += 1
+            b.sent_to = server_id
+            b.sent_at = time.monotonic()
+            sends.append((b, b.send_id))
         if opts.acks == 0:
             for b in batches:
                 self._on_success(b, -1)
@@ -273,18 +295,20 @@ class Sender:
         except FlussError as e:
             if opts.acks != 0:
                 self._metadata.request_update()
-                for b in batches:
-                    self._on_error(b, e, server_id)
+                for b, send_id in sends:
+                    if b.send_id == send_id:
+                        self._on_error(b, e, server_id)
             return
         if opts.acks == 0:
             return
+        current = [b for b, send_id in sends if b.send_id == send_id]  # not abandoned meanwhile
         if response.error.code != ErrorCode.NONE:
             error = error_from_info(response.error)
-            for b in batches:
+            for b in current:
                 self._on_error(b, error, server_id)
             return
         results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
-        for b in batches:
+        for b in current:
             r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
             if r is None:
                 self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)

@@ -53,7 +53,7 @@ class FakeBucket:
 @dataclass
 class Fault:
     rpc: str  # "ProduceLog", "FetchLog", "ListOffsets", "GetMetadata", "AllocateWriterId", ...
-    kind: str  # not_leader | not_leader_hint | disconnect | timeout | fenced | append_then_disconnect | error
+    kind: str  # not_leader | not_leader_hint | disconnect | timeout | hang | fenced | append_then_disconnect | error
     address: str | None = None
     bucket: TableBucket | None = None
     times: int = 1
@@ -151,6 +151,9 @@ class FakeCluster:
         if f is not None and f.kind == "disconnect":
             raise NetworkExceptionError(f"{address} reset the connection")
         if f is not None and f.kind == "timeout":
+            raise RequestTimedOutError(f"{rpc} to {address} timed out")
+        if f is not None and f.kind == "hang":  # a paused server: no answer until the deadline
+            await asyncio.sleep(timeout)
             raise RequestTimedOutError(f"{rpc} to {address} timed out")
 
     # ---------------------------------------------------------------- handlers
@@ -347,7 +350,7 @@ class FakeCluster:
         return response
 
 
-_TRANSPORT_KINDS = frozenset({"disconnect", "timeout"})
+_TRANSPORT_KINDS = frozenset({"disconnect", "timeout", "hang"})
 
 
 def _has_loop() -> bool:

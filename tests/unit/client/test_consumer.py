@@ -136,3 +136,17 @@ async def test_out_of_range_resets_by_policy_or_raises() -> None:
         c.seek(tb, 50)
         with pytest.raises(OffsetOutOfRangeError):
             await poll_n(c, 1)
+
+
+async def test_a_paused_leader_is_left_for_the_new_one_without_waiting_for_the_request_timeout() -> None:
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    await fill(cluster, 5)
+    async with consumer(cluster, request_timeout=30.0) as c:
+        cluster.fault("FetchLog", "hang", then=lambda: cluster.move_leader(tb, 1))
+        await c.assign("t")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert [r.offset for r in await poll_n(c, 5, timeout=10)] == list(range(5))
+        assert loop.time() - started < 5

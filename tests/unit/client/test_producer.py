@@ -255,3 +255,20 @@ async def test_acks_one_without_idempotence_still_retries() -> None:
     assert r.offset == 0
     assert not any(n == "AllocateWriterId" for _, n, _ in cluster.calls)
     assert values(cluster, TableBucket(tid, 0)) == [b"v"]
+
+
+async def test_a_leader_that_stops_answering_is_abandoned_once_the_leader_moves() -> None:
+    """The leader hangs (paused process): after the stall check the client refreshes metadata, sees the
+    new leader and re-sends there, long before the request timeout; the late answer is ignored."""
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster, request_timeout=30.0) as p:
+        await (await p.send("t", b"a"))
+        cluster.fault("ProduceLog", "hang", then=lambda: cluster.move_leader(tb, 1))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        r = await (await p.send("t", b"b"))
+        assert loop.time() - started < 5
+    assert r.offset == 1
+    assert values(cluster, tb) == [b"a", b"b"]
