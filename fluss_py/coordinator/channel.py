@@ -175,17 +175,14 @@ class TabletChannel:
             log.warning(
                 "%s to tablet server %d answered %s: %s", kind, server_id, ErrorCode(error.code).name, error.message
             )
+        failed: dict[str, list[str]] = {}
         for result in getattr(response, "buckets", ()):
             if result.error.code != ErrorCode.NONE:
-                log.warning(
-                    "%s to tablet server %d: bucket %d-%d answered %s: %s",
-                    kind,
-                    server_id,
-                    result.table_bucket.table_id,
-                    result.table_bucket.bucket,
-                    ErrorCode(result.error.code).name,
-                    result.error.message,
-                )
+                what = f"{ErrorCode(result.error.code).name} ({result.error.message})"
+                failed.setdefault(what, []).append(f"{result.table_bucket.table_id}-{result.table_bucket.bucket}")
+        for what, buckets in failed.items():
+            shown = ", ".join(buckets[:10]) + (f", ... ({len(buckets)} in all)" if len(buckets) > 10 else "")
+            log.warning("%s to tablet server %d: bucket(s) %s answered %s", kind, server_id, shown, what)
         if self._on_response is not None:
             try:
                 self._on_response(server_id, kind, request, response)

@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServersChanged
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
+from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.rpc import convert
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
@@ -130,8 +133,10 @@ class LeaderServices:
         http_port: int,
         guard: Callable[[], Awaitable[None]],
         on_fenced: Callable[[], None],
+        table_options: dict[str, Any] | None = None,
     ) -> None:
         self._zk = zk
+        self._table_options = table_options or {}
         self.context = context
         self._http_port = http_port
         self.stack = ResourceStack()
@@ -140,6 +145,8 @@ class LeaderServices:
         self.handlers.install(self.event_loop)
         self.pool: ChannelPool | None = None
         self.channel_manager: CoordinatorChannelManager | None = None
+        self.tablet_channel: TabletChannel | None = None
+        self.tables: TableProcessor | None = None
 
     async def start(self) -> None:
         """Create the leader resources in order, then register the leader node and the default database.
@@ -155,8 +162,19 @@ class LeaderServices:
         self.pool = ChannelPool()
         await self.stack.push("rpc-channels", None, self.pool.close)
         self.channel_manager = CoordinatorChannelManager(self.pool, ctx)
-        self.handlers.add_servers_listener(self.channel_manager.on_servers_changed)
-        await self.stack.push("channel-manager", None, self.channel_manager.close)
+        # Tables, leadership and ISR (coordinator/processor.py): its per-server channel sends UpdateMetadata
+        # (the full view, tables included), NotifyLeaderAndIsr and StopReplica on membership changes.
+        tablet_channel = self.tablet_channel = TabletChannel(GrpcTabletGateway(self.pool))
+        self.tables = TableProcessor(self._zk, ctx, tablet_channel, **self._table_options)
+        self.tables.install(self.event_loop, drop_database=self.handlers.drop_database)
+        self.handlers.add_servers_listener(self.tables.on_servers_changed)
+        self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
+
+        async def close_channels() -> None:
+            await tablet_channel.close()
+            await self.channel_manager.close()
+
+        await self.stack.push("channel-manager", None, close_channels)
         watcher = None
 
         async def start_watchers() -> None:

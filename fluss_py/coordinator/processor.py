@@ -29,11 +29,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluss_py import config as cfg
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.events import DropDatabase, Event
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.coordinator.tables import (
@@ -123,6 +124,14 @@ Handler = Callable[[Any], Awaitable[Any]]
 Change = tuple[TableBucket, LeaderAndIsr]
 
 
+def options_from_config(config: Any) -> dict[str, Any]:
+    """TableProcessor keyword arguments from a coordinator Config."""
+    return {
+        "default_buckets": int(config[cfg.DEFAULT_BUCKET_NUMBER]),
+        "default_replication_factor": int(config[cfg.DEFAULT_REPLICATION_FACTOR]),
+    }
+
+
 class TableProcessor:
     """Tables, bucket leadership and ISRs for one leadership. Owns the ClusterView; runs on the loop task."""
 
@@ -162,10 +171,23 @@ class TableProcessor:
             AllocateWriterId: self.allocate_writer_id,
         }
 
-    def install(self, loop: Any) -> None:
-        """Register every handler on a CoordinatorEventLoop (before it starts)."""
+    def install(self, loop: Any, drop_database: Handler | None = None) -> None:
+        """Register every handler on a CoordinatorEventLoop (before it starts).
+
+        With ``drop_database`` (MetadataHandlers' handler), DropDatabase is wrapped so that a cascade
+        first drops each table here (assignments, leader_isr, replicas), then deletes the database.
+        """
         for event_type, handler in self.handlers.items():
             loop.register(event_type, handler)
+        if drop_database is not None:
+
+            async def drop_database_cascading(event: DropDatabase) -> Any:
+                if event.cascade and event.name in self.context.databases:
+                    for path in sorted(p for p in self.view.by_path if p.database == event.name):
+                        await self.drop_table(DropTable(path, ignore_if_not_exists=True))
+                return await drop_database(event)
+
+            loop.register(DropDatabase, drop_database_cascading)
 
     # ---------------------------------------------------------------- helpers
     @property

@@ -35,6 +35,7 @@ from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.leader import LeaderServices
+from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.pb import coordinator_pb2_grpc
@@ -356,7 +357,9 @@ class CoordinatorServer:
             return
         log.info("Became coordinator leader with epoch %d", fence.epoch)
         context = CoordinatorContext(self.server_id, fence, self.host, self.rpc_port)
-        leader = LeaderServices(self.zk, context, self.http_port, self._leader_guard, self._on_fenced)
+        leader = LeaderServices(
+            self.zk, context, self.http_port, self._leader_guard, self._on_fenced, options_from_config(self.config)
+        )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:
             await leader.start()

@@ -3,7 +3,8 @@
 - ``GetCoordinatorInfo`` is answered by every coordinator (state, who leads, the epoch).
 - Every other method on a coordinator that is not the fully started leader answers ErrorInfo
   NOT_COORDINATOR_LEADER naming the current leader (``leader_id``/``leader_address``) when known.
-- On the leader, database DDL and GetMetadata go through the single-writer event loop; methods of later
+- On the leader, database and table DDL, GetMetadata, AdjustIsr, ControlledShutdown and AllocateWriterId
+  go through the single-writer event loop (table events: ``coordinator/processor.py``); methods of later
   layers answer INVALID_REQUEST "not implemented yet".
 
 Who may call: grpc.aio, on the process's loop.
@@ -16,8 +17,10 @@ from typing import Any, Protocol
 
 import grpc.aio
 
+from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
-from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, GetClusterMetadata, ListDatabases
+from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
+from fluss_py.coordinator.handlers import DEFAULT_DATABASE
 from fluss_py.errors import ErrorCode, FlussError, NotCoordinatorLeaderError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -109,32 +112,56 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.ListDatabasesResponse, ListDatabases(), fill)
 
     async def GetMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def fill(response: Any, result: Any) -> None:
-            servers, me, epoch = result
-            response.metadata.tablet_servers.extend(convert.server_node_to_pb(s) for s in servers)
-            response.metadata.coordinator.CopyFrom(convert.server_node_to_pb(me))
-            response.metadata.coordinator_epoch = epoch
+        def fill(response: Any, metadata: Any) -> None:
+            response.metadata.CopyFrom(metadata)
 
-        return await self._on_leader(common_pb2.MetadataResponse, GetClusterMetadata(), fill)
+        event = tables.GetMetadata([convert.table_path_from_pb(p) for p in request.tables])
+        return await self._on_leader(common_pb2.MetadataResponse, event, fill)
 
-    # ---------------------------------------------------------------- leader: later layers
+    # ---------------------------------------------------------------- leader: tables, ISR, writer ids
     async def CreateTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.CreateTableResponse, None, _nothing)
+        d = request.descriptor
+        event = tables.CreateTable(
+            convert.table_path_from_pb(request.path), d.num_buckets, d.replication_factor, dict(d.properties),
+            d.comment, request.ignore_if_exists,
+        )  # fmt: skip
+
+        def fill(response: Any, table_id: int) -> None:
+            response.table_id = table_id
+
+        return await self._on_leader(coordinator_pb2.CreateTableResponse, event, fill)
 
     async def DropTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.SimpleResponse, None, _nothing)
+        event = tables.DropTable(convert.table_path_from_pb(request.path), request.ignore_if_not_exists)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def ListTables(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.ListTablesResponse, None, _nothing)
+        def fill(response: Any, names: list[str]) -> None:
+            response.tables.extend(names)
+
+        event = tables.ListTables(request.database or DEFAULT_DATABASE)
+        return await self._on_leader(coordinator_pb2.ListTablesResponse, event, fill)
 
     async def AdjustIsr(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.AdjustIsrResponse, None, _nothing)
+        def fill(response: Any, result: Any) -> None:
+            response.buckets.extend(result.buckets)
+
+        return await self._on_leader(coordinator_pb2.AdjustIsrResponse, tables.AdjustIsr(request), fill)
 
     async def ControlledShutdown(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, None, _nothing)
+        def fill(response: Any, remaining: list[Any]) -> None:
+            response.remaining_leaders.extend(convert.table_bucket_to_pb(tb) for tb in remaining)
+
+        event = tables.ControlledShutdown(request.server_id)
+        return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, event, fill)
 
     async def AllocateWriterId(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.AllocateWriterIdResponse, None, _nothing)
+        def fill(response: Any, writer_id: int) -> None:
+            response.writer_id = writer_id
+
+        return await self._on_leader(coordinator_pb2.AllocateWriterIdResponse, tables.AllocateWriterId(), fill)
+
+    # ---------------------------------------------------------------- leader: later layers
 
     async def CommitOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._on_leader(coordinator_pb2.SimpleResponse, None, _nothing)

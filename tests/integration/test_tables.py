@@ -1,0 +1,155 @@
+"""Tables end to end: real ZooKeeper, a real coordinator and real tablet-server processes (gRPC, kill -9).
+
+- create a table with replication factor 3 on 3 tablet servers: leader_isr nodes hold the initial
+  election (first replica leads, every replica in the ISR, epochs 0, the leader's coordinator epoch);
+  every tablet server receives the table in UpdateMetadata;
+- replication factor 4 on 3 servers: INVALID_REPLICATION_FACTOR and nothing is created in ZooKeeper;
+- kill -9 of a bucket leader: after its session expires the next ISR member leads and the dead one
+  leaves every ISR; a coordinator failover keeps all of it (the new leader reloads from ZooKeeper).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from fluss_py.errors import ErrorCode
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2_grpc
+from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
+from fluss_py.testing.zkview import ZkView
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+
+
+def _coordinator(cluster, name):
+    channel = grpc.insecure_channel(cluster.get(name).rpc_address)
+    return channel, coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+
+
+def _create(stub, table, buckets, rf):
+    request = coordinator_pb2.CreateTableRequest(
+        path=common_pb2.TablePath(database="fluss", table=table),
+        descriptor=common_pb2.TableDescriptor(num_buckets=buckets, replication_factor=rf),
+    )
+    return stub.CreateTable(request, timeout=5)
+
+
+def _live_servers(stub):
+    response = stub.GetMetadata(common_pb2.MetadataRequest(), timeout=3)
+    return sorted(s.id for s in response.metadata.tablet_servers) if response.error.code == 0 else []
+
+
+def _tablet_metadata(cluster, name):
+    with grpc.insecure_channel(cluster.get(name).rpc_address) as channel:
+        response = tablet_pb2_grpc.TabletServiceStub(channel).GetMetadata(common_pb2.MetadataRequest(), timeout=3)
+    return response.metadata if response.error.code == 0 else None
+
+
+def _zk_tables_state(zk, root):
+    return (
+        zk.children(TableAssignmentZNode.parent(root)),
+        zk.children(TableZNode.parent(root, "fluss")),
+        zk.get_bytes(TableIdCounterZNode.path(root)),
+    )
+
+
+def test_create_table_rf3_writes_leader_isr_and_rf4_creates_nothing(cluster_factory):
+    cluster = cluster_factory(coordinators=1, tablet_servers=3)
+    leader = cluster.wait_for_leader(15)
+    root = cluster.zk_root
+    channel, stub = _coordinator(cluster, leader)
+    with channel, ZkView(cluster.zookeeper_address) as zk:
+        cluster.wait_until(lambda: _live_servers(stub) == [1, 2, 3], 15, "coordinator sees 3 tablet servers")
+        epoch = cluster.health(leader)["coordinator_epoch"]
+
+        before = _zk_tables_state(zk, root)
+        refused = _create(stub, "too_wide", 2, 4)
+        assert refused.error.code == ErrorCode.INVALID_REPLICATION_FACTOR
+        assert "replication factor 4" in refused.error.message and "(3)" in refused.error.message
+        assert _zk_tables_state(zk, root) == before
+        assert not zk.exists(TableZNode.path(root, "fluss", "too_wide"))
+
+        created = _create(stub, "orders", 3, 3)
+        assert created.error.code == ErrorCode.NONE, created.error.message
+        table_id = created.table_id
+        assignment = TableAssignmentZNode.decode(zk.get_bytes(TableAssignmentZNode.path(root, table_id)))
+        assert sorted(assignment) == [0, 1, 2]
+        assert sorted(r[0] for r in assignment.values()) == [1, 2, 3]  # one leader per server
+        for bucket, replicas in assignment.items():
+            assert sorted(replicas) == [1, 2, 3]
+            assert zk.get_json(LeaderIsrZNode.path(root, table_id, bucket)) == {
+                "version": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas),
+                "coordinator_epoch": epoch, "bucket_epoch": 0,
+            }  # fmt: skip
+        registration = zk.get_json(TableZNode.path(root, "fluss", "orders"))
+        assert (registration["table_id"], registration["num_buckets"], registration["replication_factor"]) == (
+            table_id, 3, 3,
+        )  # fmt: skip
+
+        again = _create(stub, "orders", 3, 3)
+        assert again.error.code == ErrorCode.TABLE_ALREADY_EXIST
+        tables = stub.ListTables(coordinator_pb2.ListTablesRequest(database="fluss"), timeout=3)
+        assert list(tables.tables) == ["orders"]
+
+    def every_server_knows_the_table() -> bool:
+        views = [_tablet_metadata(cluster, n) for n in cluster.names("tablet-server")]
+        return all(v is not None and [t.info.table_id for t in v.tables] == [table_id] for v in views)
+
+    cluster.wait_until(every_server_knows_the_table, 10, "UpdateMetadata with the table on every tablet server")
+
+
+def test_dead_leader_is_replaced_and_a_new_coordinator_keeps_the_state(cluster_factory):
+    cluster = cluster_factory(coordinators=2, tablet_servers=3)
+    leader = cluster.wait_for_leader(15)
+    root = cluster.zk_root
+    channel, stub = _coordinator(cluster, leader)
+    with channel:
+        cluster.wait_until(lambda: _live_servers(stub) == [1, 2, 3], 15, "coordinator sees 3 tablet servers")
+        created = _create(stub, "events", 3, 3)
+        assert created.error.code == ErrorCode.NONE, created.error.message
+        first_writer = stub.AllocateWriterId(coordinator_pb2.AllocateWriterIdRequest(), timeout=3)
+        assert (first_writer.error.code, first_writer.writer_id) == (ErrorCode.NONE, 1)
+    table_id = created.table_id
+    with ZkView(cluster.zookeeper_address) as zk:
+        assignment = TableAssignmentZNode.decode(zk.get_bytes(TableAssignmentZNode.path(root, table_id)))
+        victim = assignment[0][0]
+        cluster.kill(f"tablet-server-{victim}")
+
+        def state(bucket):
+            return zk.get_json(LeaderIsrZNode.path(root, table_id, bucket))
+
+        cluster.wait_until(
+            lambda: all(victim not in state(b)["isr"] for b in assignment),
+            SESSION_TIMEOUT_S + 10,
+            "the dead server leaves every ISR",
+        )
+        for bucket, replicas in assignment.items():
+            s = state(bucket)
+            if replicas[0] == victim:
+                assert (s["leader"], s["leader_epoch"]) == (replicas[1], 1)
+            else:
+                assert (s["leader"], s["leader_epoch"]) == (replicas[0], 0)
+            assert s["isr"] == [r for r in replicas if r != victim] and s["bucket_epoch"] == 1
+
+        cluster.kill(leader)
+        successor = cluster.wait_for_leader(SESSION_TIMEOUT_S + 15, exclude=[leader])
+        channel, stub = _coordinator(cluster, successor)
+        with channel:
+
+            def reloaded() -> bool:
+                response = stub.GetMetadata(
+                    common_pb2.MetadataRequest(tables=[common_pb2.TablePath(database="fluss", table="events")]),
+                    timeout=3,
+                )
+                return response.error.code == 0 and len(response.metadata.tables) == 1
+
+            cluster.wait_until(reloaded, 15, "the new coordinator serves the table")
+            (table,) = stub.GetMetadata(common_pb2.MetadataRequest(), timeout=3).metadata.tables
+            for b in table.buckets:
+                s = state(b.table_bucket.bucket)
+                assert (b.leader, b.leader_epoch, list(b.isr)) == (s["leader"], s["leader_epoch"], s["isr"])
+                assert list(b.replicas) == list(assignment[b.table_bucket.bucket])
+            writer = stub.AllocateWriterId(coordinator_pb2.AllocateWriterIdRequest(), timeout=3)
+            # the old leader's block (1..1000) is never reused: the new leader reserves the next one
+            assert (writer.error.code, writer.writer_id) == (ErrorCode.NONE, 1001)
