@@ -6,6 +6,7 @@ import pytest
 
 from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.events import DropDatabase
 from fluss_py.coordinator.processor import (
     AdjustIsr,
     AllocateWriterId,
@@ -15,6 +16,7 @@ from fluss_py.coordinator.processor import (
     GetMetadata,
     ListTables,
     TableProcessor,
+    options_from_config,
 )
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.errors import (
@@ -375,3 +377,39 @@ async def test_writer_ids_are_unique_across_coordinator_failovers():
     with pytest.raises(EpochFencedError):  # the old leader cannot reserve a new block
         for _ in range(3):
             await a.proc.allocate_writer_id(AllocateWriterId())
+
+
+# ---------------------------------------------------------------- wiring
+
+
+class RecordingLoop:
+    def __init__(self) -> None:
+        self.handlers = {}
+
+    def register(self, event_type, handler) -> None:
+        self.handlers[event_type] = handler
+
+
+async def test_install_registers_every_handler_and_cascades_database_drops(h):
+    dropped = []
+
+    async def drop_database(event):
+        dropped.append((event.name, sorted(p.table for p in h.proc.view.by_path if p.database == event.name)))
+        return True
+
+    loop = RecordingLoop()
+    h.proc.install(loop, drop_database=drop_database)
+    assert set(h.proc.handlers) <= set(loop.handlers) and DropDatabase in loop.handlers
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=1))
+    assert await loop.handlers[DropDatabase](DropDatabase("fluss")) is True  # no cascade: tables untouched
+    assert dropped == [("fluss", ["orders"])]
+    await loop.handlers[DropDatabase](DropDatabase("fluss", cascade=True))
+    assert dropped[-1] == ("fluss", []) and table_id not in h.proc.view.tables
+    assert not await h.zk.get_children(TableAssignmentZNode.parent(ROOT))
+
+
+def test_options_from_config():
+    from fluss_py.config import load_config
+
+    config = load_config("coordinator", None, {"default.bucket.number": "4", "default.replication.factor": "2"})
+    assert options_from_config(config) == {"default_buckets": 4, "default_replication_factor": 2}
