@@ -69,6 +69,7 @@ MAX_OPS_PER_TRANSACTION = 512
 """Bound on one ZooKeeper multi-op (Fluss uses 1024; a leader_isr set is ~150 bytes, far below 1 MB)."""
 MAX_BUCKETS = 4096
 READ_CONCURRENCY = 64
+LOG_EACH_CHANGE_UP_TO = 32  # larger events log one summary line at INFO, each bucket at DEBUG
 
 
 # ---------------------------------------------------------------- events
@@ -264,6 +265,7 @@ class TableProcessor:
         Returns the changes that were written; the view already holds them.
         """
         written: list[Change] = []
+        level = logging.INFO if len(changes) <= LOG_EACH_CHANGE_UP_TO else logging.DEBUG
         for i in range(0, len(changes), self._max_ops):
             chunk = changes[i : i + self._max_ops]
             try:
@@ -279,12 +281,14 @@ class TableProcessor:
                         log.error("leader_isr of %s changed behind our back (%s); re-reading it", tb, one)
                         await self._reread(tb)
                         continue
-                    self._apply(tb, lai, result)
+                    self._apply(tb, lai, result, level)
                     written.append((tb, lai))
                 continue
             for (tb, lai), result in zip(chunk, results, strict=True):
-                self._apply(tb, lai, result)
+                self._apply(tb, lai, result, level)
                 written.append((tb, lai))
+        if level == logging.DEBUG and written:
+            log.info("Wrote %d leader_isr change(s) of %d planned (each at DEBUG)", len(written), len(changes))
         return written
 
     def _lai_op(self, tb: TableBucket, lai: LeaderAndIsr) -> Op:
@@ -293,18 +297,12 @@ class TableProcessor:
             return leader_isr_create_op(self._root, tb, lai)
         return leader_isr_set_op(self._root, tb, lai, version)
 
-    def _apply(self, tb: TableBucket, lai: LeaderAndIsr, result: Any) -> None:
+    def _apply(self, tb: TableBucket, lai: LeaderAndIsr, result: Any, level: int = logging.INFO) -> None:
         bucket = self.view.buckets[tb]
         bucket.leader_and_isr = lai
         bucket.zk_version = result.version if hasattr(result, "version") else 0
-        log.info(
-            "Bucket %s: leader %d, leader epoch %d, ISR %s, bucket epoch %d",
-            tb,
-            lai.leader,
-            lai.leader_epoch,
-            list(lai.isr),
-            lai.bucket_epoch,
-        )
+        log.log(level, "Bucket %s: leader %d, leader epoch %d, ISR %s, bucket epoch %d", tb, lai.leader,
+                lai.leader_epoch, list(lai.isr), lai.bucket_epoch)  # fmt: skip
 
     async def _reread(self, tb: TableBucket) -> None:
         got = await self._store.get(LeaderIsrZNode.path(self._root, tb.table_id, tb.bucket))
