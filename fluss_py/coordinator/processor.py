@@ -612,6 +612,10 @@ class TableProcessor:
             if new is not bucket.leader_and_isr:
                 changes.append((tb, new))
         written = {tb for tb, _ in await self._write_leader_isr(changes)}
+        if written:  # every server's client metadata shows the new ISR (collapsed per outbox when frequent)
+            batch = self._batch()
+            batch.update_metadata(live)
+            self._send(batch)
         results = []
         for tb in order:
             if tb in errors:

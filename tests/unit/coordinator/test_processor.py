@@ -316,6 +316,10 @@ async def test_adjust_isr_shrink_expand_and_rejections(h):
     (r,) = resp.buckets
     assert r.error.code == ErrorCode.NONE and list(r.leader_and_isr.isr) == [leader, f1]
     assert r.leader_and_isr.bucket_epoch == 1 and h.lai(table_id, 0).isr == (leader, f1)
+    await h.drain()
+    for s in (1, 2, 3):  # client metadata on every server shows the new ISR
+        (bucket,) = h.gateway.of(UPDATE, s)[-1].metadata.tables[0].buckets
+        assert list(bucket.isr) == [leader, f1]
     # a retry of the same change is answered with the current state
     (r,) = (await h.proc.adjust_isr(adjust(leader, table_id, 0, 0, 0, [leader, f1]))).buckets
     assert r.error.code == ErrorCode.NONE and r.leader_and_isr.bucket_epoch == 1
