@@ -9,7 +9,10 @@ batches — hence at most 5 in flight per bucket), and refuses a gap with OUT_OF
 ``BucketSequencer`` is the pure per-bucket state (no I/O, unit-tested exhaustively). Rules:
 
 1. Sequences are assigned when a batch is first sent (drained), consecutively, in accumulator order.
-2. At most ``max_in_flight`` batches of a bucket are on the wire; they are kept sorted by sequence.
+2. At most ``max_in_flight`` batches of a bucket are on the wire; they are kept sorted by sequence. Until
+   the first batch under a writer id is acknowledged it is the only one: a leader accepts *any* sequence
+   from a writer it has no state for, so a later batch overtaking a refused first one would be appended
+   ahead of it (and the first then looks like a duplicate below ``acked_next``).
 3. A retriable failure moves the batch to ``retry`` (sorted by sequence). While ``retry`` is non-empty no
    new batch is sent; once no batch of the bucket is in flight, the retry batches are re-sent *one at a
    time in sequence order* to the current leader, with their original writer id and sequence — so a retry
@@ -104,7 +107,9 @@ class BucketSequencer:
 
     # ---------------------------------------------------------------- sending
     def can_send_new(self) -> bool:
-        return not self.retry and self.reset_from is None and len(self.in_flight) < self.max_in_flight
+        # Rule 2: the first batch under a writer id goes alone (see module docstring).
+        limit = self.max_in_flight if self.acked_next > 0 else 1
+        return not self.retry and self.reset_from is None and len(self.in_flight) < limit
 
     def assign(self, batch: SequencedBatch) -> None:
         """Give a never-sent batch the next sequence and mark it in flight."""

@@ -23,6 +23,15 @@ class B:
     ambiguous: bool = False
 
 
+def warm(max_in_flight: int = 5) -> BucketSequencer:
+    """A sequencer whose first batch (sequences 0-1) is acknowledged, so it may pipeline."""
+    s = BucketSequencer(7, max_in_flight=max_in_flight)
+    first = B()
+    s.assign(first)
+    s.on_success(first)
+    return s
+
+
 def sent(seq: BucketSequencer, n: int) -> list[B]:
     batches = [B() for _ in range(n)]
     for b in batches:
@@ -31,18 +40,21 @@ def sent(seq: BucketSequencer, n: int) -> list[B]:
     return batches
 
 
-def test_sequences_are_consecutive_and_in_flight_is_bounded() -> None:
+def test_the_first_batch_goes_alone_then_in_flight_is_bounded() -> None:
     s = BucketSequencer(7, max_in_flight=3)
+    (first,) = sent(s, 1)
+    assert not s.can_send_new()  # the leader has no state for this writer yet
+    s.on_success(first)
     bs = sent(s, 3)
-    assert [b.base_sequence for b in bs] == [0, 2, 4]
+    assert [b.base_sequence for b in bs] == [2, 4, 6]
     assert all(b.writer_id == 7 for b in bs)
     assert not s.can_send_new()
     s.on_success(bs[0])
-    assert s.acked_next == 2 and s.can_send_new()
+    assert s.acked_next == 4 and s.can_send_new()
 
 
 def test_retries_wait_for_in_flight_and_go_one_at_a_time_in_sequence_order() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1, b2 = sent(s, 3)
     assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # gap: b0 pending
     assert s.on_error(b0, NotLeaderOrFollowerError(), expired=False) is Outcome.RETRY
@@ -57,11 +69,11 @@ def test_retries_wait_for_in_flight_and_go_one_at_a_time_in_sequence_order() -> 
     assert s.take_retry() is b2
     s.on_success(b2)
     assert s.idle and s.can_send_new()
-    assert [b.base_sequence for b in (b0, b1, b2)] == [0, 2, 4]  # never renumbered
+    assert [b.base_sequence for b in (b0, b1, b2)] == [2, 4, 6]  # never renumbered
 
 
 def test_out_of_order_below_acked_means_already_in_the_log() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1 = sent(s, 2)
     assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
     s.on_success(b1)  # b1 appended => b0 was appended too
@@ -72,13 +84,13 @@ def test_out_of_order_below_acked_means_already_in_the_log() -> None:
 
 
 def test_duplicate_sequence_completes_without_offset() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     (b0,) = sent(s, 1)
     assert s.on_error(b0, DuplicateSequenceError(), expired=False) is Outcome.DONE_NO_OFFSET
 
 
 def test_lost_writer_state_resets_to_a_new_writer_id() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1 = sent(s, 2)
     s.on_success(b0)
     assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # b1 == acked_next
@@ -89,14 +101,14 @@ def test_lost_writer_state_resets_to_a_new_writer_id() -> None:
 
 
 def test_unknown_writer_id_also_resets() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     (b0,) = sent(s, 1)
     assert s.on_error(b0, UnknownWriterIdError(), expired=False) is Outcome.RETRY
     assert s.needs_reset()
 
 
 def test_fatal_error_renumbers_the_batches_behind_it() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1, b2 = sent(s, 3)
     assert s.on_error(b0, RecordBatchTooLargeError(), expired=False) is Outcome.FAIL
     assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY
@@ -107,7 +119,7 @@ def test_fatal_error_renumbers_the_batches_behind_it() -> None:
 
 
 def test_earlier_retries_finish_under_the_old_writer_before_a_reset() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1, b2 = sent(s, 3)
     assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
     assert s.on_error(b1, RecordBatchTooLargeError(), expired=False) is Outcome.FAIL
@@ -121,7 +133,7 @@ def test_earlier_retries_finish_under_the_old_writer_before_a_reset() -> None:
 
 
 def test_expired_ambiguous_batches_fail_and_the_rest_restart() -> None:
-    s = BucketSequencer(7, max_in_flight=5)
+    s = warm()
     b0, b1, b2 = sent(s, 3)
     assert s.on_error(b0, NetworkExceptionError(), expired=False) is Outcome.RETRY
     assert s.on_error(b1, NetworkExceptionError(), expired=False) is Outcome.RETRY
