@@ -23,6 +23,7 @@ from fluss_py.client.consumer.positions import Positions, ResetTo
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
+from fluss_py.errors import InvalidRequestError
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -119,6 +120,10 @@ class Consumer:
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned buckets (in offset order per bucket), waiting up to ``timeout``."""
         limit = max_records or self.options.max_poll_records
+        unpositioned = self._positions.unpositioned()
+        if unpositioned:
+            names = ", ".join(map(str, unpositioned))
+            raise InvalidRequestError(f"no position for bucket(s) {names}: seek first (auto_offset_reset is none)")
         records = self._fetcher.take(limit)
         if records or timeout <= 0:
             return records

@@ -84,3 +84,7 @@ class Positions:
 
     def positioned(self) -> list[TableBucket]:
         return [tb for tb, p in self.buckets.items() if p.offset is not None]
+
+    def unpositioned(self) -> list[TableBucket]:
+        """Buckets with neither an offset nor a pending reset (auto_offset_reset "none", never seeked)."""
+        return [tb for tb, p in self.buckets.items() if p.offset is None and p.reset is None]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.transport import ALLOCATE_WRITER_ID
@@ -84,12 +84,15 @@ NOT_APPENDED = frozenset(
 )
 
 
+T = TypeVar("T", bound=SequencedBatch)
+
+
 def end_sequence(batch: SequencedBatch) -> int:
     """The sequence after the batch's last record."""
     return batch.base_sequence + batch.record_count
 
 
-class BucketSequencer:
+class BucketSequencer(Generic[T]):
     """Sequence state of one bucket for one producer (rules in the module docstring).
 
     Owned by the producer's sender task; pure bookkeeping, no I/O.
@@ -101,8 +104,8 @@ class BucketSequencer:
         self.max_in_flight = max_in_flight
         self.next_sequence = 0
         self.acked_next = 0  # the sequence the leader expects next, as far as we know
-        self.in_flight: list[SequencedBatch] = []
-        self.retry: list[SequencedBatch] = []
+        self.in_flight: list[T] = []
+        self.retry: list[T] = []
         self.reset_from: int | None = None
 
     # ---------------------------------------------------------------- sending
@@ -111,7 +114,7 @@ class BucketSequencer:
         limit = self.max_in_flight if self.acked_next > 0 else 1
         return not self.retry and self.reset_from is None and len(self.in_flight) < limit
 
-    def assign(self, batch: SequencedBatch) -> None:
+    def assign(self, batch: T) -> None:
         """Give a never-sent batch the next sequence and mark it in flight."""
         batch.writer_id = self.writer_id
         batch.base_sequence = self.next_sequence
@@ -124,7 +127,7 @@ class BucketSequencer:
             return False
         return all(b.base_sequence >= self.reset_from for b in self.retry)
 
-    def reset(self, new_writer_id: int) -> list[SequencedBatch]:
+    def reset(self, new_writer_id: int) -> list[T]:
         """Apply rule 6 with a fresh writer id; returns the ambiguous retry batches that must fail (rule 7)."""
         assert self.needs_reset()
         doomed = [b for b in self.retry if b.ambiguous]
@@ -141,7 +144,7 @@ class BucketSequencer:
             self.retry.append(b)
         return doomed
 
-    def take_retry(self) -> SequencedBatch | None:
+    def take_retry(self) -> T | None:
         """The retry batch to re-send now (rule 3): the lowest sequence, once nothing is in flight.
 
         Retries go one at a time; pipelining resumes when the retry queue is empty.
@@ -156,12 +159,12 @@ class BucketSequencer:
         return head
 
     # ---------------------------------------------------------------- answers
-    def on_success(self, batch: SequencedBatch) -> None:
+    def on_success(self, batch: T) -> None:
         self._remove_in_flight(batch)
         if batch.writer_id == self.writer_id:
             self.acked_next = max(self.acked_next, end_sequence(batch))
 
-    def on_error(self, batch: SequencedBatch, error: FlussError, expired: bool) -> Outcome:
+    def on_error(self, batch: T, error: FlussError, expired: bool) -> Outcome:
         """Rules 3-7 for a failed attempt of an in-flight batch; ``expired``: its delivery time is up."""
         self._remove_in_flight(batch)
         code = error.code
@@ -183,7 +186,7 @@ class BucketSequencer:
         self._mark_reset(batch)
         return Outcome.FAIL
 
-    def expire_retries(self, is_expired: Callable[[SequencedBatch], bool]) -> list[SequencedBatch]:
+    def expire_retries(self, is_expired: Callable[[T], bool]) -> list[T]:
         """Rule 7 for batches waiting in ``retry``: remove and return those to fail."""
         if not any(is_expired(b) for b in self.retry):
             return []
@@ -195,7 +198,7 @@ class BucketSequencer:
         return doomed
 
     # ---------------------------------------------------------------- helpers
-    def _retry_or_expire(self, batch: SequencedBatch, expired: bool) -> Outcome:
+    def _retry_or_expire(self, batch: T, expired: bool) -> Outcome:
         if expired:
             # Its fate may be unknown and later batches hang on it: renumber the rest under a new writer id.
             self._mark_reset(batch)
@@ -213,7 +216,7 @@ class BucketSequencer:
     def _mark_reset_at(self, sequence: int) -> None:
         self.reset_from = sequence if self.reset_from is None else min(self.reset_from, sequence)
 
-    def _remove_in_flight(self, batch: SequencedBatch) -> None:
+    def _remove_in_flight(self, batch: T) -> None:
         try:
             self.in_flight.remove(batch)
         except ValueError:

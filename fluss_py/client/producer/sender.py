@@ -43,7 +43,7 @@ _STALL_CHECK = 1.0  # a request unanswered this long triggers a metadata refresh
 class _BucketState:
     __slots__ = ("backoff", "retry_at", "sequencer")
 
-    def __init__(self, sequencer: BucketSequencer, backoff: Backoff) -> None:
+    def __init__(self, sequencer: BucketSequencer[ProducerBatch], backoff: Backoff) -> None:
         self.sequencer = sequencer
         self.backoff = backoff
         self.retry_at = 0.0
@@ -132,7 +132,9 @@ class Sender:
         state = self._buckets.get(tb)
         if state is None:
             assert self._writer_id is not None
-            sequencer = BucketSequencer(self._writer_id, self._options.in_flight_per_bucket)
+            sequencer: BucketSequencer[ProducerBatch] = BucketSequencer(
+                self._writer_id, self._options.in_flight_per_bucket
+            )
             state = self._buckets[tb] = _BucketState(sequencer, Backoff(self._options.retry))
         return state
 
@@ -154,7 +156,7 @@ class Sender:
             if seq.in_flight:
                 self._abandon_moved(tb, seq, now)
             if seq.in_flight:
-                oldest = min(b.sent_at for b in seq.in_flight)  # type: ignore[attr-defined]
+                oldest = min(b.sent_at for b in seq.in_flight)
                 if now - oldest >= _STALL_CHECK:
                     stalled = True  # a slow answer: make sure the leader has not moved
                 else:
@@ -178,7 +180,7 @@ class Sender:
                 if batch is None:
                     continue
             else:
-                batch = self._acc.pop_head(tb)  # type: ignore[union-attr]
+                batch = self._acc.pop_head(tb)
                 seq.assign(batch)
             requests.setdefault(leader.id, []).append(batch)
         if missing_leader or stalled:
@@ -187,17 +189,17 @@ class Sender:
             self._metadata_backoff.reset()
         return requests, min(wake) if wake else None
 
-    def _abandon_moved(self, tb: TableBucket, seq: BucketSequencer, now: float) -> None:
+    def _abandon_moved(self, tb: TableBucket, seq: BucketSequencer[ProducerBatch], now: float) -> None:
         """Batches in flight to a server that is no longer the bucket's leader are given up on and retried
         at the new leader (rule 3 keeps the order; their late answers are ignored). Without this a
         leader that stopped answering (paused, partitioned) would hold the bucket for a request timeout."""
         leader = self._metadata.leader_for(tb)
         if leader is None:
             return
-        for batch in [b for b in seq.in_flight if b.sent_to != leader.id]:  # type: ignore[attr-defined]
-            batch.send_id += 1  # type: ignore[attr-defined]
+        for batch in [b for b in seq.in_flight if b.sent_to != leader.id]:
+            batch.send_id += 1
             error = NetworkExceptionError(f"leader of {tb} moved to {leader.id} while a request was in flight")
-            self._on_error(batch, error, batch.sent_to)  # type: ignore[arg-type, attr-defined]
+            self._on_error(batch, error, batch.sent_to)
             self._buckets[tb].retry_at = now  # the new leader is known: no backoff
 
     def _request_metadata(self, now: float) -> float:
@@ -260,7 +262,7 @@ class Sender:
     def _apply_reset(self, tb: TableBucket, state: _BucketState, writer_id: int) -> None:
         log.warning("bucket %s: restarting sequences under writer id %d", tb, writer_id)
         for batch in state.sequencer.reset(writer_id):
-            self._finish_failed(batch, _delivery_error(batch))  # type: ignore[arg-type]
+            self._finish_failed(batch, _delivery_error(batch))
 
     # ---------------------------------------------------------------- one request
     async def _send(self, server_id: int, batches: list[ProducerBatch]) -> None:
@@ -352,7 +354,7 @@ class Sender:
         for state in self._buckets.values():
             if state.sequencer.retry:
                 for batch in state.sequencer.expire_retries(lambda b: b.deadline <= now):
-                    self._finish_failed(batch, _delivery_error(batch))  # type: ignore[arg-type]
+                    self._finish_failed(batch, _delivery_error(batch))
 
     def _finish(self, batch: ProducerBatch, base_offset: int) -> None:
         if batch in self._acc.incomplete:

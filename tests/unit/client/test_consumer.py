@@ -9,7 +9,7 @@ import pytest
 from fluss_py.client.consumer import Consumer
 from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
-from fluss_py.errors import OffsetOutOfRangeError
+from fluss_py.errors import InvalidRequestError, OffsetOutOfRangeError
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -133,6 +133,8 @@ async def test_out_of_range_resets_by_policy_or_raises() -> None:
         assert [r.offset for r in await poll_n(c, 3)] == [0, 1, 2]  # auto reset to earliest
     async with consumer(cluster, auto_offset_reset="none") as c:
         await c.assign([tb])
+        with pytest.raises(InvalidRequestError, match="seek first"):
+            await c.poll(timeout=0.1)
         c.seek(tb, 50)
         with pytest.raises(OffsetOutOfRangeError):
             await poll_n(c, 1)
@@ -150,3 +152,36 @@ async def test_a_paused_leader_is_left_for_the_new_one_without_waiting_for_the_r
         started = loop.time()
         assert [r.offset for r in await poll_n(c, 5, timeout=10)] == list(range(5))
         assert loop.time() - started < 5
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_every_record_once_in_order_under_random_fetch_faults(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t", num_buckets=3)
+    kinds = ["disconnect", "timeout", "not_leader", "not_leader_hint", "fenced"]
+
+    async def chaos() -> None:
+        while True:
+            await asyncio.sleep(rng.uniform(0.002, 0.01))
+            tb = TableBucket(tid, rng.randrange(3))
+            kind = rng.choice([*kinds, "move"])
+            if kind == "move":
+                cluster.move_leader(tb, rng.randrange(3))
+            elif len(cluster.faults) < 3:
+                cluster.fault("FetchLog", kind, bucket=None if kind in ("disconnect", "timeout") else tb)
+
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        chaos_task = asyncio.create_task(chaos())
+        try:
+            for b in range(3):
+                await fill(cluster, 40, bucket=b, prefix=f"b{b}-")
+            got = await poll_n(c, 120, timeout=10)
+        finally:
+            chaos_task.cancel()
+    for b in range(3):
+        mine = [(r.offset, r.value) for r in got if r.bucket.bucket == b]
+        assert mine == [(i, f"b{b}-{i}".encode()) for i in range(40)]
