@@ -240,9 +240,11 @@ class TableProcessor:
         target = BucketState.NEW
         if lai is not None:
             target = BucketState.ONLINE if lai.leader in live else BucketState.OFFLINE
-        if self.view.bucket_states.get(tb) is BucketState.NON_EXISTENT and target is not BucketState.NEW:
+        current = self.view.bucket_states.get(tb)
+        if current is BucketState.NON_EXISTENT and target is not BucketState.NEW:
             self.view.bucket_states.move(tb, BucketState.NEW)
-        self.view.bucket_states.move(tb, target)
+        if current is not target:
+            self.view.bucket_states.move(tb, target)
         for server in bucket.replicas:
             key = (tb, server)
             if self.view.replica_states.get(key) is ReplicaState.NON_EXISTENT:

@@ -277,6 +277,21 @@ async def test_load_deletes_assignment_debris_of_a_failed_create(h):
     assert not [p for p in h.zk.nodes if "/tables/77" in p]
 
 
+async def test_bucket_without_leader_isr_stays_new_until_a_replica_is_live(h):
+    h.zk.put(TableZNode.path(ROOT, "fluss", "late"), TableZNode.encode(
+        {"table_id": 50, "num_buckets": 1, "replication_factor": 2, "properties": {}}))  # fmt: skip
+    h.zk.put(TableAssignmentZNode.path(ROOT, 50), TableAssignmentZNode.encode({0: (4, 5)}))
+    h.zk.put(f"{TableAssignmentZNode.path(ROOT, 50)}/buckets/0")
+    await h.proc.load_tables()
+    tb = TableBucket(50, 0)
+    assert h.proc.view.bucket_states.get(tb) is BucketState.NEW
+    await h.revive(1)  # not a replica: the bucket stays New
+    assert h.proc.view.bucket_states.get(tb) is BucketState.NEW
+    await h.revive(5)
+    assert h.lai(50, 0) == LeaderAndIsr(5, 0, (5,), 1, 0)
+    assert h.proc.view.bucket_states.get(tb) is BucketState.ONLINE
+
+
 async def test_a_fenced_coordinator_writes_nothing(h):
     table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=3))
     h.zk.fence(2)  # another leader bumped the epoch
