@@ -1,0 +1,268 @@
+"""deploy/docker-compose.yml and deploy/Dockerfile, checked without a Docker engine.
+
+``compose_problems`` reads the compose file the way Docker would (PyYAML, merge keys, paths relative to
+deploy/) and lists everything that would break the cluster: a server command the CLI does not accept, a -D key
+that is not an option of the role or has a bad value, a config file that does not exist, a healthcheck on the
+wrong port, data outside a volume, duplicate ids. The real file must have no problems; mutated copies show
+that each check catches its violation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from fluss_py import config as cfg
+from fluss_py.cli.main import build_parser
+from fluss_py.cli.servers import load_server_config
+from fluss_py.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE = DEPLOY / "docker-compose.yml"
+DOCKERFILE = DEPLOY / "Dockerfile"
+ROLE_OF_COMMAND = {"coordinator": cfg.COORDINATOR, "tablet-server": cfg.TABLET}
+ROLE_DEFAULT_HTTP_PORT = {cfg.COORDINATOR: 9124, cfg.TABLET: 9125}
+ZOOKEEPER_IMAGE = "zookeeper:3.8"
+
+
+def load_compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(source, target) of each short-syntax volume entry."""
+    out = []
+    for entry in service.get("volumes", []):
+        source, target = str(entry).split(":")[:2]
+        out.append((source, target))
+    return out
+
+
+def _is_named(source: str) -> bool:
+    return not source.startswith((".", "/", "~"))
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _health_url(service: dict[str, Any]) -> str | None:
+    test = service.get("healthcheck", {}).get("test")
+    text = " ".join(test) if isinstance(test, list) else str(test or "")
+    m = re.search(r"https?://[^\s'\"]+", text)
+    return m.group(0) if m else None
+
+
+def server_role(service: dict[str, Any]) -> str | None:
+    """The role a service's command names (whether or not the rest of the command line is valid)."""
+    command = service.get("command") or [None]
+    first = shlex.split(command)[0] if isinstance(command, str) else command[0]
+    return ROLE_OF_COMMAND.get(str(first))
+
+
+def _server_problems(name: str, service: dict[str, Any], named_volumes: set[str]) -> tuple[list[str], dict[str, Any]]:
+    """Problems of one fluss-py server service, and its effective settings (for the cross-service checks)."""
+    problems: list[str] = []
+    command = service.get("command") or []
+    if isinstance(command, str):
+        command = shlex.split(command)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = build_parser().parse_args([str(c) for c in command])
+    except SystemExit:
+        return [f"{name}: `fluss-py {' '.join(map(str, command))}` is not a valid command line"], {}
+    role = ROLE_OF_COMMAND.get(args.command)
+    if role is None:
+        return [f"{name}: {args.command!r} is not a server command"], {}
+    conf_path: Path | None = None
+    if args.config:
+        source = next((s for s, t in _mounts(service) if t == args.config), None)
+        if source is None or _is_named(source):
+            problems.append(f"{name}: --config {args.config} is not bind-mounted from deploy/conf")
+        else:
+            conf_path = (DEPLOY / source).resolve()
+            if not conf_path.is_file() or not _under(str(conf_path), str(DEPLOY / "conf")):
+                problems.append(f"{name}: config file {source} does not exist under deploy/conf")
+                conf_path = None
+    overrides = cfg.parse_overrides(args.overrides)
+    for key in overrides:
+        opt = cfg.OPTIONS.get(key)
+        if opt is None or role not in opt.roles:
+            problems.append(f"{name}: -D {key} is not a {role} option")
+    try:
+        config = load_server_config(role, str(conf_path) if conf_path else None, args.overrides)
+    except ConfigError as e:
+        return [*problems, f"{name}: invalid configuration: {e}"], {}
+    http_port = config[cfg.HTTP_PORT] or ROLE_DEFAULT_HTTP_PORT[role]
+    if config[cfg.BIND_HOST] != "0.0.0.0":
+        problems.append(f"{name}: bind.host is {config[cfg.BIND_HOST]!r}, other containers cannot reach it")
+    if config[cfg.ADVERTISED_HOST] != name:
+        problems.append(f"{name}: advertised.host is {config[cfg.ADVERTISED_HOST]!r}, not the service name")
+    url = _health_url(service)
+    parsed = urlparse(url) if url else None
+    if parsed is None or parsed.path != "/health" or parsed.port != http_port:
+        problems.append(f"{name}: healthcheck {url!r} does not GET /health on http.port {http_port}")
+    for entry in service.get("ports", []):
+        parts = str(entry).split(":")
+        if len(parts) != 3 or parts[0] != "127.0.0.1":
+            problems.append(f"{name}: port {entry} is not published on 127.0.0.1 only")
+        elif int(parts[2]) != http_port:
+            problems.append(f"{name}: published port {entry} is not http.port {http_port}")
+    named_targets = [t for s, t in _mounts(service) if _is_named(s) and s in named_volumes]
+    state_dirs = [config[cfg.LOG_DIR]] + ([config[cfg.DATA_DIR]] if role == cfg.TABLET else [])
+    for directory in state_dirs:
+        if not directory.startswith("/") or not any(_under(directory, t) for t in named_targets):
+            problems.append(f"{name}: {directory} is not on a named volume")
+    if service.get("depends_on", {}).get("zookeeper", {}).get("condition") != "service_healthy":
+        problems.append(f"{name}: does not wait for a healthy zookeeper")
+    settings = {
+        "zookeeper": config[cfg.ZK_ADDRESS],
+        "id": config[cfg.TABLET_SERVER_ID] if role == cfg.TABLET else config[cfg.COORDINATOR_ID],
+        "volumes": {s for s, _ in _mounts(service) if _is_named(s)},
+        "host_ports": [str(p).rsplit(":", 1)[0] for p in service.get("ports", [])],
+    }
+    return problems, settings
+
+
+def compose_problems(compose: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    services: dict[str, Any] = compose.get("services", {})
+    named_volumes = set(compose.get("volumes") or {})
+    zookeepers = [n for n, s in services.items() if s.get("image") == ZOOKEEPER_IMAGE]
+    if len(zookeepers) != 1:
+        problems.append(f"expected one {ZOOKEEPER_IMAGE} service, found {zookeepers}")
+    for zk in zookeepers:
+        if not any(t == "/data" and _is_named(s) for s, t in _mounts(services[zk])):
+            problems.append(f"{zk}: /data is not on a named volume")
+        if "healthcheck" not in services[zk]:
+            problems.append(f"{zk}: no healthcheck")
+    settings: dict[str, dict[str, Any]] = {}
+    for name, service in services.items():
+        if name in zookeepers:
+            continue
+        found, s = _server_problems(name, service, named_volumes)
+        problems += found
+        if s:
+            settings[name] = s
+        if (service.get("build") or {}).get("dockerfile") and (
+            (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).resolve() != DOCKERFILE
+        ):
+            problems.append(f"{name}: does not build deploy/Dockerfile")
+    for role, want in ((cfg.COORDINATOR, 3), (cfg.TABLET, 3)):
+        members = sorted(n for n, s in services.items() if n not in zookeepers and server_role(s) == role)
+        if len(members) != want:
+            problems.append(f"expected {want} {role} services, found {members}")
+        ids = [settings[n]["id"] for n in members if n in settings]
+        if len(set(ids)) != len(ids) or (role == cfg.COORDINATOR and min(ids, default=0) < 0):
+            problems.append(f"{role} ids are not unique explicit ids: {ids}")
+    for name, s in settings.items():
+        hosts = {h.rsplit(":", 1)[0] for h in s["zookeeper"].split(",")}
+        if hosts != set(zookeepers):
+            problems.append(f"{name}: zookeeper.address {s['zookeeper']} does not name the zookeeper service")
+    for key in ("volumes", "host_ports"):
+        seen: dict[str, str] = {}
+        for name, s in settings.items():
+            for v in s[key]:
+                if v in seen:
+                    problems.append(f"{name} and {seen[v]} share {key[:-1].replace('_', ' ')} {v}")
+                seen[v] = name
+    return problems
+
+
+def test_compose_file_has_no_problems() -> None:
+    assert compose_problems(load_compose()) == []
+
+
+def test_compose_services_are_one_zookeeper_three_coordinators_three_tablet_servers() -> None:
+    services = load_compose()["services"]
+    commands = sorted(str(s.get("command", [s.get("image")])[0]) for s in services.values())
+    assert commands == ["coordinator"] * 3 + ["tablet-server"] * 3 + [ZOOKEEPER_IMAGE]
+
+
+def _mutated(service: str, edit) -> list[str]:
+    compose = copy.deepcopy(load_compose())
+    edit(compose["services"][service], compose)
+    return compose_problems(compose)
+
+
+def _set_override(key: str, value: str):
+    def edit(service: dict[str, Any], compose: dict[str, Any]) -> None:
+        cmd = service["command"]
+        i = next(i for i, c in enumerate(cmd) if str(c).startswith(f"{key}="))
+        cmd[i] = f"{key}={value}"
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("service", "edit", "expected"),
+    [
+        ("coordinator-2", lambda s, c: s["command"].__setitem__(0, "coordinater"), "not a valid command line"),
+        ("coordinator-1", lambda s, c: s["command"].extend(["-D", "data.dir=/x"]), "not a coordinator option"),
+        ("tablet-server-1", lambda s, c: s["command"].extend(["-D", "no.such.key=1"]), "not a tablet-server option"),
+        ("tablet-server-1", _set_override("rpc.port", "70000"), "invalid configuration"),
+        ("tablet-server-2", _set_override("tablet-server.id", "1"), "ids are not unique"),
+        ("coordinator-3", _set_override("coordinator.id", "1"), "ids are not unique"),
+        ("tablet-server-3", _set_override("http.port", "9999"), "does not GET /health on http.port 9999"),
+        ("tablet-server-3", _set_override("data.dir", "/tmp/data"), "/tmp/data is not on a named volume"),
+        ("coordinator-1", _set_override("zookeeper.address", "127.0.0.1:2181"), "does not name the zookeeper"),
+        ("coordinator-1", _set_override("advertised.host", "127.0.0.1"), "not the service name"),
+        ("tablet-server-1", _set_override("bind.host", "127.0.0.1"), "cannot reach it"),
+        (
+            "tablet-server-1",
+            lambda s, c: s["volumes"].__setitem__(0, "./conf/missing.yaml:/etc/fluss/tablet-server.yaml:ro"),
+            "does not exist under deploy/conf",
+        ),
+        ("tablet-server-2", lambda s, c: s["volumes"].__setitem__(1, "tablet-server-1:/var/lib/fluss"), "share"),
+        ("coordinator-2", lambda s, c: s["ports"].__setitem__(0, "19242:9124"), "127.0.0.1 only"),
+        ("coordinator-2", lambda s, c: s.pop("depends_on"), "healthy zookeeper"),
+        ("tablet-server-3", lambda s, c: c["services"].pop("tablet-server-3"), "expected 3 tablet-server"),
+    ],
+)
+def test_each_check_catches_its_violation(service: str, edit, expected: str) -> None:
+    problems = _mutated(service, edit)
+    assert any(expected in p for p in problems), problems
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile_installs_the_package_on_python_311_slim_with_fluss_py_entrypoint() -> None:
+    instructions = _dockerfile_instructions()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    assert [json.loads(rest) for word, rest in instructions if word == "ENTRYPOINT"] == [["fluss-py"]]
+    assert any(word == "RUN" and "pip install ." in rest for word, rest in instructions)
+    for word, rest in instructions:
+        if word == "COPY":
+            *sources, _ = rest.split()
+            assert all((ROOT / s).exists() for s in sources), rest
+    scripts = __import__("tomllib").loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["fluss-py"] == "fluss_py.cli.main:main"
+
+
+def test_readme_documents_up_and_the_kill_walkthrough() -> None:
+    text = (DEPLOY / "README.md").read_text()
+    assert "docker compose up" in text or "docker-compose up" in text
+    assert "kill" in text
+    for name in load_compose()["services"]:
+        if name.startswith(("coordinator-", "tablet-server-")):
+            assert name in text
