@@ -188,9 +188,12 @@ class ClusterMetadata:
             raise RequestTimedOutError("no server answered GetMetadata in time") from None
 
     async def wait_for_table(self, path: TablePath, timeout: float) -> TableInfo:
-        """The table's info once it and a location for each of its buckets are known; refreshes metadata
-        (with backoff: a server's cache may lag a just-created table) and raises TABLE_NOT_EXIST after
-        ``timeout``."""
+        """The table's info once it and a location for each of its buckets are known.
+
+        Refreshes metadata with backoff (a tablet server's cache may lag a just-created table). When the
+        coordinator leader itself answers without the table, TABLE_NOT_EXIST is raised at once; otherwise
+        after ``timeout``.
+        """
         deadline = time.monotonic() + timeout
         backoff = Backoff(self._retry)
         while True:
@@ -207,6 +210,21 @@ class ClusterMetadata:
             else:
                 backoff.next_delay()
             await self.update(max(remaining, 0.001))
+            if self._tables.get(path) is None and await self._coordinator_lacks(path):
+                raise TableNotExistError(f"table {path} does not exist")
+
+    async def _coordinator_lacks(self, path: TablePath) -> bool:
+        """Ask the coordinator leader (authoritative) directly; True if it answered without the table."""
+        if self.coordinator is None:
+            return False
+        address = self.coordinator.address
+        self._address_kind[address] = "coordinator"
+        try:
+            md = await self._fetch(address)
+        except FlussError:
+            return False
+        self.apply(md)
+        return self._tables.get(path) is None
 
     def apply_leader_hint(self, tb: TableBucket, leader_id: int, leader_address: str) -> bool:
         """Move ``tb``'s leader to the server an error named; True if that changed anything."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 
@@ -9,7 +11,7 @@ from fluss_py.client.admin import Admin, OffsetSpec
 from fluss_py.client.metadata import ClusterMetadata, parse_bootstrap
 from fluss_py.client.options import RetryOptions
 from fluss_py.client.transport import PRODUCE_LOG, map_grpc_error
-from fluss_py.errors import ErrorCode, TableAlreadyExistError, TableNotExistError
+from fluss_py.errors import ErrorCode, RequestTimedOutError, TableAlreadyExistError, TableNotExistError
 from fluss_py.types import TableBucket, TablePath
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -75,12 +77,20 @@ async def test_leader_hints_apply_at_once_and_stale_answers_cannot_undo_them() -
     await md.close()
 
 
-async def test_wait_for_unknown_table_raises_table_not_exist() -> None:
+async def test_wait_for_unknown_table_raises_table_not_exist_once_the_coordinator_says_so() -> None:
     cluster = FakeCluster()
     md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     with pytest.raises(TableNotExistError):
-        await md.wait_for_table(TablePath("fluss", "nope"), timeout=0.2)
+        await md.wait_for_table(TablePath("fluss", "nope"), timeout=20)
+    assert loop.time() - started < 1
+    cluster.kill(0)  # nobody answers: the wait ends at its timeout
+    md2 = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    with pytest.raises(RequestTimedOutError):
+        await md2.wait_for_table(TablePath("fluss", "nope"), timeout=0.3)
     await md.close()
+    await md2.close()
 
 
 async def test_admin_ddl_and_describe() -> None:
