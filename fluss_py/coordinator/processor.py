@@ -60,7 +60,16 @@ from fluss_py.errors import (
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
-from fluss_py.zk.client import BadVersionError, CreateOp, NodeExistsError, NoNodeError, Op, SetOp, ZkError
+from fluss_py.zk.client import (
+    BadVersionError,
+    CreateOp,
+    EpochFencedError,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetOp,
+    ZkError,
+)
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
 
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
@@ -376,14 +385,22 @@ class TableProcessor:
         base = TableAssignmentZNode.path(self._root, table_id)
         buckets = [int(b) for b in await self._children(f"{base}/buckets") if b.isdigit()]
         with_lai = {b for b in buckets if await self._store.get(LeaderIsrZNode.path(self._root, table_id, b))}
-        paths = [p for p in assignment_subtree(self._root, table_id, buckets, with_lai)]
+        paths = assignment_subtree(self._root, table_id, buckets, with_lai)
         if not await self._children(base):
             paths = [base]
         try:
             await self._commit_chunks(delete_ops(paths))
             log.warning("Deleted the assignment of table id %d: its table node is gone (failed create/drop)", table_id)
-        except (NoNodeError, ZkError) as e:
+        except EpochFencedError:
+            raise
+        except ZkError as e:
             log.warning("Could not delete the debris of table id %d: %s", table_id, e)
+
+    async def _ensure_loaded(self) -> None:
+        """Load the view now if LoadTables has not succeeded yet in this leadership (e.g. a lost read)."""
+        if not self._loaded:
+            log.warning("Table state not loaded yet in this leadership; loading it now")
+            await self.load_tables()
 
     # ---------------------------------------------------------------- membership
     async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
@@ -397,6 +414,7 @@ class TableProcessor:
             self.channel.add(node)
         self._membership_seen = True
         if not self._loaded:
+            await self.load_tables()  # starts up, now that the live servers are known
             return
         if not self._started:
             await self._startup()
@@ -479,6 +497,7 @@ class TableProcessor:
     # ---------------------------------------------------------------- tables
     async def create_table(self, event: CreateTable) -> int:
         """Create a table; returns its id (the existing one with ``ignore_if_exists``)."""
+        await self._ensure_loaded()
         path = event.path
         path.validate()
         if path.database not in self.context.databases:
@@ -542,6 +561,7 @@ class TableProcessor:
 
     async def drop_table(self, event: DropTable) -> bool:
         """Drop a table: its node first (the table is gone), then its assignment subtree; replicas deleted."""
+        await self._ensure_loaded()
         table_id = self.view.by_path.get(event.path)
         if table_id is None:
             if event.ignore_if_not_exists:
@@ -574,11 +594,13 @@ class TableProcessor:
         return True
 
     async def list_tables(self, event: ListTables) -> list[str]:
+        await self._ensure_loaded()
         if event.database not in self.context.databases:
             raise DatabaseNotExistError(f"database {event.database} does not exist")
         return sorted(p.table for p in self.view.by_path if p.database == event.database)
 
     async def get_metadata(self, event: GetMetadata) -> common_pb2.ClusterMetadata:
+        await self._ensure_loaded()
         ids = []
         for path in event.paths:
             if path not in self.view.by_path:
@@ -592,6 +614,7 @@ class TableProcessor:
     # ---------------------------------------------------------------- ISR and shutdown
     async def adjust_isr(self, event: AdjustIsr) -> coordinator_pb2.AdjustIsrResponse:
         """Apply a leader's ISR changes; per bucket the new state or the reason it was refused."""
+        await self._ensure_loaded()
         req = event.request
         live, shutting = self.live(), self.view.shutting_down
         errors: dict[TableBucket, ApiError] = {}
@@ -645,6 +668,7 @@ class TableProcessor:
 
     async def controlled_shutdown(self, event: ControlledShutdown) -> list[TableBucket]:
         """Move leadership off a stopping server and take it out of ISRs; returns buckets it still leads."""
+        await self._ensure_loaded()
         sid = event.server_id
         if sid not in self.context.tablet_servers:
             log.info("Controlled shutdown of tablet server %d: not registered (already gone)", sid)

@@ -29,7 +29,7 @@ from fluss_py.errors import (
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import EpochFence, EpochFencedError
+from fluss_py.zk.client import EpochFence, EpochFencedError, SessionLostError
 from fluss_py.zk.paths import (
     DatabaseZNode,
     LeaderIsrZNode,
@@ -432,3 +432,26 @@ def test_options_from_config():
 
     config = load_config("coordinator", None, {"default.bucket.number": "4", "default.replication.factor": "2"})
     assert options_from_config(config) == {"default_buckets": 4, "default_replication_factor": 2}
+
+
+async def test_a_failed_load_is_retried_by_the_next_table_event():
+    zk, fence = fresh_zk()
+    h = Harness(zk, {1: "", 2: "", 3: ""}, fence)
+    await h.start()
+    table_id = await h.proc.create_table(CreateTable(T, replication_factor=3))
+    h2 = Harness(zk, {1: "", 2: "", 3: ""}, zk.fence(2))
+    real = zk.get_children
+
+    async def lost_once(path):
+        zk.get_children = real
+        raise SessionLostError("ZooKeeper session lost")
+
+    zk.get_children = lost_once
+    with pytest.raises(SessionLostError):
+        await h2.proc.load_tables()
+    assert await h2.proc.list_tables(ListTables("fluss")) == ["orders"]  # loaded on demand
+    await h2.proc.on_servers_changed(dict(h2.ctx.tablet_servers), [])
+    await h2.drain()
+    assert len(h2.gateway.of(NOTIFY)) == 3 and h2.view_lai(table_id, 0).coordinator_epoch == 1
+    await h.channel.close()
+    await h2.channel.close()
