@@ -8,7 +8,7 @@ import pytest
 
 from fluss_py.client.options import ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
-from fluss_py.errors import ErrorCode, RecordBatchTooLargeError, RequestTimedOutError
+from fluss_py.errors import ErrorCode, RecordBatchTooLargeError, RequestTimedOutError, TableNotExistError
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -341,3 +341,13 @@ async def test_a_refused_first_batch_is_not_overtaken_by_later_ones() -> None:
         results = await asyncio.gather(*futs)
     assert values(cluster, tb) == [bytes([65 + i]) * 80 for i in range(8)]
     assert [r.offset for r in results] == list(range(8))
+
+
+async def test_send_to_an_unknown_table_fails_fast_with_table_not_exist() -> None:
+    cluster = FakeCluster()
+    async with make(cluster, max_block=30) as p:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TableNotExistError):
+            await p.send("db.nope", b"v")
+        assert loop.time() - started < 1
