@@ -351,3 +351,31 @@ async def test_send_to_an_unknown_table_fails_fast_with_table_not_exist() -> Non
         with pytest.raises(TableNotExistError):
             await p.send("db.nope", b"v")
         assert loop.time() - started < 1
+
+
+async def test_leader_death_is_a_pause_not_an_error() -> None:
+    """Seed 001 in miniature: one record at a time, each awaited; the leader dies and a new one is elected
+    only after a 'session timeout'. No send fails; every record is in the log once, in order."""
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    loop = asyncio.get_running_loop()
+
+    async def kill_then_elect() -> None:
+        await asyncio.sleep(0.05)
+        cluster.kill(0)
+        await asyncio.sleep(0.4)  # the coordinator notices only after the session timeout
+        cluster.move_leader(tb, 1)
+
+    failover = asyncio.create_task(kill_then_elect())
+    async with make(cluster) as p:
+        offsets, longest = [], 0.0
+        for i in range(60):
+            started = loop.time()
+            offsets.append((await (await p.send("t", f"r{i}".encode()))).offset)
+            longest = max(longest, loop.time() - started)
+            await asyncio.sleep(0.01)
+    await failover
+    assert offsets == list(range(60))
+    assert values(cluster, tb) == [f"r{i}".encode() for i in range(60)]
+    assert 0.3 < longest < 2.0  # the pause is the election delay plus at most one backoff
