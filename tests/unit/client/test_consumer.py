@@ -185,3 +185,19 @@ async def test_every_record_once_in_order_under_random_fetch_faults(seed: int) -
     for b in range(3):
         mine = [(r.offset, r.value) for r in got if r.bucket.bucket == b]
         assert mine == [(i, f"b{b}-{i}".encode()) for i in range(40)]
+
+
+async def test_compressed_batches_round_trip() -> None:
+    from fluss_py.record import CompressionType
+
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t")
+    opts = ProducerOptions(linger=0.01, compression=CompressionType.LZ4, retry=FAST)
+    async with Producer(cluster.servers[0], opts, transport=cluster) as p:
+        futs = [await p.send("t", f"value-{i}".encode() * 10, key=b"k") for i in range(50)]
+        await asyncio.gather(*futs)
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        got = await poll_n(c, 50)
+    assert [r.value for r in got] == [f"value-{i}".encode() * 10 for i in range(50)]
+    assert all(r.key == b"k" for r in got)
