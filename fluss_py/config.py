@@ -194,6 +194,26 @@ CLIENT_REQUEST_TIMEOUT = option("client.request.timeout", "duration", 30.0, [CLI
 CLIENT_DELIVERY_TIMEOUT = option(
     "client.delivery.timeout", "duration", 120.0, [CLIENT], "a record fails after retrying this long"
 )
+CLIENT_BATCH_SIZE = option(
+    "client.writer.batch-size", "size", 64 * 1024, [CLIENT], "send a bucket's batch at this size"
+)
+CLIENT_LINGER = option(
+    "client.writer.batch-timeout", "duration", 0.0, [CLIENT], "... or when its first record is this old (linger)"
+)
+CLIENT_BUFFER_MEMORY = option(
+    "client.writer.buffer.memory-size", "size", 32 * 1024**2, [CLIENT], "unacknowledged bytes before send blocks"
+)
+CLIENT_IDEMPOTENCE = option(
+    "client.writer.enable-idempotence", "bool", True, [CLIENT], "exactly-once retries (needs acks 1 or all)"
+)
+CLIENT_MAX_IN_FLIGHT = option(
+    "client.writer.max-inflight-requests-per-bucket", "int", 5, [CLIENT], "unanswered batches per bucket (<= 5)"
+)
+CLIENT_RETRY_BACKOFF = option("client.retry.backoff", "duration", 0.02, [CLIENT], "first retry backoff (doubles)")
+CLIENT_RETRY_BACKOFF_MAX = option("client.retry.backoff-max", "duration", 0.5, [CLIENT], "largest retry backoff")
+CLIENT_FETCH_MAX_WAIT = option(
+    "client.scanner.fetch.max-wait", "duration", 0.5, [CLIENT], "a consumer fetch waits this long for data"
+)
 
 
 class Config(Mapping[str, Any]):

@@ -86,10 +86,20 @@ class ProducerOptions:
     def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> ProducerOptions:
         base: dict[str, Any] = {}
         if config is not None:
+            acks = parse_acks(config[cfg.CLIENT_ACKS])
+            idempotence = config[cfg.CLIENT_IDEMPOTENCE]
+            if acks == 0 and cfg.CLIENT_IDEMPOTENCE.key not in config.explicit():
+                idempotence = False  # on by default only where it can work
             base = {
-                "acks": config[cfg.CLIENT_ACKS],
+                "acks": acks,
+                "idempotence": idempotence,
+                "batch_size": config[cfg.CLIENT_BATCH_SIZE],
+                "linger": config[cfg.CLIENT_LINGER],
+                "buffer_memory": config[cfg.CLIENT_BUFFER_MEMORY],
+                "max_in_flight_per_bucket": config[cfg.CLIENT_MAX_IN_FLIGHT],
                 "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
                 "delivery_timeout": config[cfg.CLIENT_DELIVERY_TIMEOUT],
+                "retry": _retry(config),
             }
         return _build(cls, base, overrides)
 
@@ -122,8 +132,18 @@ class ConsumerOptions:
 
     @classmethod
     def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> ConsumerOptions:
-        base = {"request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT]} if config is not None else {}
+        base: dict[str, Any] = {}
+        if config is not None:
+            base = {
+                "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
+                "fetch_max_wait": config[cfg.CLIENT_FETCH_MAX_WAIT],
+                "retry": _retry(config),
+            }
         return _build(cls, base, overrides)
+
+
+def _retry(config: cfg.Config) -> RetryOptions:
+    return RetryOptions(config[cfg.CLIENT_RETRY_BACKOFF], config[cfg.CLIENT_RETRY_BACKOFF_MAX])
 
 
 def _build(cls: Any, base: dict[str, Any], overrides: dict[str, Any]) -> Any:
