@@ -266,9 +266,10 @@ class LocalCluster:
         if self.alive(name):
             raise ClusterError(f"{name} is already running (pid {rec.pid})")
         if rec.role == ZOOKEEPER:
-            zk = self._zk or ZooKeeperProcess(Path(rec.data_dir).parent, port=rec.rpc_port)
-            if not zk.config_file.exists():
-                zk.prepare()
+            if self._zk is not None:
+                self._zk.prepare()  # zoo.cfg names this cluster's port (a reused directory has an old one)
+            elif not (Path(rec.data_dir).parent / "zoo.cfg").exists():
+                raise ClusterError(f"{name}: zoo.cfg is missing in {Path(rec.data_dir).parent}")
         Path(rec.data_dir).mkdir(parents=True, exist_ok=True)
         Path(rec.log_file).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -110,3 +110,12 @@ def test_processes_die_with_a_sigkilled_test_run(tmp_path):
     finally:
         runner.kill()
         runner.wait(10)
+
+
+def test_a_new_cluster_in_a_used_directory_starts_on_its_own_ports(tmp_path):
+    with LocalCluster(tmp_path, coordinators=1, tablet_servers=0, launcher=STANDIN) as first:
+        old_zk = first.zookeeper_address
+    with LocalCluster(tmp_path, coordinators=1, tablet_servers=0, launcher=STANDIN) as second:
+        assert second.zookeeper_address != old_zk
+        assert second.ready("zookeeper")
+        assert f"clientPort={second.get('zookeeper').rpc_port}" in (tmp_path / "zookeeper" / "zoo.cfg").read_text()
