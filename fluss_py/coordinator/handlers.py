@@ -163,6 +163,19 @@ class MetadataHandlers:
         for sid in died:
             reg = self.context.tablet_servers.pop(sid)
             log.warning("Tablet server %d at %s died: its registration node is gone", sid, reg.address)
+        # A server that restarted between two reads of the children (same id, new registration) is reported
+        # as died and joined, so it loses its ISR places and is told its roles again (Kafka's bounced brokers).
+        for sid in sorted(current & known):
+            got = await self._store.get(TabletServerZNode.path(self._root, sid))
+            if got is None:
+                continue  # gone: the next change event reports it
+            reg = TabletServerZNode.decode(got[0])
+            if reg != self.context.tablet_servers[sid]:
+                log.warning("Tablet server %d re-registered at %s (restarted): treating it as died and joined",
+                            sid, reg.address)  # fmt: skip
+                self.context.tablet_servers[sid] = reg
+                died.append(sid)
+                joined[sid] = reg
         if joined or died:
             log.info("Live tablet servers: %s", sorted(self.context.tablet_servers) or "none")
             for listener in self._servers_listeners:

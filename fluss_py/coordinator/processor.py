@@ -170,6 +170,7 @@ class TableProcessor:
         self._loaded = False
         self._membership_seen = False
         self._started = False
+        self._not_live: set[int] = set()  # restarted servers count as dead while their death is handled
         self.handlers: dict[type[Event], Handler] = {
             LoadTables: self.load_tables,
             CreateTable: self.create_table,
@@ -205,10 +206,11 @@ class TableProcessor:
         return self.context.epoch
 
     def live(self) -> set[int]:
-        return set(self.context.tablet_servers)
+        return set(self.context.tablet_servers) - self._not_live
 
     def nodes(self) -> dict[int, ServerNode]:
-        return {sid: ServerNode(sid, r.host, r.port, r.rack) for sid, r in self.context.tablet_servers.items()}
+        servers = self.context.tablet_servers
+        return {s: ServerNode(s, r.host, r.port, r.rack) for s, r in servers.items() if s not in self._not_live}
 
     def _batch(self) -> RequestBatch:
         return RequestBatch(self.context.coordinator_id, self.epoch)
@@ -419,7 +421,11 @@ class TableProcessor:
         if not self._started:
             await self._startup()
             return
-        await self._servers_died(died)
+        self._not_live = set(died)
+        try:
+            await self._servers_died(died)
+        finally:
+            self._not_live = set()
         await self._servers_joined(set(joined))
 
     async def _startup(self) -> None:

@@ -455,3 +455,34 @@ async def test_a_failed_load_is_retried_by_the_next_table_event():
     assert len(h2.gateway.of(NOTIFY)) == 3 and h2.view_lai(table_id, 0).coordinator_epoch == 1
     await h.channel.close()
     await h2.channel.close()
+
+
+async def test_a_server_that_restarted_unnoticed_loses_its_isr_places_and_is_told_its_roles():
+    from fluss_py.coordinator.events import TabletServersChanged
+    from fluss_py.coordinator.handlers import MetadataHandlers
+    from fluss_py.zk.paths import TabletServerZNode
+
+    zk, fence = fresh_zk()
+    for s in (1, 2, 3):
+        zk.put(TabletServerZNode.path(ROOT, s), TabletServerZNode.encode(registration(s)))
+    h = Harness(zk, {}, fence)
+    handlers = MetadataHandlers(zk, h.ctx)
+    handlers.add_servers_listener(h.proc.on_servers_changed)
+    await h.proc.load_tables()
+    await handlers.tablet_servers_changed(TabletServersChanged(["1", "2", "3"]))
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    led_by_2 = [b for b in range(3) if h.lai(table_id, b).leader == 2]
+    await h.drain()
+    h.gateway.clear()
+    restarted = TabletServerRegistration("127.0.0.1", 9002, registered_ms=registration(2).registered_ms + 5000)
+    zk.put(TabletServerZNode.path(ROOT, 2), TabletServerZNode.encode(restarted))
+    await handlers.tablet_servers_changed(TabletServersChanged(["1", "2", "3"]))  # same children
+    await h.drain()
+    for b in range(3):
+        lai = h.lai(table_id, b)
+        assert 2 not in lai.isr and lai.leader != 2
+        assert lai.leader_epoch == (1 if b in led_by_2 else 0)
+    (notify,) = h.gateway.of(NOTIFY, 2)
+    assert len(notify.buckets) == 3 and all(b.leader != 2 for b in notify.buckets)
+    assert h.ctx.tablet_servers[2] == restarted
+    await h.channel.close()
