@@ -30,8 +30,6 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shlex
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -48,30 +46,12 @@ from fluss_py.testing.cluster_file import (
     ProcessRecord,
 )
 from fluss_py.testing.health import fetch_health, is_ready, leader_of
+from fluss_py.testing.layout import CONF_DIR, DEFAULT_DIR, LAUNCHER_ENV, default_launcher, server_record
 from fluss_py.testing.ports import PortAllocator, default_allocator
 from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
 from fluss_py.testing.zookeeper import ZooKeeperProcess, four_letter
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "deploy" / "conf"
-CONF_FILES = {COORDINATOR: "coordinator-server.yaml", TABLET_SERVER: "tablet-server.yaml"}
-LOG_FILES = {COORDINATOR: "coordinator-server.log", TABLET_SERVER: "tablet-server.log"}
-ID_KEYS = {COORDINATOR: "coordinator.id", TABLET_SERVER: "tablet-server.id"}
-DEFAULT_DIR = Path(".fluss-cluster")
-
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
-
-
-LAUNCHER_ENV = "FLUSS_PY_SERVER_LAUNCHER"
-
-
-def default_launcher() -> list[str]:
-    """Command prefix of a server process: this interpreter running the ``fluss-py`` entry point.
-
-    ``$FLUSS_PY_SERVER_LAUNCHER`` (a shell-quoted command) replaces it; the harness's own tests use it to
-    run the CLI against stand-in servers.
-    """
-    custom = os.environ.get(LAUNCHER_ENV)
-    return shlex.split(custom) if custom else [sys.executable, "-m", "fluss_py.cli.main"]
 
 
 class ClusterError(RuntimeError):
@@ -128,15 +108,15 @@ class LocalCluster:
             argv = self._zk.command()
             self.record.processes.append(
                 ProcessRecord(
-                    ZOOKEEPER,
-                    ZOOKEEPER,
-                    None,
-                    self._zk.address,
-                    None,
-                    str(self._zk.log_file),
-                    str(self._zk.log_file),
-                    str(self._zk.data_dir),
-                    argv,
+                    name=ZOOKEEPER,
+                    role=ZOOKEEPER,
+                    id=None,
+                    rpc_address=self._zk.address,
+                    http_address=None,
+                    log_file=str(self._zk.log_file),
+                    stdout_file=str(self._zk.log_file),
+                    data_dir=str(self._zk.data_dir),
+                    argv=argv,
                 )
             )
         for i in range(1, coordinators + 1):
@@ -174,42 +154,19 @@ class LocalCluster:
 
     # ---------------------------------------------------------------- process table
     def _add(self, role: str, server_id: int) -> ProcessRecord:
-        name = f"{role}-{server_id}"
-        if any(p.name == name for p in self.record.processes):
-            raise ValueError(f"{name} already exists")
-        home = self.directory / name
-        rpc, http = self.ports.allocate(), self.ports.allocate()
-        data_dir = home / "data" if role == TABLET_SERVER else home
-        settings = {
-            "zookeeper.address": self.record.zookeeper,
-            "zookeeper.root": self.record.zk_root,
-            "bind.host": "127.0.0.1",
-            "advertised.host": "127.0.0.1",
-            "rpc.port": str(rpc),
-            "http.port": str(http),
-            "log.dir": str(home / "logs"),
-            ID_KEYS[role]: str(server_id),
-        }
-        if role == TABLET_SERVER:
-            settings["data.dir"] = str(data_dir)
-        settings.update(self.overrides)
-        settings.update(self.role_overrides[role])
-        argv = [*self.launcher, role]
-        conf = self.conf_dir / CONF_FILES[role] if self.conf_dir else None
-        if conf is not None and conf.exists():
-            argv += ["--config", str(conf)]
-        for key, value in settings.items():
-            argv += ["-D", f"{key}={value}"]
-        rec = ProcessRecord(
-            name,
+        if any(p.id == server_id and p.role == role for p in self.record.processes):
+            raise ValueError(f"{role}-{server_id} already exists")
+        rec = server_record(
+            self.directory,
             role,
             server_id,
-            f"127.0.0.1:{rpc}",
-            f"127.0.0.1:{http}",
-            str(home / "logs" / LOG_FILES[role]),
-            str(home / "stdout.log"),
-            str(data_dir),
-            argv,
+            zookeeper=self.record.zookeeper,
+            zk_root=self.record.zk_root,
+            rpc_port=self.ports.allocate(),
+            http_port=self.ports.allocate(),
+            launcher=self.launcher,
+            conf_dir=self.conf_dir,
+            overrides={**self.overrides, **self.role_overrides[role]},
         )
         self.record.processes.append(rec)
         return rec
@@ -519,3 +476,6 @@ class LocalCluster:
             tail = self.log_text(n).splitlines()[-lines:]
             out.append(f"--- {n} ({self.get(n).log_file}) ---\n" + "\n".join(tail))
         return "\n".join(out)
+
+
+__all__ = ["DEFAULT_DIR", "LAUNCHER_ENV", "ClusterError", "LocalCluster"]
