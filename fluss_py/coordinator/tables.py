@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluss_py import config as cfg
 from fluss_py.coordinator.state import BucketState, ReplicaState, StateTable
 from fluss_py.errors import InvalidConfigError
 from fluss_py.rpc import convert
@@ -78,8 +79,15 @@ class TableInfo:
 
 
 def validate_properties(properties: Mapping[str, str], replication_factor: int) -> dict[str, str]:
-    """Check the table properties this layer understands; others pass through (tablet servers read them)."""
+    """Check table properties before anything is written: a key that is a server option (e.g.
+    ``log.segment.file-size``, ``table.log.ttl``) must parse as that option's type (tablet servers
+    read it so), ``min.insync.replicas`` must be in 1..RF; other keys pass through. Raises INVALID_CONFIG.
+    """
     props = {str(k): str(v) for k, v in properties.items()}
+    for key, value in props.items():
+        option = cfg.OPTIONS.get(key)
+        if option is not None:
+            option.parse(value)  # ConfigError (INVALID_CONFIG) naming the key
     if MIN_INSYNC_REPLICAS in props:
         raw = props[MIN_INSYNC_REPLICAS]
         try:

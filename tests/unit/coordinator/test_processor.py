@@ -20,6 +20,7 @@ from fluss_py.coordinator.processor import (
 )
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.errors import (
+    ConfigError,
     DatabaseNotExistError,
     ErrorCode,
     InvalidConfigError,
@@ -144,6 +145,8 @@ async def test_create_table_errors(h):
         await h.proc.create_table(CreateTable(TablePath("nope", "t")))
     with pytest.raises(InvalidConfigError):
         await h.proc.create_table(CreateTable(T, replication_factor=2, properties={"min.insync.replicas": "3"}))
+    with pytest.raises(ConfigError, match=r"table\.log\.ttl"):
+        await h.proc.create_table(CreateTable(T, properties={"table.log.ttl": "soon"}))
     table_id = await h.proc.create_table(CreateTable(T, replication_factor=2))
     with pytest.raises(TableAlreadyExistError):
         await h.proc.create_table(CreateTable(T))
