@@ -80,7 +80,7 @@ class TabletChannel:
 
     def __init__(self, gateway: TabletGateway, on_response: ResponseHook | None = None) -> None:
         self._gateway = gateway
-        self._on_response = on_response
+        self.on_response = on_response  # (server id, kind, request, response), called on the loop
         self._outboxes: dict[int, _Outbox] = {}
         self._closed = False
         self.sent = 0  # requests answered (for tests and metrics)
@@ -183,9 +183,9 @@ class TabletChannel:
         for what, buckets in failed.items():
             shown = ", ".join(buckets[:10]) + (f", ... ({len(buckets)} in all)" if len(buckets) > 10 else "")
             log.warning("%s to tablet server %d: bucket(s) %s answered %s", kind, server_id, shown, what)
-        if self._on_response is not None:
+        if self.on_response is not None:
             try:
-                self._on_response(server_id, kind, request, response)
+                self.on_response(server_id, kind, request, response)
             except Exception:
                 log.exception("response hook failed for %s to tablet server %d", kind, server_id)
 

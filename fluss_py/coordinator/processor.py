@@ -32,7 +32,7 @@ from typing import Any
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
-from fluss_py.coordinator.channel import RequestBatch, TabletChannel
+from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
 from fluss_py.coordinator.handlers import MetadataStore
@@ -51,6 +51,7 @@ from fluss_py.coordinator.writer_ids import WriterIdAllocator
 from fluss_py.errors import (
     ApiError,
     DatabaseNotExistError,
+    ErrorCode,
     InvalidRequestError,
     InvalidUpdateVersionError,
     TableAlreadyExistError,
@@ -130,6 +131,17 @@ class AllocateWriterId(Event):
     pass
 
 
+@dataclass(eq=False)
+class ReplicasFailed(Event):
+    """A tablet server answered NotifyLeaderAndIsr with a storage failure for these buckets."""
+
+    server_id: int
+    buckets: list[TableBucket]
+
+
+FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPTED})
+
+
 Handler = Callable[[Any], Awaitable[Any]]
 Change = tuple[TableBucket, LeaderAndIsr]
 
@@ -180,6 +192,7 @@ class TableProcessor:
             AdjustIsr: self.adjust_isr,
             ControlledShutdown: self.controlled_shutdown,
             AllocateWriterId: self.allocate_writer_id,
+            ReplicasFailed: self.replicas_failed,
         }
 
     def install(self, loop: Any, drop_database: Handler | None = None) -> None:
@@ -190,6 +203,9 @@ class TableProcessor:
         """
         for event_type, handler in self.handlers.items():
             loop.register(event_type, handler)
+        self.channel.on_response = lambda server, kind, request, response: self._check_notify(
+            loop, server, kind, response
+        )
         if drop_database is not None:
 
             async def drop_database_cascading(event: DropDatabase) -> Any:
@@ -412,6 +428,7 @@ class TableProcessor:
             self.view.shutting_down.discard(sid)
         for sid in joined:
             self.view.shutting_down.discard(sid)
+            self.view.failed_replicas = {(tb, s) for tb, s in self.view.failed_replicas if s != sid}
         for node in self.nodes().values():
             self.channel.add(node)
         self._membership_seen = True
@@ -448,10 +465,11 @@ class TableProcessor:
 
     async def _reconcile(self, tbs: Iterable[TableBucket]) -> list[Change]:
         """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
-        live, shutting = self.live(), self.view.shutting_down
+        all_live, shutting = self.live(), self.view.shutting_down
         changes: list[Change] = []
         for tb in sorted(set(tbs)):
             bucket = self.view.buckets[tb]
+            live = all_live - self.view.failed_on(tb)
             if bucket.leader_and_isr is None:
                 new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
             else:
@@ -617,6 +635,37 @@ class TableProcessor:
     async def allocate_writer_id(self, _event: AllocateWriterId) -> int:
         return await self._writer_ids.allocate()
 
+    # ---------------------------------------------------------------- failed replicas
+    def _check_notify(self, loop: Any, server: int, kind: str, response: Any) -> None:
+        """Channel hook (on the loop): queue ReplicasFailed for buckets that answered a storage failure."""
+        if kind != NOTIFY:
+            return
+        failed = [
+            convert.table_bucket_from_pb(r.table_bucket)
+            for r in getattr(response, "buckets", ())
+            if r.error.code in FAILED_REPLICA_CODES
+        ]
+        if failed:
+            loop.put(ReplicasFailed(server, failed))
+
+    async def replicas_failed(self, event: ReplicasFailed) -> None:
+        """A replica that cannot serve (disk failure) counts as dead for its bucket until its server
+        re-registers: a new leader is elected if it led, and it leaves the ISR (Fluss's offline replicas)."""
+        await self._ensure_loaded()
+        buckets = self.view.buckets
+        tbs = [tb for tb in event.buckets if tb in buckets and event.server_id in buckets[tb].replicas]
+        for tb in tbs:
+            self.view.failed_replicas.add((tb, event.server_id))
+        changed = await self._reconcile(tbs)
+        batch = self._batch()
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        if changed:
+            batch.update_metadata(self.live())
+        self._send(batch)
+        log.error("Tablet server %d reported failed replicas %s: %d leadership/ISR change(s)", event.server_id,
+                  [str(tb) for tb in tbs], len(changed))  # fmt: skip
+
     # ---------------------------------------------------------------- ISR and shutdown
     async def adjust_isr(self, event: AdjustIsr) -> coordinator_pb2.AdjustIsrResponse:
         """Apply a leader's ISR changes; per bucket the new state or the reason it was refused."""
@@ -635,7 +684,8 @@ class TableProcessor:
                 continue
             change = election.IsrChange(req.server_id, item.leader_epoch, item.bucket_epoch, tuple(item.new_isr))
             try:
-                new = election.adjust_isr(bucket.replicas, bucket.leader_and_isr, change, live, shutting, self.epoch)
+                live_tb = live - self.view.failed_on(tb)
+                new = election.adjust_isr(bucket.replicas, bucket.leader_and_isr, change, live_tb, shutting, self.epoch)
             except ApiError as e:
                 errors[tb] = e
                 log.info("AdjustIsr of %s from server %d refused: %s", tb, req.server_id, e)

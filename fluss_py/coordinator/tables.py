@@ -121,6 +121,11 @@ class ClusterView:
         self.bucket_states: StateTable[TableBucket, BucketState] = StateTable(BucketState.NON_EXISTENT)
         self.replica_states: StateTable[tuple[TableBucket, int], ReplicaState] = StateTable(ReplicaState.NON_EXISTENT)
         self.shutting_down: set[int] = set()
+        self.failed_replicas: set[tuple[TableBucket, int]] = set()  # reported a storage failure
+
+    def failed_on(self, tb: TableBucket) -> set[int]:
+        """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
+        return {s for (b, s) in self.failed_replicas if b == tb}
 
     def clear(self) -> None:
         self.tables.clear()
@@ -129,6 +134,7 @@ class ClusterView:
         self.bucket_states.clear()
         self.replica_states.clear()
         self.shutting_down.clear()
+        self.failed_replicas.clear()
 
     def add_table(self, info: TableInfo, assignment: Mapping[int, tuple[int, ...]]) -> None:
         self.tables[info.table_id] = info

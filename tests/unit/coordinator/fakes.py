@@ -70,6 +70,7 @@ class FakeGateway:
     def __init__(self) -> None:
         self.calls: list[tuple[int, str, Any]] = []
         self.down: set[int] = set()
+        self.bucket_errors: dict[int, int] = {}  # server -> error code of every bucket it is notified of
         self.attempts = 0
 
     async def send(self, server: ServerNode, kind: str, request: Any) -> Any:
@@ -79,11 +80,11 @@ class FakeGateway:
             raise ConnectionError(f"server {server.id} unreachable")
         self.calls.append((server.id, kind, request))
         if kind == "NotifyLeaderAndIsr":
+            code = self.bucket_errors.get(server.id)
+            error = convert.ok() if code is None else convert.error_code(code, "disk failed")
             return tablet_pb2.NotifyLeaderAndIsrResponse(
                 error=convert.ok(),
-                buckets=[
-                    tablet_pb2.BucketResult(table_bucket=b.table_bucket, error=convert.ok()) for b in request.buckets
-                ],
+                buckets=[tablet_pb2.BucketResult(table_bucket=b.table_bucket, error=error) for b in request.buckets],
             )
         if kind == "StopReplica":
             return tablet_pb2.StopReplicaResponse(error=convert.ok())

@@ -489,3 +489,33 @@ async def test_a_server_that_restarted_unnoticed_loses_its_isr_places_and_is_tol
     assert len(notify.buckets) == 3 and all(b.leader != 2 for b in notify.buckets)
     assert h.ctx.tablet_servers[2] == restarted
     await h.channel.close()
+
+
+async def test_a_replica_reporting_a_storage_failure_loses_leadership_until_its_server_returns(h):
+    loop = RecordingLoop()
+    loop.events = []
+    loop.put = loop.events.append
+    h.proc.install(loop)
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=3))
+    await h.drain()
+    h.gateway.bucket_errors[2] = ErrorCode.STORAGE_ERROR
+    await h.kill(3)  # server 2 is told about changed buckets and answers STORAGE_ERROR
+    await wait_until(lambda: loop.events)
+    (event,) = loop.events
+    assert event.server_id == 2 and event.buckets
+    await h.proc.replicas_failed(event)
+    await h.drain()
+    for tb in event.buckets:
+        lai = h.lai(table_id, tb.bucket)
+        assert lai.leader == 1 and lai.isr == (1,)
+    # the failed replica may not rejoin the ISR ...
+    tb = event.buckets[0]
+    lai = h.lai(table_id, tb.bucket)
+    (r,) = (await h.proc.adjust_isr(adjust(1, table_id, tb.bucket, lai.leader_epoch, lai.bucket_epoch, [1, 2]))).buckets
+    assert r.error.code == ErrorCode.INELIGIBLE_REPLICA
+    # ... until its server re-registers (a restart with a repaired disk)
+    del h.gateway.bucket_errors[2]
+    await h.kill(2)
+    await h.revive(2)
+    (r,) = (await h.proc.adjust_isr(adjust(1, table_id, tb.bucket, lai.leader_epoch, lai.bucket_epoch, [1, 2]))).buckets
+    assert r.error.code == ErrorCode.NONE
