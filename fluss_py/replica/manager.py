@@ -364,7 +364,12 @@ class ReplicaManager:
                 results[tb] = result
         if waiting:
             futures = [f for f, _ in waiting.values()]
-            await asyncio.wait(futures, timeout=timeout_s)
+            try:
+                await asyncio.wait(futures, timeout=timeout_s)
+            except asyncio.CancelledError:  # the caller went away: forget its waiters
+                for tb, (future, _) in waiting.items():
+                    self.delayed_produce.remove(tb, future)
+                raise
             for tb, (future, result) in waiting.items():
                 results[tb] = self._complete_produce(tb, future, result, timeout_s)
         return {tb: results[tb] for tb in batches}

@@ -140,7 +140,9 @@ class ReplicaFetcher:
         waits = [s.retry_at - now for s in self._states.values() if s.retry_at > now]
         timeout = min(waits) if waits else None
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            # (not asyncio.wait_for: on 3.11 it can swallow a cancel that races with the event being set)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
         except TimeoutError:
             pass
 

@@ -59,9 +59,11 @@ class LocalLeaderEndpoint:
     async def fetch(self, request: FetchRequest):
         self.calls += 1
         await asyncio.sleep(0)
-        return await self._target().fetch(
+        result = await self._target().fetch(
             request.replica_id, request.max_wait_s, request.min_bytes, request.max_bytes, request.buckets
         )
+        self._target()  # cut off while the fetch was parked: the answer is lost
+        return result
 
     async def offsets_for_leader_epoch(self, replica_id: int, requests: Sequence[EpochRequest]):
         self.calls += 1
