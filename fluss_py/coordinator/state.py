@@ -6,12 +6,15 @@ NotifyLeaderAndIsr / StopReplica requests) belong to ``coordinator/processor.py`
 
 Bucket (``BucketState``)::
 
-    NonExistent ──create──▶ New ──elect ok──▶ Online ◀─┐ re-elect (leader moved, ISR changed)
-         ▲                   │                  │  ▲   │
-         │                   │ no live replica  │  └───┘
-         │                   ▼                  ▼ leader died, no live ISR member
-         └──── drop ──── Offline ◀──────────────┘          (drop is legal from New/Online/Offline)
-                          │  ▲ elect ok -> Online
+                  create             elect ok
+    NonExistent ─────────▶ New ──────────────────▶ Online ◀─┐ leader moved,
+         ▲                  │                      │  ▲ └────┘ ISR changed
+         │                  │ no live replica      │  │
+         │                  │        leader died,  │  │ a live ISR member
+         │                  ▼        nobody to lead▼  │ can lead again
+         │                Offline ◀────────────────┘  │
+         │                  └─────────────────────────┘
+         └── drop: from New, Online or Offline
 
 Replica (``ReplicaState``), for one (bucket, server)::
 
