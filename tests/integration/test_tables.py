@@ -4,6 +4,7 @@
   election (first replica leads, every replica in the ISR, epochs 0, the leader's coordinator epoch);
   every tablet server receives the table in UpdateMetadata;
 - replication factor 4 on 3 servers: INVALID_REPLICATION_FACTOR and nothing is created in ZooKeeper;
+- AdjustIsr and ControlledShutdown over gRPC change leader_isr conditionally;
 - kill -9 of a bucket leader: after its session expires the next ISR member leads and the dead one
   leaves every ISR; a coordinator failover keeps all of it (the new leader reloads from ZooKeeper).
 """
@@ -91,6 +92,25 @@ def test_create_table_rf3_writes_leader_isr_and_rf4_creates_nothing(cluster_fact
         assert again.error.code == ErrorCode.TABLE_ALREADY_EXIST
         tables = stub.ListTables(coordinator_pb2.ListTablesRequest(database="fluss"), timeout=3)
         assert list(tables.tables) == ["orders"]
+
+        # AdjustIsr from bucket 0's leader: shrink, then a stale retry of another change is refused
+        leader0, follower0, _ = assignment[0]
+        shrink = coordinator_pb2.AdjustIsrRequest(server_id=leader0, buckets=[coordinator_pb2.AdjustIsrBucket(
+            table_bucket=common_pb2.TableBucket(table_id=table_id, bucket=0), leader_epoch=0, bucket_epoch=0,
+            new_isr=[leader0, follower0])])  # fmt: skip
+        (result,) = stub.AdjustIsr(shrink, timeout=3).buckets
+        assert result.error.code == ErrorCode.NONE and list(result.leader_and_isr.isr) == [leader0, follower0]
+        assert zk.get_json(LeaderIsrZNode.path(root, table_id, 0))["isr"] == [leader0, follower0]
+        del shrink.buckets[0].new_isr[1:]
+        (stale,) = stub.AdjustIsr(shrink, timeout=3).buckets
+        assert stale.error.code == ErrorCode.INVALID_UPDATE_VERSION
+
+        # controlled shutdown of server 1: it leads nothing afterwards and is in no ISR
+        done = stub.ControlledShutdown(coordinator_pb2.ControlledShutdownRequest(server_id=1), timeout=5)
+        assert done.error.code == ErrorCode.NONE and list(done.remaining_leaders) == []
+        for bucket in assignment:
+            state = zk.get_json(LeaderIsrZNode.path(root, table_id, bucket))
+            assert state["leader"] != 1 and 1 not in state["isr"]
 
     def every_server_knows_the_table() -> bool:
         views = [_tablet_metadata(cluster, n) for n in cluster.names("tablet-server")]
