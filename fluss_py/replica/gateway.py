@@ -15,6 +15,7 @@ import grpc
 from fluss_py.errors import CoordinatorNotAvailableError, ErrorCode
 from fluss_py.replica import wire
 from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult
+from fluss_py.rpc.channels import CHANNEL_OPTIONS
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.types import TableBucket
 
@@ -49,7 +50,7 @@ class GrpcCoordinatorGateway:
                 log.info("coordinator leader moved from %s to %s", self._address, address)
                 await self._channel.close()
             self._address = address
-            self._channel = grpc.aio.insecure_channel(address)
+            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
             self._stub = coordinator_pb2_grpc.CoordinatorServiceStub(self._channel)
         return self._stub
 

@@ -20,7 +20,7 @@ from fluss_py.replica.messages import (
     FetchRequest,
     FetchResult,
 )
-from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
+from fluss_py.rpc.channels import CHANNEL_OPTIONS
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.types import ServerNode, TableBucket
 
@@ -43,13 +43,8 @@ class GrpcLeaderEndpoint:
     def __init__(self, leader: ServerNode, *, rpc_timeout_s: float = 30.0) -> None:
         self.leader = leader
         self._timeout_s = rpc_timeout_s
-        self._channel = grpc.aio.insecure_channel(
-            leader.address,
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        # big messages, short reconnect backoff: a restarted leader is reached again quickly
+        self._channel = grpc.aio.insecure_channel(leader.address, options=CHANNEL_OPTIONS)
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
