@@ -44,7 +44,8 @@ class FetcherManager:
 
     async def add_buckets(self, buckets: Mapping[TableBucket, tuple[ServerNode, int]]) -> None:
         """Follow ``{bucket: (leader server, leader epoch)}``; each bucket restarts in Truncating."""
-        await self.remove_buckets(list(buckets))
+        moved = [tb for tb, (node, _) in buckets.items() if self._bucket_fetcher.get(tb) != (node.id, node.address)]
+        await self.remove_buckets(moved)  # a bucket staying with its fetcher just restarts there
         by_leader: dict[tuple[int, str], dict[TableBucket, int]] = {}
         nodes: dict[tuple[int, str], ServerNode] = {}
         for tb, (leader, epoch) in buckets.items():
