@@ -300,16 +300,14 @@ class LocalCluster:
         todo = list(names) if names is not None else self.names()
 
         def all_ready() -> bool:
-            for n in todo:
-                h = self.handles.get(n)
-                if h is None or not h.alive():
-                    raise ClusterError(f"{n} is not running (exit code {h.returncode if h else None})")
+            dead = [n for n in todo if not self.alive(n)]
+            if dead:
+                codes = {n: h.returncode if (h := self.handles.get(n)) else None for n in dead}
+                raise ClusterError(f"not running: {codes} (name: exit code)\n{self._log_tails(dead)}")
             return all(self.ready(n) for n in todo)
 
         try:
             wait_until(all_ready, timeout, interval=0.1, reraise=(ClusterError,))
-        except ClusterError as e:
-            raise ClusterError(f"{e}\n{self._log_tails(todo)}") from None
         except WaitTimeout:
             not_ready = [n for n in todo if not self.ready(n)]
             raise ClusterError(
