@@ -22,7 +22,6 @@ Design and invariants: ``docs/control-plane.md``. Who may call: the event loop (
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -37,15 +36,14 @@ from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
-from fluss_py.coordinator.tables import (
-    ClusterView,
-    TableInfo,
+from fluss_py.coordinator.tables import ClusterView, TableInfo, validate_properties
+from fluss_py.coordinator.view_store import (
+    MAX_OPS_PER_TRANSACTION,
+    Change,
+    ViewStore,
     assignment_subtree,
     create_table_ops,
     delete_ops,
-    leader_isr_create_op,
-    leader_isr_set_op,
-    validate_properties,
 )
 from fluss_py.coordinator.writer_ids import WriterIdAllocator
 from fluss_py.errors import (
@@ -64,22 +62,16 @@ from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
 from fluss_py.zk.client import (
     BadVersionError,
     CreateOp,
-    EpochFencedError,
     NodeExistsError,
     NoNodeError,
     Op,
     SetOp,
-    ZkError,
 )
-from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
+from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
-MAX_OPS_PER_TRANSACTION = 512
-"""Bound on one ZooKeeper multi-op (Fluss uses 1024; a leader_isr set is ~150 bytes, far below 1 MB)."""
 MAX_BUCKETS = 4096
-READ_CONCURRENCY = 64
-LOG_EACH_CHANGE_UP_TO = 32  # larger events log one summary line at INFO, each bucket at DEBUG
 
 
 # ---------------------------------------------------------------- events
@@ -143,7 +135,6 @@ FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPT
 
 
 Handler = Callable[[Any], Awaitable[Any]]
-Change = tuple[TableBucket, LeaderAndIsr]
 
 
 def options_from_config(config: Any) -> dict[str, Any]:
@@ -177,7 +168,7 @@ class TableProcessor:
         self._default_buckets = default_buckets
         self._default_rf = default_replication_factor
         self._unclean = unclean_election
-        self._max_ops = max_ops
+        self.store = ViewStore(store, self.view, context.fence, max_ops)
         self._writer_ids = WriterIdAllocator(store, context.fence, writer_id_block)
         self._loaded = False
         self._membership_seen = False
@@ -279,140 +270,17 @@ class TableProcessor:
             offline = server not in live or server in self.view.shutting_down
             self.view.replica_states.move(key, ReplicaState.OFFLINE if offline else ReplicaState.ONLINE)
 
-    async def _commit_chunks(self, ops: list[Op]) -> list[Any]:
-        results: list[Any] = []
-        for i in range(0, len(ops), self._max_ops):
-            results.extend(await self._store.commit(ops[i : i + self._max_ops], fence=self.context.fence))
-        return results
-
-    async def _write_leader_isr(self, changes: list[Change]) -> list[Change]:
-        """Write changed LeaderAndIsr records conditionally, in bounded fenced transactions.
-
-        Each op is a create (no node yet) or a set at the node version we last saw. A chunk that fails
-        is retried op by op: a stale version re-reads that bucket (logged; its change is dropped), a
-        missing node means the table is gone. EpochFencedError propagates (we are no longer leader).
-        Returns the changes that were written; the view already holds them.
-        """
-        written: list[Change] = []
-        level = logging.INFO if len(changes) <= LOG_EACH_CHANGE_UP_TO else logging.DEBUG
-        for i in range(0, len(changes), self._max_ops):
-            chunk = changes[i : i + self._max_ops]
-            try:
-                results = await self._store.commit(
-                    [self._lai_op(tb, lai) for tb, lai in chunk], fence=self.context.fence
-                )
-            except (BadVersionError, NoNodeError, NodeExistsError) as e:
-                log.warning("Batched leader_isr write of %d bucket(s) failed (%s); writing one by one", len(chunk), e)
-                for tb, lai in chunk:
-                    try:
-                        (result,) = await self._store.commit([self._lai_op(tb, lai)], fence=self.context.fence)
-                    except (BadVersionError, NoNodeError, NodeExistsError) as one:
-                        log.error("leader_isr of %s changed behind our back (%s); re-reading it", tb, one)
-                        await self._reread(tb)
-                        continue
-                    self._apply(tb, lai, result, level)
-                    written.append((tb, lai))
-                continue
-            for (tb, lai), result in zip(chunk, results, strict=True):
-                self._apply(tb, lai, result, level)
-                written.append((tb, lai))
-        if level == logging.DEBUG and written:
-            log.info("Wrote %d leader_isr change(s) of %d planned (each at DEBUG)", len(written), len(changes))
-        return written
-
-    def _lai_op(self, tb: TableBucket, lai: LeaderAndIsr) -> Op:
-        version = self.view.buckets[tb].zk_version
-        if version < 0:
-            return leader_isr_create_op(self._root, tb, lai)
-        return leader_isr_set_op(self._root, tb, lai, version)
-
-    def _apply(self, tb: TableBucket, lai: LeaderAndIsr, result: Any, level: int = logging.INFO) -> None:
-        bucket = self.view.buckets[tb]
-        bucket.leader_and_isr = lai
-        bucket.zk_version = result.version if hasattr(result, "version") else 0
-        log.log(level, "Bucket %s: leader %d, leader epoch %d, ISR %s, bucket epoch %d", tb, lai.leader,
-                lai.leader_epoch, list(lai.isr), lai.bucket_epoch)  # fmt: skip
-
-    async def _reread(self, tb: TableBucket) -> None:
-        got = await self._store.get(LeaderIsrZNode.path(self._root, tb.table_id, tb.bucket))
-        bucket = self.view.buckets.get(tb)
-        if bucket is not None:
-            bucket.leader_and_isr, bucket.zk_version = (
-                (None, -1) if got is None else (LeaderIsrZNode.decode(got[0]), got[1].version)
-            )
-
     # ---------------------------------------------------------------- load (every leadership)
     async def load_tables(self, _event: LoadTables | None = None) -> int:
-        """Rebuild the view from ZooKeeper; delete assignments of tables whose node is gone. Returns tables."""
-        self.view.clear()
+        """Rebuild the view from ZooKeeper; start up at once if the live servers are known. Returns tables."""
         self._loaded = self._started = False
-        paths: list[TablePath] = []
-        for db in await self._children(f"{self._root}/metadata/databases"):
-            paths.extend(TablePath(db, t) for t in await self._children(TableZNode.parent(self._root, db)))
-        registrations = await self._gather(
-            self._store.get(TableZNode.path(self._root, p.database, p.table)) for p in paths
-        )
-        infos = [
-            TableInfo.from_registration(p, TableZNode.decode(got[0]))
-            for p, got in zip(paths, registrations, strict=True)
-            if got
-        ]
-        by_id = {info.table_id: info for info in infos}
-        assigned = {int(c) for c in await self._children(TableAssignmentZNode.parent(self._root)) if c.isdigit()}
-        for table_id in sorted(assigned - set(by_id)):
-            await self._delete_debris(table_id)
-        assignments = await self._gather(self._store.get(TableAssignmentZNode.path(self._root, t)) for t in by_id)
-        for info, got in zip(by_id.values(), assignments, strict=True):
-            if got is None:
-                log.error("Table %s (id %d) has no assignment node; ignoring it", info.path, info.table_id)
-                continue
-            self.view.add_table(info, TableAssignmentZNode.decode(got[0]))
-        tbs = sorted(self.view.buckets)
-        states = await self._gather(
-            self._store.get(LeaderIsrZNode.path(self._root, tb.table_id, tb.bucket)) for tb in tbs
-        )
-        for tb, got in zip(tbs, states, strict=True):
-            if got is not None:
-                self.view.buckets[tb].leader_and_isr = LeaderIsrZNode.decode(got[0])
-                self.view.buckets[tb].zk_version = got[1].version
+        await self.store.load()
         self._loaded = True
-        log.info(
-            "Loaded %d table(s), %d bucket(s) from ZooKeeper (coordinator epoch %d)",
-            len(self.view.tables),
-            len(self.view.buckets),
-            self.epoch,
-        )
+        log.info("Loaded %d table(s), %d bucket(s) from ZooKeeper (coordinator epoch %d)", len(self.view.tables),
+                 len(self.view.buckets), self.epoch)  # fmt: skip
         if self._membership_seen:
             await self._startup()
         return len(self.view.tables)
-
-    async def _children(self, path: str) -> list[str]:
-        try:
-            return sorted(await self._store.get_children(path))
-        except NoNodeError:
-            return []
-
-    async def _gather(self, coros: Iterable[Awaitable[Any]]) -> list[Any]:
-        pending = list(coros)
-        out: list[Any] = []
-        for i in range(0, len(pending), READ_CONCURRENCY):
-            out.extend(await asyncio.gather(*pending[i : i + READ_CONCURRENCY]))
-        return out
-
-    async def _delete_debris(self, table_id: int) -> None:
-        base = TableAssignmentZNode.path(self._root, table_id)
-        buckets = [int(b) for b in await self._children(f"{base}/buckets") if b.isdigit()]
-        with_lai = {b for b in buckets if await self._store.get(LeaderIsrZNode.path(self._root, table_id, b))}
-        paths = assignment_subtree(self._root, table_id, buckets, with_lai)
-        if not await self._children(base):
-            paths = [base]
-        try:
-            await self._commit_chunks(delete_ops(paths))
-            log.warning("Deleted the assignment of table id %d: its table node is gone (failed create/drop)", table_id)
-        except EpochFencedError:
-            raise
-        except ZkError as e:
-            log.warning("Could not delete the debris of table id %d: %s", table_id, e)
 
     async def _ensure_loaded(self) -> None:
         """Load the view now if LoadTables has not succeeded yet in this leadership (e.g. a lost read)."""
@@ -478,7 +346,7 @@ class TableProcessor:
                 )
             if new is not None:
                 changes.append((tb, new))
-        return await self._write_leader_isr(changes)
+        return await self.store.write_leader_isr(changes)
 
     async def _servers_died(self, died: list[int]) -> None:
         if not died:
@@ -537,7 +405,7 @@ class TableProcessor:
         properties = validate_properties(event.properties, rf)
         servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
         counter = TableIdCounterZNode.path(self._root)
-        got = await self._store.get(counter)
+        got = await self.store.get(counter)
         table_id = (TableIdCounterZNode.decode(got[0]) if got else 0) + 1
         # raises InvalidReplicationFactorError before anything is written
         assignment = assign_replicas(
@@ -556,10 +424,10 @@ class TableProcessor:
         )
         ops, table_node = create_table_ops(self._root, info, assignment, leaders)
         tables_parent = TableZNode.parent(self._root, path.database)
-        if not await self._store.exists(tables_parent):
+        if not await self.store.exists(tables_parent):
             ops.append(CreateOp(tables_parent))
         try:
-            await self._commit_chunks([counter_op, *ops, table_node])
+            await self.store.commit([counter_op, *ops, table_node])
         except NodeExistsError as e:
             raise TableAlreadyExistError(f"table {path} already exists in ZooKeeper ({e})") from None
         self.view.add_table(info, assignment)
@@ -593,13 +461,13 @@ class TableProcessor:
             raise TableNotExistError(f"table {event.path} does not exist")
         info = self.view.tables[table_id]
         node = TableZNode.path(self._root, info.path.database, info.path.table)
-        node_paths = [f"{node}/{c}" for c in await self._children(node)]  # e.g. schemas
+        node_paths = [f"{node}/{c}" for c in await self.store.children(node)]  # e.g. schemas
         buckets = list(self.view.table_buckets(table_id))
         with_lai = {tb.bucket for tb, b in buckets if b.zk_version >= 0}
         subtree = assignment_subtree(self._root, table_id, [tb.bucket for tb, _ in buckets], with_lai)
-        await self._commit_chunks(delete_ops([*node_paths, node]))
+        await self.store.commit(delete_ops([*node_paths, node]))
         try:
-            await self._commit_chunks(delete_ops(subtree))
+            await self.store.commit(delete_ops(subtree))
         except (NoNodeError, BadVersionError) as e:
             log.warning(
                 "Dropping the assignment of %s (id %d) failed: %s; the next load deletes it", event.path, table_id, e
@@ -692,7 +560,7 @@ class TableProcessor:
                 continue
             if new is not bucket.leader_and_isr:
                 changes.append((tb, new))
-        written = {tb for tb, _ in await self._write_leader_isr(changes)}
+        written = {tb for tb, _ in await self.store.write_leader_isr(changes)}
         if written:  # every server's client metadata shows the new ISR (collapsed per outbox when frequent)
             batch = self._batch()
             batch.update_metadata(live)
@@ -748,7 +616,7 @@ class TableProcessor:
                 new = election.remove_from_isr(lai, sid, self.epoch)
                 if new is not None:
                     changes.append((tb, new))
-        changed = await self._write_leader_isr(changes)
+        changed = await self.store.write_leader_isr(changes)
         batch = self._batch()
         for tb, _ in changed:
             self._notify(batch, tb)  # the stopping server included: it learns it no longer leads

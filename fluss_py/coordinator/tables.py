@@ -1,11 +1,11 @@
-"""The coordinator leader's view of tables and buckets, and the ZooKeeper operations that change it.
+"""The coordinator leader's in-memory view of tables and buckets (no I/O).
 
 ``TableInfo`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
 its assignment, each bucket's LeaderAndIsr with the leader_isr znode version it was read or written at,
-and the bucket/replica state tables. The ``*_ops`` helpers build the ZooKeeper operations of a change
-(pure, no I/O); the processor commits them fenced by the coordinator epoch.
+the bucket/replica state tables, the servers shutting down and the failed replicas. ``view_store.py``
+loads it from ZooKeeper and writes its changes.
 
-Who may call: the event processor's task only (single writer); pure helpers from anywhere.
+Who may call: the event processor's task only (single writer); TableInfo and validation from anywhere.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from fluss_py.errors import InvalidConfigError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import CreateOp, DeleteOp, Op, SetOp
-from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
@@ -181,55 +179,3 @@ class ClusterView:
         return common_pb2.TableMetadata(
             info=info.to_pb(), buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)]
         )
-
-
-# ---------------------------------------------------------------- ZooKeeper operations (pure)
-def create_table_ops(
-    root: str,
-    info: TableInfo,
-    assignment: Mapping[int, tuple[int, ...]],
-    leaders: Mapping[int, LeaderAndIsr],
-) -> tuple[list[Op], Op]:
-    """Operations creating a table: (assignment + per-bucket nodes, the table node last).
-
-    The table node is the commit point: a table exists once its TableZNode exists; an assignment
-    without one is debris of a failed create and is deleted when a coordinator loads.
-    """
-    ops: list[Op] = [
-        CreateOp(TableAssignmentZNode.path(root, info.table_id), TableAssignmentZNode.encode(dict(assignment)))
-    ]
-    ops.append(CreateOp(f"{TableAssignmentZNode.path(root, info.table_id)}/buckets"))
-    for b in sorted(assignment):
-        leader_isr = LeaderIsrZNode.path(root, info.table_id, b)
-        ops.append(CreateOp(leader_isr.rsplit("/", 1)[0]))
-        if b in leaders:
-            ops.append(CreateOp(leader_isr, LeaderIsrZNode.encode(leaders[b])))
-    table_node = CreateOp(
-        TableZNode.path(root, info.path.database, info.path.table), TableZNode.encode(info.registration())
-    )
-    return ops, table_node
-
-
-def assignment_subtree(root: str, table_id: int, buckets: list[int], with_leader_isr: set[int]) -> list[str]:
-    """Paths of a table's assignment subtree, children before parents (the order to delete them in)."""
-    base = TableAssignmentZNode.path(root, table_id)
-    paths: list[str] = []
-    for b in buckets:
-        if b in with_leader_isr:
-            paths.append(LeaderIsrZNode.path(root, table_id, b))
-        paths.append(f"{base}/buckets/{b}")
-    paths.extend([f"{base}/buckets", base])
-    return paths
-
-
-def leader_isr_set_op(root: str, tb: TableBucket, lai: LeaderAndIsr, zk_version: int) -> SetOp:
-    """Conditional set of one bucket's leader_isr: fails unless the node is still at ``zk_version``."""
-    return SetOp(LeaderIsrZNode.path(root, tb.table_id, tb.bucket), LeaderIsrZNode.encode(lai), zk_version)
-
-
-def leader_isr_create_op(root: str, tb: TableBucket, lai: LeaderAndIsr) -> CreateOp:
-    return CreateOp(LeaderIsrZNode.path(root, tb.table_id, tb.bucket), LeaderIsrZNode.encode(lai))
-
-
-def delete_ops(paths: list[str]) -> list[Op]:
-    return [DeleteOp(p) for p in paths]
