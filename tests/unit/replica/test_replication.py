@@ -6,6 +6,7 @@ import asyncio
 
 from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
+from fluss_py.record import RecordBatchBuilder
 from fluss_py.replica.fetcher.fetcher import FetchPhase
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import BucketState, EpochEndOffset, EpochResult, FetchBucketRequest, FetchBucketResult
@@ -298,3 +299,36 @@ async def test_follower_truncates_on_a_diverging_epoch_in_a_fetch_answer(clock, 
     finally:
         await m.shutdown()
         lm.shutdown()
+
+
+async def test_idempotent_retry_after_failover_gets_the_original_offsets(clock, tmp_path) -> None:
+    """DESIGN.md §4 invariant 7 across a leader change: followers keep writer state."""
+    c = ReplicaCluster(3, clock, tmp_path)
+    r3 = (1, 2, 3)
+    try:
+        await c.create(TB, r3)
+        b = RecordBatchBuilder(writer_id=42, writer_epoch=0, base_sequence=0)
+        b.append(b"once")
+        data = b.build()
+        first = (await c.managers[1].append(-1, 5.0, {TB: data}))[TB]
+        assert first.error is None
+        await c.kill(1)
+        await c.elect(TB, r3, leader=2, isr=(2, 3))
+        retry = (await c.managers[2].append(-1, 5.0, {TB: data}))[TB]
+        assert retry.error is None and (retry.base_offset, retry.last_offset) == (first.base_offset, first.last_offset)
+        assert [v for _, _, v in contents(c, 2)] == [b"once"]
+    finally:
+        await c.close()
+
+
+async def test_corrupt_batch_is_refused_and_nothing_appended(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        bad = bytearray(batch(b"abc"))
+        bad[-1] ^= 0xFF
+        result = (await c.managers[1].append(-1, 1.0, {TB: bytes(bad)}))[TB]
+        assert result.error_code.name == "CORRUPT_MESSAGE"
+        assert log_of(c, 1).log_end_offset == 0
+    finally:
+        await c.close()
