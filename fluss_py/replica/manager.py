@@ -287,15 +287,18 @@ class ReplicaManager:
                         self._isr_pending.pop(tb, None)
                     self._hw_maybe_moved(tb, replica)
                 elif replica.make_follower(lai, state.replicas):
-                    stop_fetching.append(tb)
                     self._isr_pending.pop(tb, None)
                     self.delayed_produce.fail_bucket(tb, self._not_leader(tb, replica))
                     self.delayed_fetch.role_changed(tb)
                     leader = self._servers.get(lai.leader)
                     if leader is not None:
-                        follow[tb] = (leader, lai.leader_epoch)
-                    elif lai.leader >= 0:
-                        log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
+                        follow[tb] = (leader, lai.leader_epoch)  # (re)starts in Truncating, same fetcher if it can
+                    else:
+                        stop_fetching.append(tb)
+                        if lai.leader >= 0:
+                            log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
+                elif self.fetchers.fetcher_of(tb) is None and lai.leader in self._servers:
+                    follow[tb] = (self._servers[lai.leader], lai.leader_epoch)  # its address is known now
                 errors[tb] = None
             except Exception as e:
                 errors[tb] = _as_api_error(e, f"become leader/follower of {tb}")

@@ -332,3 +332,17 @@ async def test_corrupt_batch_is_refused_and_nothing_appended(clock, tmp_path) ->
         assert log_of(c, 1).log_end_offset == 0
     finally:
         await c.close()
+
+
+async def test_same_leader_new_epoch_keeps_the_fetcher_and_restarts_truncation(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        fetcher = c.managers[2].fetchers.fetcher_of(TB)
+        await c.elect(TB, (1, 2), leader=1, isr=(1, 2))
+        assert c.managers[2].fetchers.fetcher_of(TB) is fetcher and not fetcher.endpoint.closed
+        assert fetcher.buckets[TB].leader_epoch == 1
+        await c.managers[1].append(-1, 5.0, {TB: batch(b"x")})
+        assert log_of(c, 2).log_end_offset == 1
+    finally:
+        await c.close()
