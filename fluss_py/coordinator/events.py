@@ -39,11 +39,6 @@ class ListDatabases(Event):
 
 
 @dataclass(eq=False)
-class GetClusterMetadata(Event):
-    """Live tablet servers and this leader, for clients' GetMetadata (tables come with the table layer)."""
-
-
-@dataclass(eq=False)
 class TabletServersChanged(Event):
     """The children of ``tabletservers/ids`` changed (None: the parent node is absent)."""
 

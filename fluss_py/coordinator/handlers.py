@@ -20,7 +20,6 @@ from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import (
     CreateDatabase,
     DropDatabase,
-    GetClusterMetadata,
     ListDatabases,
     LoadContext,
     TabletServersChanged,
@@ -30,7 +29,7 @@ from fluss_py.errors import (
     DatabaseNotEmptyError,
     DatabaseNotExistError,
 )
-from fluss_py.types import ServerNode, validate_name
+from fluss_py.types import validate_name
 from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, NodeExistsError, NoNodeError, Op, ZnodeStat
 from fluss_py.zk.paths import DatabaseZNode, TabletServerRegistration, TabletServerZNode, TableZNode
 
@@ -67,7 +66,6 @@ class MetadataHandlers:
         loop.register(CreateDatabase, self.create_database)
         loop.register(DropDatabase, self.drop_database)
         loop.register(ListDatabases, self.list_databases)
-        loop.register(GetClusterMetadata, self.cluster_metadata)
         loop.register(TabletServersChanged, self.tablet_servers_changed)
 
     def add_servers_listener(self, listener: ServersListener) -> None:
@@ -140,13 +138,6 @@ class MetadataHandlers:
         return sorted(self.context.databases)
 
     # ---------------------------------------------------------------- cluster membership
-    async def cluster_metadata(self, _event: GetClusterMetadata) -> tuple[list[ServerNode], ServerNode, int]:
-        servers = [
-            ServerNode(sid, reg.host, reg.port, reg.rack) for sid, reg in sorted(self.context.tablet_servers.items())
-        ]
-        me = ServerNode(self.context.coordinator_id, self.context.host, self.context.port)
-        return servers, me, self.context.epoch
-
     async def tablet_servers_changed(self, event: TabletServersChanged) -> None:
         current = {int(c) for c in (event.children or []) if c.isdigit()}
         known = set(self.context.tablet_servers)

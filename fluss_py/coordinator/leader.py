@@ -1,6 +1,8 @@
 """Leader-only resources of a coordinator, created in order on winning and torn down in reverse.
 
-    start:  rpc-channels -> channel-manager -> background-managers -> event-processor
+    start:  rpc-channels (ChannelPool) -> channel-manager (TabletChannel, coordinator/channel.py: requests to
+            tablet servers stamped with our epoch) -> background-managers (tablet-server watcher)
+            -> event-processor (CoordinatorEventLoop with the database and table handlers)
             then: load context, register <root>/coordinator/leader, create database `fluss`
     stop:   event-processor -> background-managers -> channel-manager -> rpc-channels
 
@@ -23,12 +25,10 @@ from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServersChanged
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
-from fluss_py.rpc import convert
 from fluss_py.rpc.channels import ChannelPool
-from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
-from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerRegistration, TabletServerZNode
+from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
 
 log = logging.getLogger("fluss_py.coordinator.initCoordinatorLeader")
 
@@ -61,68 +61,6 @@ class ResourceStack:
                 log.exception("Stopping leader resource %s failed", name)
 
 
-class CoordinatorChannelManager:
-    """Leader -> tablet server requests, each stamped with this leader's coordinator epoch.
-
-    Owns the background send tasks (cancelled on ``close``); channels come from the ChannelPool.
-    """
-
-    def __init__(self, pool: ChannelPool, context: CoordinatorContext, timeout: float = 5.0) -> None:
-        self._pool = pool
-        self._context = context
-        self._timeout = timeout
-        self._tasks: set[asyncio.Task] = set()
-
-    def stub(self, server_id: int) -> tablet_pb2_grpc.TabletServiceStub:
-        reg = self._context.tablet_servers[server_id]
-        return tablet_pb2_grpc.TabletServiceStub(self._pool.get(reg.address))
-
-    def cluster_metadata(self) -> common_pb2.ClusterMetadata:
-        ctx = self._context
-        return common_pb2.ClusterMetadata(
-            tablet_servers=[
-                common_pb2.ServerNode(id=sid, host=r.host, port=r.port, rack=r.rack)
-                for sid, r in sorted(ctx.tablet_servers.items())
-            ],
-            coordinator=common_pb2.ServerNode(id=ctx.coordinator_id, host=ctx.host, port=ctx.port),
-            coordinator_epoch=ctx.epoch,
-        )
-
-    async def update_metadata(self, server_id: int) -> None:
-        request = tablet_pb2.UpdateMetadataRequest(
-            coordinator_epoch=self._context.epoch,
-            coordinator_id=self._context.coordinator_id,
-            metadata=self.cluster_metadata(),
-        )
-        response = await self.stub(server_id).UpdateMetadata(request, timeout=self._timeout)
-        convert.raise_for(response.error)
-
-    def send_in_background(self, name: str, coro: Awaitable[None]) -> None:
-        async def run() -> None:
-            try:
-                await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.warning("%s failed: %s", name, e)
-
-        task = asyncio.get_running_loop().create_task(run(), name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def on_servers_changed(self, joined: dict[int, TabletServerRegistration], died: list[int]) -> None:
-        """Tell every live tablet server the new membership and who leads (with our epoch)."""
-        if joined or died:
-            for sid in sorted(self._context.tablet_servers):
-                self.send_in_background(f"UpdateMetadata to tablet server {sid}", self.update_metadata(sid))
-
-    async def close(self) -> None:
-        tasks, self._tasks = list(self._tasks), set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
 class LeaderServices:
     """Everything a coordinator holds only while leader. Owned by CoordinatorServer's lifecycle task."""
 
@@ -144,7 +82,6 @@ class LeaderServices:
         self.handlers = MetadataHandlers(zk, context)
         self.handlers.install(self.event_loop)
         self.pool: ChannelPool | None = None
-        self.channel_manager: CoordinatorChannelManager | None = None
         self.tablet_channel: TabletChannel | None = None
         self.tables: TableProcessor | None = None
 
@@ -161,7 +98,6 @@ class LeaderServices:
 
         self.pool = ChannelPool()
         await self.stack.push("rpc-channels", None, self.pool.close)
-        self.channel_manager = CoordinatorChannelManager(self.pool, ctx)
         # Tables, leadership and ISR (coordinator/processor.py): its per-server channel sends UpdateMetadata
         # (the full view, tables included), NotifyLeaderAndIsr and StopReplica on membership changes.
         tablet_channel = self.tablet_channel = TabletChannel(GrpcTabletGateway(self.pool))
@@ -170,11 +106,7 @@ class LeaderServices:
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
-        async def close_channels() -> None:
-            await tablet_channel.close()
-            await self.channel_manager.close()
-
-        await self.stack.push("channel-manager", None, close_channels)
+        await self.stack.push("channel-manager", None, tablet_channel.close)
         watcher = None
 
         async def start_watchers() -> None:
