@@ -79,6 +79,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.rounds = 0
+        self.failed_calls = 0  # consecutive whole-call failures
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader.id}, buckets={len(self._states)})"
@@ -157,6 +158,19 @@ class ReplicaFetcher:
                 ready[tb] = (state, replica)
         return ready
 
+    def _call_failed(self, what: str, e: ApiError) -> None:
+        """Warn once when calls to the leader start failing (then debug: it retries every backoff)."""
+        self.failed_calls += 1
+        level = logging.WARNING if self.failed_calls == 1 else logging.DEBUG
+        log.log(
+            level, "%s to leader %d failed (retrying every %.3fs): %s", what, self.leader.id, self.settings.backoff_s, e
+        )
+
+    def _call_succeeded(self) -> None:
+        if self.failed_calls:
+            log.info("leader %d answers again after %d failed calls", self.leader.id, self.failed_calls)
+            self.failed_calls = 0
+
     def _back_off(self, state: BucketFetchState) -> None:
         state.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
 
@@ -186,10 +200,11 @@ class ReplicaFetcher:
         try:
             results = await self.endpoint.offsets_for_leader_epoch(self.server_id, requests)
         except ApiError as e:
-            log.warning("OffsetsForLeaderEpoch to leader %d failed: %s", self.leader.id, e)
+            self._call_failed("OffsetsForLeaderEpoch", e)
             for state, _ in ready.values():
                 self._back_off(state)
             return True
+        self._call_succeeded()
         for request in requests:
             tb = request.table_bucket
             state = ready[tb][0]
@@ -235,10 +250,11 @@ class ReplicaFetcher:
         try:
             results = await self.endpoint.fetch(request)
         except ApiError as e:
-            log.warning("fetch from leader %d failed: %s", self.leader.id, e)
+            self._call_failed("FetchLog", e)
             for state, _ in sent.values():
                 self._back_off(state)
             return True
+        self._call_succeeded()
         for tb, (state, offset) in sent.items():
             result = results.get(tb)
             replica = self._current(tb, state)
