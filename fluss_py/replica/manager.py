@@ -270,6 +270,8 @@ class ReplicaManager:
     ) -> dict[TableBucket, ApiError | None]:
         """Apply NotifyLeaderAndIsr. Raises INVALID_COORDINATOR_EPOCH for a stale coordinator; per bucket,
         FENCED_LEADER_EPOCH for an older leader epoch than ours."""
+        if self._isr_wakeup is None:
+            raise RuntimeError("ReplicaManager.start() must run before it takes replicas")
         self._check_coordinator_epoch(coordinator_epoch)
         self.update_servers(servers)
         errors: dict[TableBucket, ApiError | None] = {}

@@ -285,6 +285,7 @@ async def test_follower_truncates_on_a_diverging_epoch_in_a_fetch_answer(clock, 
     leader = ScriptedLeader(no_truncation, [diverged])
     lm = LogManager(tmp_path / "s2", cfg.Config(cfg.TABLET))
     m = ReplicaManager(2, lm, cfg.Config(cfg.TABLET), FakeCoordinator(), lambda node: leader, clock, settings=SETTINGS)
+    m.start()
     try:
         lai = LeaderAndIsr(2, 0, (2,), 1, 0)
         await m.become_leader_or_follower(1, [BucketState(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
