@@ -468,6 +468,11 @@ class _Watcher:
             self._pending = True
             return
         self._task = asyncio.get_running_loop().create_task(self._read(), name=f"zk-watch {self.path}")
+        self._task.add_done_callback(self._surface_failure)
+
+    def _surface_failure(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("watch on %s failed; it is not armed any more", self.path, exc_info=task.exception())
 
     def _fired(self, ev: WatchEvent) -> None:
         if ev.type != "NONE":  # NONE: connection change; re-armed on reconnect by ZkClient
