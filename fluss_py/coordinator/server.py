@@ -141,7 +141,7 @@ class CoordinatorServer:
             return CoordinatorLeaderInfo(ctx.coordinator_id, ctx.epoch, ctx.host, ctx.port, self.http_port)
         if self.zk.connected:
             try:
-                got = await asyncio.wait_for(self.zk.get(CoordinatorLeaderZNode.path(self.root)), 1.0)
+                got = await asyncio.wait_for(self.zk.get(CoordinatorLeaderZNode.path(self.root)), 0.5)
                 self._known_leader = CoordinatorLeaderZNode.decode(got[0]) if got else None
             except (ZkError, TimeoutError, ValueError, KeyError) as e:
                 log.debug("reading the leader node failed: %s", e)
