@@ -30,9 +30,10 @@ test: install proto-check
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
 
+# --no-cache: the same answer as on a fresh clone (a stale .ruff_cache can hide unformatted files)
 lint: install
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check --no-cache .
+	$(BIN)/ruff format --check --no-cache .
 
 format: install
 	$(BIN)/ruff check --fix .
