@@ -2,17 +2,26 @@
 
 Lifecycle::
 
-    Starting: ZK session -> RPC + HTTP servers bound -> register <root>/tabletservers/ids/<id> (ephemeral)
+    Starting: ZK session -> LogManager.load_logs() (recovery of data.dir) -> ReplicaManager.start()
+              -> RPC + HTTP servers bound -> register <root>/tabletservers/ids/<id> (ephemeral)
               -> watch <root>/coordinator/leader -> Running
     session expired: registered=false; on the new session register again (same id, same data)
-    SIGTERM: Stopping -> close the session (the ids node vanishes at once) -> exit 0
+    SIGTERM: ShuttingDown (controlled shutdown: ControlledShutdown to the coordinator leader until this
+             server leads nothing, at most CONTROLLED_SHUTDOWN_TIMEOUT_S; still serving meanwhile)
+             -> Stopping: stop RPC intake -> ReplicaManager.shutdown() -> LogManager.shutdown() (flush,
+             checkpoints, clean-shutdown marker) -> close the session (the ids node vanishes) -> exit 0
+
+The replica layer (``tablet/replica_layer.py``) converts the TabletService's protobuf for the
+``ReplicaManager``; AdjustIsr goes to the coordinator leader named by the leader znode this server
+watches; followers fetch through ``GrpcLeaderEndpoint``. /metrics renders replica counts at scrape time.
 
 Duplicate ids: when ``ids/<id>`` exists and belongs to another session, the server looks at the address
 it names. If something answers there (and it is not our own address), another live server has our id:
 refuse to start (SERVER_ID_CONFLICT, exit 1). If nothing answers, it is a dead predecessor whose session
 has not expired yet: wait for the node to vanish, at most twice the session timeout, then refuse.
 
-Who may call: the CLI (``run``, ``request_stop``); ``replica_layer`` may be replaced before ``run``.
+Who may call: the CLI (``run``, ``request_stop``). A ``replica_layer`` given to the constructor replaces the
+real one (no logs, no replica manager: tests of membership and fencing only).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -27,9 +37,17 @@ from prometheus_client import CollectorRegistry, Gauge
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.errors import ServerIdConflictError
+from fluss_py.log.manager import LogManager
+from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
+from fluss_py.replica.gateway import GrpcCoordinatorGateway
+from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.server import start_rpc_server
-from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer, UnimplementedReplicaLayer
+from fluss_py.tablet.controlled_shutdown import controlled_shutdown
+from fluss_py.tablet.metadata_cache import MetadataCache
+from fluss_py.tablet.metrics import ReplicaStatsCollector
+from fluss_py.tablet.replica_layer import ManagerReplicaLayer
+from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import NodeExistsError, SessionEvent, SessionState, ZkClient, ZkError, ZnodeStat
 from fluss_py.zk.paths import (
@@ -43,6 +61,7 @@ log = logging.getLogger("fluss_py.tablet.TabletServer")
 
 DEFAULT_RPC_PORT = 9122
 DEFAULT_HTTP_PORT = 9125
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
 async def address_answers(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -82,7 +101,12 @@ class TabletServer:
         self.registered = False
         self.fence = CoordinatorEpochFence()
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
-        self.replica_layer: ReplicaLayer = replica_layer or UnimplementedReplicaLayer()
+        self.metadata_cache = MetadataCache()
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self._gateway: GrpcCoordinatorGateway | None = None
+        self._custom_layer = replica_layer
+        self.replica_layer: ReplicaLayer | None = replica_layer
         self._signals: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._session = 0
         self._rpc_server: Any = None
@@ -95,23 +119,55 @@ class TabletServer:
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
         Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
               ).set_function(lambda: self.fence.highest)  # fmt: skip
+        self.metrics.register(ReplicaStatsCollector(self._replica_stats))
 
     @property
     def registration_path(self) -> str:
         return TabletServerZNode.path(self.root, self.server_id)
 
+    def _replica_stats(self) -> ReplicaStats | None:
+        return self.replica_manager.stats() if self.replica_manager is not None else None
+
+    def _coordinator_address(self) -> str | None:
+        leader = self.coordinator_leader
+        return leader.address if leader is not None else None
+
     async def _health(self) -> tuple[int, str, bytes]:
-        return json_response(
-            {
-                "role": "tablet-server",
-                "server_id": self.server_id,
-                "state": self.state,
-                "registered": self.registered,
-                "zk_connected": self.zk.connected,
-                "coordinator_epoch": self.fence.highest,
-                "coordinator_leader": self.coordinator_leader.server_id if self.coordinator_leader else -1,
-            }
+        body: dict[str, Any] = {
+            "role": "tablet-server",
+            "server_id": self.server_id,
+            "state": self.state,
+            "registered": self.registered,
+            "zk_connected": self.zk.connected,
+            "coordinator_epoch": self.fence.highest,
+            "coordinator_leader": self.coordinator_leader.server_id if self.coordinator_leader else -1,
+        }
+        if self.replica_manager is not None:
+            stats = self.replica_manager.stats()
+            body["leaders"], body["followers"] = stats.leader_count, stats.follower_count
+            body["under_replicated"] = stats.under_replicated
+            try:
+                self.replica_manager.check_health()
+                body["replica_manager"] = "ok"
+            except RuntimeError as e:
+                body["replica_manager"] = str(e)
+        return json_response(body)
+
+    def _start_replicas(self) -> ReplicaLayer:
+        """Load (recover) every log of data.dir, then start the replica manager; before any RPC is served."""
+        self.log_manager = LogManager(Path(self.config[cfg.DATA_DIR]), self.config)
+        logs = self.log_manager.load_logs()
+        self._gateway = GrpcCoordinatorGateway(self._coordinator_address)
+        self.replica_manager = ReplicaManager(
+            self.server_id, self.log_manager, self.config, self._gateway, GrpcLeaderEndpoint
         )
+        self.replica_manager.start()
+        log.info(
+            "Tablet server %d: %d logs loaded from %s (%s shutdown before)",
+            self.server_id, len(logs), self.log_manager.data_dir,
+            "clean" if self.log_manager.had_clean_shutdown else "unclean",
+        )  # fmt: skip
+        return ManagerReplicaLayer(self.replica_manager, self.metadata_cache, self.config)
 
     # ---------------------------------------------------------------- run / stop
     async def run(self) -> None:
@@ -126,6 +182,8 @@ class TabletServer:
             self._session = self.zk.session_id
             for path in persistent_parents(self.root):
                 await self.zk.ensure_path(path)
+            if self.replica_layer is None:
+                self.replica_layer = self._start_replicas()
             servicer = TabletServicer(self.fence, self.replica_layer)
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
@@ -152,13 +210,30 @@ class TabletServer:
         elif self._run_task is not None:
             self._run_task.cancel()
 
+    async def _controlled_shutdown(self) -> None:
+        """Hand leadership away while still serving (bounded); skipped when nothing is led or registered."""
+        if self.replica_manager is None or not self.registered:
+            return
+        self.state = "ShuttingDown"
+        log.info(
+            "Controlled shutdown of tablet server %d: leading %d buckets",
+            self.server_id, self.replica_manager.leader_count(),
+        )  # fmt: skip
+        await controlled_shutdown(self.server_id, self._coordinator_address, CONTROLLED_SHUTDOWN_TIMEOUT_S)
+
     async def _shutdown(self) -> None:
         self.state = "Stopping"
         self._in_lifecycle = False
         if self._leader_watch is not None:
             self._leader_watch.cancel()
         if self._rpc_server is not None:
-            await self._rpc_server.stop(0.5)
+            await self._rpc_server.stop(0.5)  # no new requests; in-flight ones get 0.5 s
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()  # fetchers, tasks, parked requests, last checkpoint
+        if self._gateway is not None:
+            await self._gateway.close()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker
         if self._http is not None:
             await self._http.close()
         await self.zk.close()
@@ -170,6 +245,7 @@ class TabletServer:
         while True:
             event = await self._signals.get()
             if event is None:
+                await self._controlled_shutdown()
                 return
             if event.state is SessionState.LOST:
                 self.registered = False
@@ -241,6 +317,7 @@ class TabletServer:
             if self.coordinator_leader is not None:
                 log.info("No coordinator leader registered (server %d left)", self.coordinator_leader.server_id)
             self.coordinator_leader = None
+            self.metadata_cache.observe_coordinator(None)
             return
         try:
             info = CoordinatorLeaderZNode.decode(value[0])
@@ -250,4 +327,5 @@ class TabletServer:
         if info != self.coordinator_leader:
             log.info("Coordinator leader is server %d at %s (epoch %d)", info.server_id, info.address, info.epoch)
         self.coordinator_leader = info
+        self.metadata_cache.observe_coordinator(info)
         self.fence.observe(info.epoch, f"leader node of coordinator {info.server_id}")

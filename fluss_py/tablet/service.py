@@ -6,9 +6,9 @@ requests and from the ``coordinator/leader`` node): a lower epoch is rejected wi
 INVALID_COORDINATOR_EPOCH, a higher one is adopted, an equal one accepted.
 
 Everything else is the replica layer's job, plugged in through the narrow ``ReplicaLayer`` Protocol
-(one coroutine per RPC, request in, response out). ``UnimplementedReplicaLayer`` is the default: data
-path methods answer INVALID_REQUEST "not implemented yet"; UpdateMetadata is kept and served back by
-GetMetadata (servers, coordinator leader, epoch; no tables yet).
+(one coroutine per RPC, request in, response out). The server plugs in ``tablet/replica_layer.py``'s
+``ManagerReplicaLayer``; ``UnimplementedReplicaLayer`` remains for fencing tests: data path methods answer
+INVALID_REQUEST "not implemented yet"; UpdateMetadata is kept and served back by GetMetadata.
 
 Who may call: grpc.aio on the process's loop; ``ReplicaLayer`` methods are called from that loop only.
 """

@@ -77,6 +77,7 @@ def cluster_factory(
         own_zookeeper: bool = False,
         start: bool = True,
         overrides: Mapping[str, Any] | None = None,
+        tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
     ) -> LocalCluster:
         if own_zookeeper:
@@ -91,6 +92,7 @@ def cluster_factory(
             zk_root=root,
             tick_time=500,
             overrides={**TEST_OVERRIDES, **(overrides or {})},
+            tablet_overrides=tablet_overrides,
             die_with_parent=True,
         )
         made.append(cluster)

@@ -1,0 +1,89 @@
+"""Controlled shutdown of a tablet server (SIGTERM): hand leadership away before stopping.
+
+The server keeps serving while it asks the coordinator leader ``ControlledShutdown(server_id)``. The
+coordinator moves the leadership of every bucket the server leads (RF > 1) to another ISR member, takes the
+server out of the ISRs of the buckets it follows, tells the servers (NotifyLeaderAndIsr / StopReplica) and
+answers with the buckets the server still leads. The server asks again until that list is empty, or gives
+up after ``timeout_s`` (no coordinator leader, an ISR without another live member): then it stops anyway
+and the coordinator handles it as a death once its session is closed.
+
+Who may call: the tablet server's lifecycle task, once, on its loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+
+from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.replica import wire
+from fluss_py.rpc.channels import CHANNEL_OPTIONS
+from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.types import TableBucket
+
+log = logging.getLogger("fluss_py.tablet.ControlledShutdown")
+
+RETRY_BACKOFF_S = 0.2
+
+
+async def _ask(address: str, server_id: int, timeout_s: float) -> tuple[list[TableBucket] | None, str]:
+    """One ControlledShutdown call: (remaining leaders, "") or (None, why it failed / the hinted leader)."""
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        stub = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+        try:
+            response = await stub.ControlledShutdown(
+                coordinator_pb2.ControlledShutdownRequest(server_id=server_id), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as e:
+            return None, f"{address}: {e.code().name}"
+    error: ApiError | None = wire.error_of(response.error)
+    if error is not None:
+        if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address:
+            return None, f"hint:{error.leader_address}"
+        return None, f"{address}: {error.code.name} {error.message}"
+    return [wire.bucket_of(b) for b in response.remaining_leaders], ""
+
+
+async def controlled_shutdown(
+    server_id: int,
+    coordinator_address: Callable[[], str | None],
+    timeout_s: float,
+    *,
+    rpc_timeout_s: float = 2.0,
+) -> bool:
+    """Ask the coordinator leader until this server leads nothing (True) or ``timeout_s`` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    hinted: str | None = None
+    attempt = 0
+    last = ""
+    while True:
+        attempt += 1
+        address = hinted or coordinator_address()
+        hinted = None
+        if address:
+            remaining, why = await _ask(address, server_id, max(0.1, min(rpc_timeout_s, deadline - time.monotonic())))
+            if remaining is not None and not remaining:
+                log.info("Controlled shutdown of tablet server %d complete (attempt %d)", server_id, attempt)
+                return True
+            if remaining is not None:
+                last = f"still leads {len(remaining)} buckets (e.g. {remaining[:3]})"
+            elif why.startswith("hint:"):
+                hinted, last = why[5:], f"coordinator leader moved to {why[5:]}"
+                if time.monotonic() < deadline:
+                    continue
+            else:
+                last = why
+        else:
+            last = "no coordinator leader known"
+        if time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            log.warning(
+                "Controlled shutdown of tablet server %d incomplete after %.1fs (%d attempts): %s; stopping anyway",
+                server_id, timeout_s, attempt, last,
+            )  # fmt: skip
+            return False
+        log.info("Controlled shutdown of tablet server %d: %s; retrying", server_id, last)
+        await asyncio.sleep(RETRY_BACKOFF_S)

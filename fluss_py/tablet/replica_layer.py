@@ -1,0 +1,254 @@
+"""The real ``ReplicaLayer``: the TabletService's RPCs converted to and from ``ReplicaManager`` calls.
+
+Per RPC: protobuf request -> plain values of ``fluss_py.replica.messages`` -> ``ReplicaManager`` -> protobuf
+response. Per-bucket failures travel as ``ErrorInfo`` (code, message and, for NOT_LEADER_OR_FOLLOWER, the
+leader the server knows); a whole-request failure (stale coordinator epoch) is the response's ``error``.
+Record bytes are passed through untouched: nothing here looks at records.
+
+Control requests (already fenced by coordinator epoch in ``TabletServicer``):
+- NotifyLeaderAndIsr: addresses of the named servers and table properties come with the request; the
+  properties decide each bucket's ``LogConfig`` (segment size, TTL, retention; also applied to logs loaded
+  at start with server defaults) and ``min.insync.replicas``. ``leader = -1`` makes the replica a follower
+  of nobody (it stops fetching until a leader is elected).
+- StopReplica: stop serving; ``delete`` also removes the bucket's files.
+- UpdateMetadata: replaces the ``MetadataCache`` view (GetMetadata answers from it) and the replica
+  manager's server addresses (leader hints, fetcher targets).
+
+Who may call: ``TabletServicer`` handlers, on the server's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fluss_py import config as cfg
+from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.log.config import LogConfig
+from fluss_py.replica.manager import ReplicaManager
+from fluss_py.replica.messages import (
+    BucketState,
+    EpochRequest,
+    FetchBucketRequest,
+    ListOffsetsRequest,
+    OffsetSpec,
+    StopReplicaItem,
+)
+from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
+from fluss_py.tablet.metadata_cache import MetadataCache
+from fluss_py.types import TableBucket
+
+log = logging.getLogger("fluss_py.tablet.ReplicaLayer")
+
+
+def _error(e: BaseException | None) -> common_pb2.ErrorInfo:
+    return convert.ok() if e is None else convert.error_info(e)
+
+
+def _request_failed(what: str, e: Exception) -> common_pb2.ErrorInfo:
+    """A whole-request failure: expected ones (FlussError) keep their code; anything else is logged."""
+    if not isinstance(e, FlussError):
+        log.error("%s failed unexpectedly", what, exc_info=e)
+    return convert.error_info(e)
+
+
+class ManagerReplicaLayer:
+    """Owns nothing but the conversions; state lives in ``ReplicaManager`` and ``MetadataCache``.
+
+    ``on_metadata`` (optional) is called after each UpdateMetadata was applied (the server logs it).
+    """
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        config: cfg.Config,
+        on_metadata: Callable[[common_pb2.ClusterMetadata], None] | None = None,
+    ) -> None:
+        self.replicas = replicas
+        self.metadata = metadata
+        self.config = config
+        self._on_metadata = on_metadata
+
+    # ---------------------------------------------------------------- data path
+    async def produce_log(self, request: Any) -> Any:
+        batches = {convert.table_bucket_from_pb(b.table_bucket): b.records for b in request.buckets}
+        try:
+            results = await self.replicas.append(request.acks, max(request.timeout_ms, 0) / 1000.0, batches)
+        except Exception as e:
+            return tablet_pb2.ProduceLogResponse(error=_request_failed("ProduceLog", e))
+        return tablet_pb2.ProduceLogResponse(
+            error=convert.ok(),
+            buckets=[
+                tablet_pb2.ProduceBucketResult(
+                    table_bucket=convert.table_bucket_to_pb(tb),
+                    error=_error(r.error),
+                    base_offset=r.base_offset,
+                    last_offset=r.last_offset,
+                    log_append_time_ms=r.log_append_time_ms,
+                )
+                for tb, r in results.items()
+            ],
+        )
+
+    async def fetch_log(self, request: Any) -> Any:
+        buckets = [
+            FetchBucketRequest(
+                convert.table_bucket_from_pb(b.table_bucket),
+                b.fetch_offset,
+                b.max_bytes,
+                b.current_leader_epoch,
+                b.last_fetched_epoch,
+            )
+            for b in request.buckets
+        ]
+        try:
+            results = await self.replicas.fetch(
+                request.replica_id,
+                max(request.max_wait_ms, 0) / 1000.0,
+                request.min_bytes,
+                request.max_bytes,
+                buckets,
+            )
+        except Exception as e:
+            return tablet_pb2.FetchLogResponse(error=_request_failed("FetchLog", e))
+        out = []
+        for tb, r in results.items():
+            pb = tablet_pb2.FetchBucketResult(
+                table_bucket=convert.table_bucket_to_pb(tb),
+                error=_error(r.error),
+                high_watermark=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                log_end_offset=r.log_end_offset,
+                records=r.records,
+            )
+            if r.diverging_epoch is not None:
+                pb.diverging_epoch.epoch = r.diverging_epoch.epoch
+                pb.diverging_epoch.end_offset = r.diverging_epoch.end_offset
+            out.append(pb)
+        return tablet_pb2.FetchLogResponse(error=convert.ok(), buckets=out)
+
+    async def list_offsets(self, request: Any) -> Any:
+        asked = [
+            ListOffsetsRequest(convert.table_bucket_from_pb(b.table_bucket), OffsetSpec(b.spec), b.timestamp_ms)
+            for b in request.buckets
+        ]
+        try:
+            results = await self.replicas.list_offsets(asked)
+        except Exception as e:
+            return tablet_pb2.ListOffsetsResponse(error=_request_failed("ListOffsets", e))
+        return tablet_pb2.ListOffsetsResponse(
+            error=convert.ok(),
+            buckets=[
+                tablet_pb2.ListOffsetsBucketResult(
+                    table_bucket=convert.table_bucket_to_pb(tb),
+                    error=_error(r.error),
+                    offset=r.offset,
+                    high_watermark=r.high_watermark,
+                    log_end_offset=r.log_end_offset,
+                    log_start_offset=r.log_start_offset,
+                )
+                for tb, r in results.items()
+            ],
+        )
+
+    async def offsets_for_leader_epoch(self, request: Any) -> Any:
+        asked = [
+            EpochRequest(convert.table_bucket_from_pb(b.table_bucket), b.leader_epoch, b.current_leader_epoch)
+            for b in request.buckets
+        ]
+        try:
+            results = await self.replicas.offsets_for_leader_epoch(asked)
+        except Exception as e:
+            return tablet_pb2.OffsetsForLeaderEpochResponse(error=_request_failed("OffsetsForLeaderEpoch", e))
+        return tablet_pb2.OffsetsForLeaderEpochResponse(
+            error=convert.ok(),
+            buckets=[
+                tablet_pb2.OffsetsForLeaderEpochBucketResult(
+                    table_bucket=convert.table_bucket_to_pb(tb),
+                    error=_error(r.error),
+                    leader_epoch=r.leader_epoch,
+                    end_offset=r.end_offset,
+                )
+                for tb, r in results.items()
+            ],
+        )
+
+    async def get_metadata(self, request: Any) -> Any:
+        try:
+            md = self.metadata.cluster_metadata(convert.table_path_from_pb(p) for p in request.tables)
+        except FlussError as e:
+            return common_pb2.MetadataResponse(error=convert.error_info(e))
+        return common_pb2.MetadataResponse(error=convert.ok(), metadata=md)
+
+    # ---------------------------------------------------------------- coordinator -> tablet server
+    async def notify_leader_and_isr(self, request: Any) -> Any:
+        properties = {t.table_id: dict(t.descriptor.properties) for t in request.tables}
+        states = []
+        for b in request.buckets:
+            tb, lai, replicas = convert.leader_and_isr_from_pb(b)
+            props = properties.get(tb.table_id)
+            if props is None:
+                props = self.metadata.table_properties(tb.table_id) or {}
+            states.append(BucketState(tb, lai, replicas, props))
+        self._apply_log_configs(states)
+        servers = [convert.server_node_from_pb(s) for s in request.servers]
+        try:
+            errors = await self.replicas.become_leader_or_follower(request.coordinator_epoch, states, servers)
+        except Exception as e:
+            return tablet_pb2.NotifyLeaderAndIsrResponse(error=_request_failed("NotifyLeaderAndIsr", e))
+        failed = {tb: e for tb, e in errors.items() if e is not None}
+        if failed:
+            log.warning("NotifyLeaderAndIsr: %d of %d buckets failed: %s", len(failed), len(errors), _brief(failed))
+        return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=_bucket_results(errors))
+
+    async def stop_replica(self, request: Any) -> Any:
+        items = [
+            StopReplicaItem(convert.table_bucket_from_pb(b.table_bucket), b.leader_epoch, b.delete)
+            for b in request.buckets
+        ]
+        try:
+            errors = await self.replicas.stop_replicas(request.coordinator_epoch, items)
+        except Exception as e:
+            return tablet_pb2.StopReplicaResponse(error=_request_failed("StopReplica", e))
+        deleted = sum(1 for i in items if i.delete)
+        log.info("StopReplica for %d buckets (%d deleted) from coordinator %d", len(items), deleted,
+                 request.coordinator_id)  # fmt: skip
+        return tablet_pb2.StopReplicaResponse(error=convert.ok(), buckets=_bucket_results(errors))
+
+    async def update_metadata(self, request: Any) -> Any:
+        self.metadata.update(request.metadata)
+        self.replicas.update_servers(self.metadata.servers)
+        if self._on_metadata is not None:
+            self._on_metadata(request.metadata)
+        return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
+
+    # ---------------------------------------------------------------- helpers
+    def _apply_log_configs(self, states: Iterable[BucketState]) -> None:
+        """Logs opened at start carry server defaults: give them their table's settings (same for a
+        table's buckets, computed once per table). Invalid properties were refused at create time."""
+        by_table: dict[int, LogConfig] = {}
+        for state in states:
+            tablet = self.replicas.log_manager.get(state.table_bucket)
+            if tablet is None:
+                continue
+            tid = state.table_bucket.table_id
+            if tid not in by_table:
+                by_table[tid] = LogConfig.from_config(self.config, state.table_properties)
+            if tablet.config != by_table[tid]:
+                tablet.config = by_table[tid]
+
+
+def _bucket_results(errors: dict[TableBucket, Any]) -> list[tablet_pb2.BucketResult]:
+    return [
+        tablet_pb2.BucketResult(table_bucket=convert.table_bucket_to_pb(tb), error=_error(e))
+        for tb, e in errors.items()
+    ]
+
+
+def _brief(failed: dict[TableBucket, Any], limit: int = 5) -> str:
+    items = [f"{tb}: {ErrorCode(e.code).name} {e.message}" for tb, e in list(failed.items())[:limit]]
+    more = f" (+{len(failed) - limit} more)" if len(failed) > limit else ""
+    return "; ".join(items) + more
