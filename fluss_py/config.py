@@ -143,6 +143,11 @@ LOG_LEVEL = option("log.level", "str", "INFO", _SERVERS, "logging level")
 
 # ---------------------------------------------------------------- coordinator
 COORDINATOR_ID = option("coordinator.id", "int", -1, [COORDINATOR], "coordinator id (-1: from advertised host:port)")
+PROOF_OF_DEATH = option(
+    "coordinator.failure-detection.proof-of-death", "bool", True, [COORDINATOR],
+    "fail a tablet server over at once when its liveness stream broke and its port refuses connections "
+    "(false where a firewall answers closed ports with a TCP reset; docs/failure-detection.md)",
+)  # fmt: skip
 REBALANCE_CHECK_INTERVAL = option(
     "coordinator.rebalance.check-interval", "duration", 300.0, [COORDINATOR], "how often balance is checked"
 )
@@ -150,6 +155,19 @@ REBALANCE_TRIGGER_THRESHOLD = option(
     "coordinator.rebalance.trigger-threshold", "float", 0.1, [COORDINATOR], "stddev/mean of replicas per server"
 )
 REBALANCE_AUTO = option("coordinator.rebalance.auto", "bool", True, [COORDINATOR], "trigger rebalances by itself")
+REBALANCE_BATCH_RATIO = option(
+    "tablet-server.rebalance.batch.ratio", "float", 0.2, _SERVERS, "share of a rebalance's moves per batch"
+)
+REBALANCE_MAX_CONCURRENT = option(
+    "tablet-server.rebalance.max-concurrent-migrations", "int", 5, _SERVERS, "moves touching one server per batch"
+)
+REBALANCE_THROTTLE = option(
+    "tablet-server.rebalance.throttle-bytes-per-second",
+    "size",
+    10 * 1024**2,
+    _SERVERS,
+    "per-server budget for replicas being added by a rebalance (bytes/s, 0: unlimited)",
+)
 DEFAULT_REPLICATION_FACTOR = option(
     "default.replication.factor", "int", 3, [COORDINATOR], "replication factor of tables that do not set one"
 )
