@@ -211,15 +211,24 @@ class TabletServer:
             self._run_task.cancel()
 
     async def _controlled_shutdown(self) -> None:
-        """Hand leadership away while still serving (bounded); skipped when nothing is led or registered."""
+        """Hand leadership away while still serving (bounded). Skipped when this server leads nothing: closing
+        the session then takes it out of every ISR at once (the coordinator sees the registration vanish)."""
         if self.replica_manager is None or not self.registered:
+            return
+        if self.replica_manager.leader_count() == 0:
+            log.info("Tablet server %d leads no bucket: no controlled shutdown needed", self.server_id)
             return
         self.state = "ShuttingDown"
         log.info(
             "Controlled shutdown of tablet server %d: leading %d buckets",
             self.server_id, self.replica_manager.leader_count(),
         )  # fmt: skip
-        await controlled_shutdown(self.server_id, self._coordinator_address, CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        if await controlled_shutdown(self.server_id, self._coordinator_address, CONTROLLED_SHUTDOWN_TIMEOUT_S):
+            # the coordinator moved leadership; its NotifyLeaderAndIsr to us may still be on the way: wait a
+            # moment so requests in flight get NOT_LEADER_OR_FOLLOWER naming the new leader
+            deadline = time.monotonic() + 1.0
+            while self.replica_manager.leader_count() > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
     async def _shutdown(self) -> None:
         self.state = "Stopping"

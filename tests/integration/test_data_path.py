@@ -8,21 +8,30 @@ Python client over gRPC.
 - kill -9 of a tablet server while records keep coming: the producer does not fail; the restarted server
   loads its logs, truncates/catches up and rejoins every ISR within a deadline;
 - afterwards the three replicas of every bucket hold byte-identical batches up to the high watermark
-  (read from the segment files on disk).
+  (read from the segment files on disk);
+- any tablet server answers GetMetadata with the table; /metrics shows leader count, ISR sizes and
+  under-replicated buckets; SIGTERM of a leader is a controlled shutdown (its leadership moves before it
+  stops, it exits cleanly with the clean-shutdown marker) and producing goes on; dropping the table
+  deletes the replicas' files.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import re
 from collections import defaultdict
 from pathlib import Path
 
+import grpc
 import pytest
 
 from fluss_py.client import ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.log.checkpoint import CLEAN_SHUTDOWN_MARKER
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.record.batch import iter_batches
+from fluss_py.rpc.pb import common_pb2, tablet_pb2_grpc
 from fluss_py.testing.cluster_file import TABLET_SERVER
+from fluss_py.testing.health import fetch_text
 from fluss_py.types import TableBucket
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
@@ -158,3 +167,59 @@ def _check_exactly_once_in_order(sent: list[tuple[int, int, bytes]], got: list) 
         assert have[bucket] == want[bucket], f"bucket {bucket}: consumed records differ from the sent ones"
         offsets = [o for o, _ in have[bucket]]
         assert offsets == list(range(len(offsets)))
+
+
+def _metric(text: str, name: str, labels: str = "") -> float | None:
+    m = re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.MULTILINE)
+    return float(m.group(1)) if m else None
+
+
+def test_metadata_metrics_controlled_shutdown_and_drop(cluster_factory):
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=TABLET_OVERRIDES)
+    cluster.wait_for_leader(15)
+    servers = cluster.names(TABLET_SERVER)
+    bootstrap = ",".join(cluster.get(n).rpc_address for n in servers)
+    with SyncAdmin(bootstrap, request_timeout=10.0) as admin:
+        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
+        cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
+
+        # any tablet server answers GetMetadata from its UpdateMetadata view
+        for name in servers:
+            with grpc.insecure_channel(cluster.get(name).rpc_address) as channel:
+                md = tablet_pb2_grpc.TabletServiceStub(channel).GetMetadata(common_pb2.MetadataRequest(), timeout=3)
+            assert md.error.code == 0, md.error.message
+            tables = {t.info.table_id: t for t in md.metadata.tables}
+            assert len(tables[table_id].buckets) == BUCKETS
+            assert sorted(s.id for s in md.metadata.tablet_servers) == [1, 2, 3]
+            assert md.metadata.coordinator.port > 0
+
+        placement = _placement(admin)
+        victim_id = placement[0][0]
+        victim = f"{TABLET_SERVER}-{victim_id}"
+        led = sum(1 for leader, _, _ in placement.values() if leader == victim_id)
+        text = fetch_text(f"http://{cluster.get(victim).http_address}/metrics")
+        assert _metric(text, "fluss_replica_leader_count") == led
+        assert _metric(text, "fluss_replica_under_replicated") == 0
+        assert _metric(text, "fluss_replica_isr_count", f'{{bucket="0",table_id="{table_id}"}}') == 3
+
+        options = ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)
+        with SyncProducer(bootstrap, options) as producer:
+            sent = _produce(producer, 0, 300)
+            assert cluster.stop_process(victim, timeout=10) == "stopped"
+            cluster.wait_for_log(victim, r"Controlled shutdown of tablet server \d+ complete", 1)
+            assert (Path(cluster.get(victim).data_dir) / CLEAN_SHUTDOWN_MARKER).exists()
+            assert all(leader != victim_id for leader, _, _ in _placement(admin).values())
+            sent += _produce(producer, 300, 300)
+        with SyncConsumer(bootstrap, ConsumerOptions(fetch_max_wait=0.2)) as consumer:
+            consumer.assign(TABLE)
+            _check_exactly_once_in_order(sent, _consume_all(consumer, len(sent), 30))
+
+        admin.drop_table(TABLE)
+        live_dirs = [Path(cluster.get(n).data_dir) for n in servers if n != victim]
+        cluster.wait_until(
+            lambda: (
+                not any((d / bucket_dir_name(TableBucket(table_id, b))).exists() for d in live_dirs for b in range(3))
+            ),
+            15,
+            "the dropped table's bucket directories are deleted on the live servers",
+        )
