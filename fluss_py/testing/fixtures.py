@@ -4,6 +4,7 @@
 - ``zk_root``          a fresh root per test, e.g. ``/fluss-test_leader_failover-3``
 - ``cluster_factory``  ``make(coordinators, tablet_servers, ...) -> LocalCluster`` on the shared ZooKeeper
                        under ``zk_root`` (or with its own ZooKeeper and the default ``/fluss`` root);
+                       ``overrides`` go to every server, ``tablet_overrides`` to tablet servers only;
                        every cluster it made is closed after the test, every PID killed, pass or fail
 - ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
