@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(eq=False)
@@ -48,3 +49,16 @@ class TabletServersChanged(Event):
 @dataclass(eq=False)
 class LoadContext(Event):
     """First event of every leadership: read databases from ZooKeeper into the context."""
+
+
+@dataclass(eq=False)
+class TabletServerDeathProven(Event):
+    """The liveness monitor proved this registration's process dead (docs/failure-detection.md).
+
+    Applied only while ``registration`` is still the server's current one: idempotent with the session
+    expiry that follows and with a re-registration (a restart) that overtook it.
+    """
+
+    server_id: int
+    registration: Any
+    reason: str = ""

@@ -22,6 +22,7 @@ from fluss_py.coordinator.events import (
     DropDatabase,
     ListDatabases,
     LoadContext,
+    TabletServerDeathProven,
     TabletServersChanged,
 )
 from fluss_py.errors import (
@@ -60,6 +61,9 @@ class MetadataHandlers:
         self._root = store.root
         self.context = context
         self._servers_listeners: list[ServersListener] = []
+        # Registrations proven dead before their session expired (docs/failure-detection.md): while such a
+        # node is still in ZooKeeper it is not a live server; it is forgotten once the node is gone.
+        self._proven_dead: dict[int, TabletServerRegistration] = {}
 
     def install(self, loop: CoordinatorEventLoop) -> None:
         loop.register(LoadContext, self.load_context)
@@ -67,6 +71,7 @@ class MetadataHandlers:
         loop.register(DropDatabase, self.drop_database)
         loop.register(ListDatabases, self.list_databases)
         loop.register(TabletServersChanged, self.tablet_servers_changed)
+        loop.register(TabletServerDeathProven, self.tablet_server_death_proven)
 
     def add_servers_listener(self, listener: ServersListener) -> None:
         """``listener(joined, died_ids)`` runs on the event loop after membership changed (e.g. UpdateMetadata)."""
@@ -141,12 +146,17 @@ class MetadataHandlers:
     async def tablet_servers_changed(self, event: TabletServersChanged) -> None:
         current = {int(c) for c in (event.children or []) if c.isdigit()}
         known = set(self.context.tablet_servers)
+        for sid in set(self._proven_dead) - current:
+            del self._proven_dead[sid]  # the dead incarnation's node is gone at last
         joined: dict[int, TabletServerRegistration] = {}
         for sid in sorted(current - known):
             got = await self._store.get(TabletServerZNode.path(self._root, sid))
             if got is None:
                 continue  # gone again before we read it; a later change event follows
             reg = TabletServerZNode.decode(got[0])
+            if self._proven_dead.get(sid) == reg:
+                continue  # the node of an incarnation proven dead, waiting for its session to expire
+            self._proven_dead.pop(sid, None)
             self.context.tablet_servers[sid] = reg
             joined[sid] = reg
             log.info("Tablet server %d joined at %s (rack %r)", sid, reg.address, reg.rack)
@@ -168,6 +178,23 @@ class MetadataHandlers:
                 died.append(sid)
                 joined[sid] = reg
         if joined or died:
-            log.info("Live tablet servers: %s", sorted(self.context.tablet_servers) or "none")
-            for listener in self._servers_listeners:
-                await listener(joined, died)
+            await self._membership_changed(joined, died)
+
+    async def tablet_server_death_proven(self, event: TabletServerDeathProven) -> bool:
+        """Apply a proof of death if it is about the current registration; True when applied."""
+        sid, reg = event.server_id, event.registration
+        if self.context.tablet_servers.get(sid) != reg:
+            log.info("Ignoring proof of death of tablet server %d (%s): that registration is no longer current",
+                     sid, reg.address)  # fmt: skip
+            return False
+        del self.context.tablet_servers[sid]
+        self._proven_dead[sid] = reg
+        log.warning("Tablet server %d at %s died: proof of death (%s); its ZooKeeper node waits for session expiry",
+                    sid, reg.address, event.reason or "port refuses connections")  # fmt: skip
+        await self._membership_changed({}, [sid])
+        return True
+
+    async def _membership_changed(self, joined: dict[int, TabletServerRegistration], died: list[int]) -> None:
+        log.info("Live tablet servers: %s", sorted(self.context.tablet_servers) or "none")
+        for listener in self._servers_listeners:
+            await listener(joined, died)

@@ -1,7 +1,8 @@
 """Leader-only resources of a coordinator, created in order on winning and torn down in reverse.
 
     start:  rpc-channels (ChannelPool) -> channel-manager (TabletChannel, coordinator/channel.py: requests to
-            tablet servers stamped with our epoch) -> background-managers (tablet-server watcher)
+            tablet servers stamped with our epoch) -> background-managers (tablet-server watcher, liveness
+            monitor: proof-of-death failure detection, coordinator/liveness.py)
             -> event-processor (CoordinatorEventLoop with the database and table handlers)
             then: load context, register <root>/coordinator/leader, create database `fluss`
     stop:   event-processor -> background-managers -> channel-manager -> rpc-channels
@@ -22,8 +23,9 @@ from typing import Any
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
-from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServersChanged
+from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServerDeathProven, TabletServersChanged
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
+from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.types import CoordinatorLeaderInfo
@@ -72,8 +74,10 @@ class LeaderServices:
         guard: Callable[[], Awaitable[None]],
         on_fenced: Callable[[], None],
         table_options: dict[str, Any] | None = None,
+        proof_of_death: bool = True,
     ) -> None:
         self._zk = zk
+        self._proof_of_death = proof_of_death
         self._table_options = table_options or {}
         self.context = context
         self._http_port = http_port
@@ -84,6 +88,7 @@ class LeaderServices:
         self.pool: ChannelPool | None = None
         self.tablet_channel: TabletChannel | None = None
         self.tables: TableProcessor | None = None
+        self.liveness: LivenessMonitor | None = None
 
     async def start(self) -> None:
         """Create the leader resources in order, then register the leader node and the default database.
@@ -108,6 +113,12 @@ class LeaderServices:
 
         await self.stack.push("channel-manager", None, tablet_channel.close)
         watcher = None
+        if self._proof_of_death:
+            self.liveness = LivenessMonitor(
+                GrpcLivenessStream(self.pool, ctx.coordinator_id, ctx.epoch),
+                lambda sid, reg, why: self.event_loop.put(TabletServerDeathProven(sid, reg, why)),
+            )
+            self.handlers.add_servers_listener(self.liveness.on_servers_changed)
 
         async def start_watchers() -> None:
             nonlocal watcher
@@ -119,8 +130,11 @@ class LeaderServices:
         async def stop_watchers() -> None:
             if watcher is not None:
                 watcher.cancel()
+            if self.liveness is not None:
+                await self.liveness.close()
 
-        await self.stack.push("background-managers (tablet-server watcher)", start_watchers, stop_watchers)
+        name = "background-managers (tablet-server watcher" + (", liveness monitor)" if self.liveness else ")")
+        await self.stack.push(name, start_watchers, stop_watchers)
 
         async def start_processor() -> None:
             self.event_loop.start()

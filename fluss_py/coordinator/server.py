@@ -358,7 +358,13 @@ class CoordinatorServer:
         log.info("Became coordinator leader with epoch %d", fence.epoch)
         context = CoordinatorContext(self.server_id, fence, self.host, self.rpc_port)
         leader = LeaderServices(
-            self.zk, context, self.http_port, self._leader_guard, self._on_fenced, options_from_config(self.config)
+            self.zk,
+            context,
+            self.http_port,
+            self._leader_guard,
+            self._on_fenced,
+            options_from_config(self.config),
+            proof_of_death=self.config[cfg.PROOF_OF_DEATH],
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:

@@ -16,9 +16,13 @@ The replica layer (``tablet/replica_layer.py``) converts the TabletService's pro
 watches; followers fetch through ``GrpcLeaderEndpoint``. /metrics renders replica counts at scrape time.
 
 Duplicate ids: when ``ids/<id>`` exists and belongs to another session, the server looks at the address
-it names. If something answers there (and it is not our own address), another live server has our id:
-refuse to start (SERVER_ID_CONFLICT, exit 1). If nothing answers, it is a dead predecessor whose session
+it names. If it is our own advertised address and a different incarnation, it is our dead predecessor
+(we hold its port): delete that node (conditional on its version) and register at once
+(docs/failure-detection.md, fast restart). Else, if something answers there, another live server has our
+id: refuse to start (SERVER_ID_CONFLICT, exit 1). If nothing answers, it is a dead predecessor whose session
 has not expired yet: wait for the node to vanish, at most twice the session timeout, then refuse.
+The registration carries this process's incarnation; ``WatchLiveness`` streams (``tablet/liveness.py``)
+let the coordinator leader detect this process's death without waiting for the session to expire.
 
 Who may call: the CLI (``run``, ``request_stop``). A ``replica_layer`` given to the constructor replaces the
 real one (no logs, no replica manager: tests of membership and fencing only).
@@ -44,12 +48,22 @@ from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
+from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import ReplicaStatsCollector
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import NodeExistsError, SessionEvent, SessionState, ZkClient, ZkError, ZnodeStat
+from fluss_py.zk.client import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    SessionEvent,
+    SessionState,
+    ZkClient,
+    ZkError,
+    ZnodeStat,
+)
 from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
     TabletServerRegistration,
@@ -84,6 +98,7 @@ class TabletServer:
     def __init__(self, config: cfg.Config, replica_layer: ReplicaLayer | None = None) -> None:
         self.config = config
         self.server_id = int(config[cfg.TABLET_SERVER_ID])
+        self.incarnation = new_incarnation()  # this process's life, in the registration and heartbeats
         self.rack = config[cfg.TABLET_SERVER_RACK]
         self.bind_host = config[cfg.BIND_HOST]
         self.host = config[cfg.ADVERTISED_HOST]
@@ -185,6 +200,7 @@ class TabletServer:
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
             servicer = TabletServicer(self.fence, self.replica_layer)
+            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation)
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,
@@ -278,7 +294,9 @@ class TabletServer:
 
     # ---------------------------------------------------------------- registration
     async def _register(self) -> None:
-        reg = TabletServerRegistration(self.host, self.rpc_port, self.http_port, self.rack)
+        reg = TabletServerRegistration(
+            self.host, self.rpc_port, self.http_port, self.rack, incarnation=self.incarnation
+        )
         data = TabletServerZNode.encode(reg)
         path = self.registration_path
         deadline = time.monotonic() + 2 * self.session_timeout + 1.0
@@ -300,6 +318,18 @@ class TabletServer:
                 log.info("Tablet server %d is already registered by this session", self.server_id)
                 return
             other = TabletServerZNode.decode(got[0])
+            bound = self._rpc_server is not None
+            if is_own_stale_registration(other, self.host, self.rpc_port, self.incarnation, bound):
+                try:
+                    await self.zk.delete(path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    continue  # gone or replaced meanwhile: look again
+                log.warning(
+                    "Deleted the registration of tablet server %d's previous incarnation %r (session 0x%x): "
+                    "this process holds its port %s, so it is dead; registering without waiting for its session",
+                    self.server_id, other.incarnation, stat.ephemeral_owner, other.address,
+                )  # fmt: skip
+                continue
             ours = (other.host, other.port) == (self.host, self.rpc_port)
             if not ours and await address_answers(other.host, other.port):
                 raise ServerIdConflictError(

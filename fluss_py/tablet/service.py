@@ -132,6 +132,7 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
     def __init__(self, fence: CoordinatorEpochFence, layer: ReplicaLayer) -> None:
         self.fence = fence
         self.layer = layer
+        self.liveness: Any = None  # tablet.liveness.LivenessBeacon, set by the tablet server before serving
 
     async def _fenced(self, request: Any, response_type: type, what: str, call: Any) -> Any:
         try:
@@ -153,6 +154,13 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
         return await self._fenced(
             request, tablet_pb2.UpdateMetadataResponse, "UpdateMetadata", self.layer.update_metadata
         )
+
+    async def WatchLiveness(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Heartbeat stream for proof-of-death failure detection (docs/failure-detection.md); not fenced."""
+        if self.liveness is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no liveness beacon in this server")
+        async for beat in self.liveness.stream(request):
+            yield beat
 
     # ---------------------------------------------------------------- data path
     async def ProduceLog(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

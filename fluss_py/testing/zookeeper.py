@@ -10,7 +10,8 @@ The JVM runs ``java -Xmx256m -XX:+UseSerialGC -cp zookeeper.jar[:slf4j-simple.ja
 org.apache.zookeeper.server.quorum.QuorumPeerMain <dir>/zoo.cfg`` in its own session; its output goes to
 ``<dir>/zookeeper.log``. ``zoo.cfg`` binds 127.0.0.1 only, disables the admin server (Jetty would bind
 8080), whitelists the 4lw commands tests use (``wchc``/``wchs`` list watches) and sets ``tickTime``:
-sessions may last 2..20 ticks, so tests use ``tick_time=500`` for 1-10 s sessions.
+sessions may last 2..20 ticks, so tests use ``tick_time=500`` for 1-10 s sessions;
+``max_session_timeout_ms`` raises the upper bound (e.g. 30000 for a test of a long production timeout).
 
 Who may call: the thread that owns the object (tests, LocalCluster, the CLI).
 """
@@ -53,10 +54,12 @@ def four_letter(host: str, port: int, cmd: str, timeout: float = 5.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def zoo_cfg(data_dir: Path, port: int, tick_time: int) -> str:
+def zoo_cfg(data_dir: Path, port: int, tick_time: int, max_session_timeout_ms: int | None = None) -> str:
     """Text of a standalone zoo.cfg (see the module docstring)."""
+    extra = [f"maxSessionTimeout={max_session_timeout_ms}"] if max_session_timeout_ms else []
     return "\n".join(
         [
+            *extra,
             f"tickTime={tick_time}",
             f"dataDir={data_dir}",
             f"clientPort={port}",
@@ -81,10 +84,12 @@ class ZooKeeperProcess:
         heap: str = "256m",
         ports: PortAllocator | None = None,
         die_with_parent: bool = False,
+        max_session_timeout_ms: int | None = None,
     ) -> None:
         self.directory = Path(directory).absolute()
         self.port = port if port is not None else (ports or default_allocator()).allocate()
         self.tick_time = tick_time
+        self.max_session_timeout_ms = max_session_timeout_ms
         self.heap = heap
         self.die_with_parent = die_with_parent
         self.handle: ProcessHandle | None = None
@@ -125,7 +130,7 @@ class ZooKeeperProcess:
     def prepare(self) -> list[str]:
         """Create the directory and zoo.cfg; return the command line (used by ``start`` and LocalCluster)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(zoo_cfg(self.data_dir, self.port, self.tick_time))
+        self.config_file.write_text(zoo_cfg(self.data_dir, self.port, self.tick_time, self.max_session_timeout_ms))
         return self.command()
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:

@@ -162,6 +162,9 @@ class TabletServerRegistration:
     http_port: int = 0
     rack: str = ""
     registered_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # Random id of the registering process (one per process start): two registrations of one server id
+    # with different incarnations are two lives of the server (docs/failure-detection.md).
+    incarnation: str = ""
 
     @property
     def address(self) -> str:
@@ -170,7 +173,7 @@ class TabletServerRegistration:
 
 class TabletServerZNode:
     """``<root>/tabletservers/ids/<id>``: ephemeral. JSON
-    ``{"version":1,"host","port","http_port","rack","registered_ms"}``."""
+    ``{"version":1,"host","port","http_port","rack","registered_ms","incarnation"}``."""
 
     @staticmethod
     def parent(root: str) -> str:
@@ -183,14 +186,15 @@ class TabletServerZNode:
     @staticmethod
     def encode(reg: TabletServerRegistration) -> bytes:
         return _dump({"version": 1, "host": reg.host, "port": reg.port, "http_port": reg.http_port,
-                      "rack": reg.rack, "registered_ms": reg.registered_ms})  # fmt: skip
+                      "rack": reg.rack, "registered_ms": reg.registered_ms,
+                      "incarnation": reg.incarnation})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> TabletServerRegistration:
         d = _load(data)
         return TabletServerRegistration(
             str(d["host"]), int(d["port"]), int(d.get("http_port", 0)), str(d.get("rack", "")),
-            int(d.get("registered_ms", 0)),
+            int(d.get("registered_ms", 0)), str(d.get("incarnation", "")),
         )  # fmt: skip
 
 

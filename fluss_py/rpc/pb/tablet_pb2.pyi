@@ -272,3 +272,23 @@ class UpdateMetadataResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class WatchLivenessRequest(_message.Message):
+    __slots__ = ("coordinator_epoch", "coordinator_id", "interval_ms")
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    coordinator_epoch: int
+    coordinator_id: int
+    interval_ms: int
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., interval_ms: _Optional[int] = ...) -> None: ...
+
+class LivenessHeartbeat(_message.Message):
+    __slots__ = ("server_id", "incarnation", "sequence")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    incarnation: str
+    sequence: int
+    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...

@@ -75,6 +75,11 @@ class TabletServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataResponse.FromString,
                 _registered_method=True)
+        self.WatchLiveness = channel.unary_stream(
+                '/fluss.v1.TabletService/WatchLiveness',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.WatchLivenessRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LivenessHeartbeat.FromString,
+                _registered_method=True)
 
 
 class TabletServiceServicer:
@@ -129,6 +134,15 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchLiveness(self, request, context):
+        """Coordinator leader -> tablet server: a stream held open for the server's lifetime (proof-of-death
+        failure detection, docs/failure-detection.md). The server answers one heartbeat at once and then
+        one every interval_ms; the stream breaking is the trigger for a port probe, never a proof by itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +185,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.UpdateMetadata,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataResponse.SerializeToString,
+            ),
+            'WatchLiveness': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchLiveness,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.WatchLivenessRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LivenessHeartbeat.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -389,6 +408,33 @@ class TabletService:
             '/fluss.v1.TabletService/UpdateMetadata',
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.UpdateMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchLiveness(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/fluss.v1.TabletService/WatchLiveness',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.WatchLivenessRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LivenessHeartbeat.FromString,
             options,
             channel_credentials,
             insecure,

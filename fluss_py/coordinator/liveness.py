@@ -1,0 +1,218 @@
+"""Proof-of-death failure detection on the coordinator leader (design: docs/failure-detection.md).
+
+One watcher task per live tablet-server registration (server id + incarnation) keeps a ``WatchLiveness``
+stream open to that server. When the stream cannot be opened or breaks, the watcher probes the server's
+RPC port with a plain TCP connect::
+
+    stream ends/fails ──▶ probe host:port ──▶ REFUSED (ECONNREFUSED)      ──▶ proof: report, watcher ends
+                                       └──▶ CONNECTED | TIMEOUT | OTHER  ──▶ no proof: back off, re-open
+
+Only ECONNREFUSED is proof: the kernel of the server's host answered that nothing listens on the port the
+registration names, and a tablet server binds that port before it registers and closes it only when it
+exits. Missing heartbeats are never proof (a SIGSTOPped process keeps its sockets; the stream just goes
+quiet): such a server is left to ZooKeeper session expiry. A proof is reported as
+``TabletServerDeathProven`` on the event loop, which applies it only if the registration is still the one
+the watcher followed (idempotent with the later session expiry and with a re-registration).
+
+``LivenessStream`` and ``Prober`` are the narrow network edges (gRPC stream, TCP connect); unit tests pass
+fakes. ``decide`` is the pure rule.
+
+Who may call: the leader services start/stop the monitor; ``on_servers_changed`` runs on the event loop
+(a MetadataHandlers listener); watcher tasks are owned by the monitor and cancelled by ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import errno
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from fluss_py.rpc.channels import ChannelPool
+from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
+from fluss_py.zk.paths import TabletServerRegistration
+
+log = logging.getLogger("fluss_py.coordinator.LivenessMonitor")
+
+HEARTBEAT_INTERVAL_MS = 500
+PROBE_TIMEOUT = 1.0
+RETRY_INITIAL = 0.1
+RETRY_MAX = 1.0
+
+
+class ProbeResult(enum.Enum):
+    REFUSED = "refused"  # ECONNREFUSED: the host's kernel says nothing listens there
+    CONNECTED = "connected"  # something accepted the connection (alive, paused, or a new incarnation)
+    TIMEOUT = "timeout"  # no answer in time (partition, overloaded host)
+    UNREACHABLE = "unreachable"  # any other error (no route, host down, ...): says nothing about the process
+
+
+def decide(probe: ProbeResult) -> bool:
+    """True when a probe made after the liveness stream failed proves the watched incarnation dead."""
+    return probe is ProbeResult.REFUSED
+
+
+def classify_connect_error(exc: BaseException) -> ProbeResult:
+    """Map a failed TCP connect to a ProbeResult (pure)."""
+    if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
+        return ProbeResult.REFUSED
+    if isinstance(exc, TimeoutError):
+        return ProbeResult.TIMEOUT
+    return ProbeResult.UNREACHABLE
+
+
+async def probe_port(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> ProbeResult:
+    """One TCP connect to host:port (closed at once). Used by the watcher; a ``Prober``."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError) as e:
+        return classify_connect_error(e)
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return ProbeResult.CONNECTED
+
+
+class Prober(Protocol):
+    async def __call__(self, host: str, port: int, timeout: float = PROBE_TIMEOUT) -> ProbeResult: ...
+
+
+class LivenessStream(Protocol):
+    """Follows one server's liveness stream until it ends; returns why it ended (for the log)."""
+
+    async def follow(self, server_id: int, reg: TabletServerRegistration, on_heartbeat: Callable[[], None]) -> str: ...
+
+
+class GrpcLivenessStream:
+    """LivenessStream over ``TabletService.WatchLiveness`` on the leader's ChannelPool (owned by the caller)."""
+
+    def __init__(self, pool: ChannelPool, coordinator_id: int, coordinator_epoch: int) -> None:
+        self._pool = pool
+        self._request = tablet_pb2.WatchLivenessRequest(
+            coordinator_epoch=coordinator_epoch, coordinator_id=coordinator_id, interval_ms=HEARTBEAT_INTERVAL_MS
+        )
+
+    async def follow(self, server_id: int, reg: TabletServerRegistration, on_heartbeat: Callable[[], None]) -> str:
+        stub = tablet_pb2_grpc.TabletServiceStub(self._pool.get(reg.address))
+        call = stub.WatchLiveness(self._request)
+        try:
+            async for beat in call:
+                if beat.server_id != server_id or (reg.incarnation and beat.incarnation != reg.incarnation):
+                    # Another process answers at this address: the registration we follow is stale; the
+                    # new one reaches us through ZooKeeper. Not a proof (see the module docstring).
+                    return f"answered by server {beat.server_id} incarnation {beat.incarnation!r}"
+                on_heartbeat()
+            return "stream ended by the server"
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        except Exception as e:
+            return _short(e)
+        finally:
+            call.cancel()
+
+
+def _short(e: BaseException) -> str:
+    code, details = getattr(e, "code", None), getattr(e, "details", None)
+    if callable(code) and callable(details):
+        try:
+            return f"{code().name}: {details()}"
+        except Exception:
+            pass
+    return f"{type(e).__name__}: {e}"
+
+
+Report = Callable[[int, TabletServerRegistration, str], None]
+
+
+class LivenessMonitor:
+    """Owns one watcher task per live tablet-server registration. Created and closed by LeaderServices."""
+
+    def __init__(
+        self,
+        stream: LivenessStream,
+        report: Report,
+        prober: Prober = probe_port,
+        retry_initial: float = RETRY_INITIAL,
+        retry_max: float = RETRY_MAX,
+    ) -> None:
+        self._stream = stream
+        self._report = report
+        self._probe = prober
+        self._retry_initial = retry_initial
+        self._retry_max = retry_max
+        self._tasks: dict[int, tuple[TabletServerRegistration, asyncio.Task]] = {}
+        self.last_heartbeat: dict[int, float] = {}  # server id -> monotonic time (metrics, tests)
+        self._closed = False
+
+    def watched(self) -> dict[int, TabletServerRegistration]:
+        return {sid: reg for sid, (reg, _) in self._tasks.items()}
+
+    async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
+        """MetadataHandlers listener (on the event loop): stop watching the dead, watch the joined."""
+        for sid in died:
+            self.unwatch(sid)
+        for sid, reg in joined.items():
+            self.watch(sid, reg)
+
+    def watch(self, server_id: int, reg: TabletServerRegistration) -> None:
+        current = self._tasks.get(server_id)
+        if self._closed or (current is not None and current[0] == reg):
+            return
+        self.unwatch(server_id)
+        task = asyncio.get_running_loop().create_task(self._watch(server_id, reg), name=f"liveness-{server_id}")
+        task.add_done_callback(_surface_failure)
+        self._tasks[server_id] = (reg, task)
+
+    def unwatch(self, server_id: int) -> None:
+        entry = self._tasks.pop(server_id, None)
+        self.last_heartbeat.pop(server_id, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [task for _, task in self._tasks.values()]
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _watch(self, server_id: int, reg: TabletServerRegistration) -> None:
+        delay = self._retry_initial
+        attempts = 0
+
+        def beat() -> None:
+            nonlocal delay, attempts
+            self.last_heartbeat[server_id] = time.monotonic()
+            delay, attempts = self._retry_initial, 0
+
+        while True:
+            why = await self._stream.follow(server_id, reg, beat)
+            started = time.monotonic()
+            probe = await self._probe(reg.host, reg.port)
+            if decide(probe):
+                log.warning(
+                    "Tablet server %d at %s is dead: its liveness stream broke (%s) and the port refuses "
+                    "connections (probe %.0f ms); failing it over without waiting for its ZooKeeper session",
+                    server_id, reg.address, why, (time.monotonic() - started) * 1000,
+                )  # fmt: skip
+                self._tasks.pop(server_id, None)
+                self._report(server_id, reg, why)
+                return
+            attempts += 1
+            level = logging.INFO if attempts in (1, 10) or attempts % 100 == 0 else logging.DEBUG
+            log.log(level, "Liveness stream of tablet server %d at %s failed (%s), probe: %s (no proof of death); "
+                    "re-opening in %.1fs", server_id, reg.address, why, probe.value, delay)  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(self._retry_max, delay * 2)
+
+
+def _surface_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("Liveness watcher %s failed", task.get_name(), exc_info=task.exception())
