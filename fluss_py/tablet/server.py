@@ -31,6 +31,7 @@ real one (no logs, no replica manager: tests of membership and fencing only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -76,6 +77,7 @@ log = logging.getLogger("fluss_py.tablet.TabletServer")
 DEFAULT_RPC_PORT = 9122
 DEFAULT_HTTP_PORT = 9125
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
+RETENTION_CHECK_INTERVAL_S = 60.0
 
 
 async def address_answers(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -129,6 +131,7 @@ class TabletServer:
         self._run_task: asyncio.Task | None = None
         self._in_lifecycle = False
         self._leader_watch: Any = None
+        self._retention_task: asyncio.Task[None] | None = None
         self.metrics = CollectorRegistry()
         Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
@@ -177,6 +180,7 @@ class TabletServer:
             self.server_id, self.log_manager, self.config, self._gateway, GrpcLeaderEndpoint
         )
         self.replica_manager.start()
+        self._retention_task = asyncio.create_task(self._retention_loop(), name="log-retention")
         log.info(
             "Tablet server %d: %d logs loaded from %s (%s shutdown before)",
             self.server_id, len(logs), self.log_manager.data_dir,
@@ -226,6 +230,22 @@ class TabletServer:
         elif self._run_task is not None:
             self._run_task.cancel()
 
+    async def _retention_loop(self) -> None:
+        """Every RETENTION_CHECK_INTERVAL_S: delete segments past table.log.ttl / retention-bytes (below the
+        HW only) and expire idle writers, log by log on the loop (LogTablet is single-owner)."""
+        assert self.log_manager is not None
+        while True:
+            await asyncio.sleep(RETENTION_CHECK_INTERVAL_S)
+            now_ms = int(time.time() * 1000)
+            for tb, tablet in list(self.log_manager.logs.items()):
+                if self.log_manager.logs.get(tb) is not tablet:  # deleted (StopReplica) meanwhile
+                    continue
+                try:
+                    tablet.apply_retention(now_ms)
+                except Exception:  # one failing log must not stop retention of the others; it stays visible
+                    log.exception("Retention of bucket %s failed", tb)
+                await asyncio.sleep(0)
+
     async def _controlled_shutdown(self) -> None:
         """Hand leadership away while still serving (bounded). Skipped when this server leads nothing: closing
         the session then takes it out of every ISR at once (the coordinator sees the registration vanish)."""
@@ -253,6 +273,10 @@ class TabletServer:
             self._leader_watch.cancel()
         if self._rpc_server is not None:
             await self._rpc_server.stop(0.5)  # no new requests; in-flight ones get 0.5 s
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()  # fetchers, tasks, parked requests, last checkpoint
         if self._gateway is not None:

@@ -1,0 +1,208 @@
+"""ManagerReplicaLayer and MetadataCache: protobuf in, ReplicaManager calls, protobuf out (no sockets: the
+ReplicaManagers run over real logs in a temp dir with in-memory endpoints, tests/unit/replica/harness.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fluss_py.errors import ErrorCode
+from fluss_py.log.manager import bucket_dir_name
+from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
+from fluss_py.tablet.metadata_cache import MetadataCache
+from fluss_py.tablet.replica_layer import ManagerReplicaLayer
+from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket, TablePath
+from tests.unit.replica.fakes import FakeClock, batch, values_of
+from tests.unit.replica.harness import ReplicaCluster, node
+
+TB = TableBucket(5, 0)
+OTHER = TableBucket(5, 1)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path):
+    c = ReplicaCluster(2, FakeClock(), tmp_path)
+    yield c
+    await c.close()
+
+
+def _layer(cluster: ReplicaCluster, server: int = 1) -> ManagerReplicaLayer:
+    return ManagerReplicaLayer(cluster.managers[server], MetadataCache(), cluster.config)
+
+
+def _table_info(table_id: int, props: dict[str, str] | None = None) -> common_pb2.TableInfo:
+    return common_pb2.TableInfo(
+        table_id=table_id,
+        path=common_pb2.TablePath(database="fluss", table=f"t{table_id}"),
+        descriptor=common_pb2.TableDescriptor(num_buckets=2, replication_factor=1, properties=props or {}),
+    )
+
+
+def _notify(
+    epoch: int, buckets: list[tuple[TableBucket, LeaderAndIsr, tuple[int, ...]]], props: dict | None = None
+) -> tablet_pb2.NotifyLeaderAndIsrRequest:
+    return tablet_pb2.NotifyLeaderAndIsrRequest(
+        coordinator_epoch=epoch,
+        coordinator_id=1,
+        buckets=[convert.leader_and_isr_to_pb(tb, lai, replicas) for tb, lai, replicas in buckets],
+        tables=[_table_info(5, props)],
+        servers=[convert.server_node_to_pb(node(i)) for i in (1, 2)],
+    )
+
+
+def _produce(tb: TableBucket, records: bytes, acks: int = 1) -> tablet_pb2.ProduceLogRequest:
+    return tablet_pb2.ProduceLogRequest(
+        acks=acks,
+        timeout_ms=1000,
+        buckets=[tablet_pb2.ProduceBucket(table_bucket=convert.table_bucket_to_pb(tb), records=records)],
+    )
+
+
+def _fetch(tb: TableBucket, offset: int) -> tablet_pb2.FetchLogRequest:
+    return tablet_pb2.FetchLogRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        buckets=[
+            tablet_pb2.FetchBucket(
+                table_bucket=convert.table_bucket_to_pb(tb),
+                fetch_offset=offset,
+                max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                last_fetched_epoch=-1,
+            )
+        ],
+    )
+
+
+async def test_notify_produce_fetch_and_offsets_round_trip(cluster: ReplicaCluster) -> None:
+    layer = _layer(cluster)
+    lai = LeaderAndIsr(1, 0, (1,), 1, 0)
+    answer = await layer.notify_leader_and_isr(_notify(1, [(TB, lai, (1,))]))
+    assert answer.error.code == ErrorCode.NONE
+    assert [(b.table_bucket.bucket, b.error.code) for b in answer.buckets] == [(0, ErrorCode.NONE)]
+
+    produced = await layer.produce_log(_produce(TB, batch(b"a", b"b")))
+    assert produced.error.code == ErrorCode.NONE
+    (r,) = produced.buckets
+    assert (r.error.code, r.base_offset, r.last_offset) == (ErrorCode.NONE, 0, 1)
+
+    fetched = await layer.fetch_log(_fetch(TB, 0))
+    (f,) = fetched.buckets
+    assert f.error.code == ErrorCode.NONE and (f.high_watermark, f.log_end_offset) == (2, 2)
+    assert values_of(f.records) == [(0, b"a"), (1, b"b")]
+    assert not f.HasField("diverging_epoch")
+
+    offsets = await layer.list_offsets(
+        tablet_pb2.ListOffsetsRequest(
+            buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=convert.table_bucket_to_pb(TB), spec=1)]
+        )
+    )
+    assert offsets.buckets[0].offset == 2
+    epochs = await layer.offsets_for_leader_epoch(
+        tablet_pb2.OffsetsForLeaderEpochRequest(
+            replica_id=2,
+            buckets=[
+                tablet_pb2.OffsetsForLeaderEpochBucket(
+                    table_bucket=convert.table_bucket_to_pb(TB), leader_epoch=0, current_leader_epoch=0
+                )
+            ],
+        )
+    )
+    assert (epochs.buckets[0].leader_epoch, epochs.buckets[0].end_offset) == (0, 2)
+
+    out_of_range = await layer.fetch_log(_fetch(TB, 5))
+    assert out_of_range.buckets[0].error.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_per_bucket_errors_carry_the_leader_hint_and_stale_epochs_fail_the_request(
+    cluster: ReplicaCluster,
+) -> None:
+    layer = _layer(cluster)
+    follower = LeaderAndIsr(2, 0, (2, 1), 1, 0)
+    await layer.notify_leader_and_isr(_notify(3, [(OTHER, follower, (2, 1))]))
+    (r,) = (await layer.produce_log(_produce(OTHER, batch(b"x")))).buckets
+    assert r.error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (r.error.leader_id, r.error.leader_address) == (2, node(2).address)
+
+    (u,) = (await layer.produce_log(_produce(TableBucket(99, 0), batch(b"x")))).buckets
+    assert u.error.code == ErrorCode.UNKNOWN_TABLE_OR_BUCKET
+
+    stale = await layer.notify_leader_and_isr(_notify(2, [(OTHER, follower, (2, 1))]))
+    assert stale.error.code == ErrorCode.INVALID_COORDINATOR_EPOCH
+
+    older = await layer.notify_leader_and_isr(_notify(3, [(OTHER, LeaderAndIsr(2, -1, (2, 1), 3, 0), (2, 1))]))
+    assert older.buckets[0].error.code == ErrorCode.FENCED_LEADER_EPOCH
+
+    leaderless = await layer.notify_leader_and_isr(_notify(3, [(OTHER, LeaderAndIsr(-1, 1, (1,), 3, 1), (2, 1))]))
+    assert leaderless.buckets[0].error.code == ErrorCode.NONE
+    assert cluster.managers[1].fetchers.fetcher_of(OTHER) is None  # nobody to follow
+
+
+async def test_table_properties_reach_logs_loaded_at_start_and_min_isr(cluster: ReplicaCluster) -> None:
+    lai = LeaderAndIsr(1, 0, (1,), 1, 0)
+    await _layer(cluster).notify_leader_and_isr(_notify(1, [(TB, lai, (1,))]))
+    await cluster.kill(1)
+    cluster.start_server(1)  # the log is loaded from disk with server defaults
+    layer = _layer(cluster)
+    tablet = cluster.log_managers[1].get(TB)
+    assert tablet is not None and tablet.config.segment_bytes == 1024**3
+    props = {"log.segment.file-size": "1MB", "min.insync.replicas": "1"}
+    await layer.notify_leader_and_isr(_notify(1, [(TB, LeaderAndIsr(1, 1, (1,), 1, 1), (1,))], props))
+    assert tablet.config.segment_bytes == 1024**2
+    assert cluster.managers[1].replica(TB).min_insync_replicas == 1
+
+
+async def test_stop_replica_with_delete_removes_the_files(cluster: ReplicaCluster) -> None:
+    layer = _layer(cluster)
+    await layer.notify_leader_and_isr(_notify(1, [(TB, LeaderAndIsr(1, 0, (1,), 1, 0), (1,))]))
+    await layer.produce_log(_produce(TB, batch(b"a")))
+    directory = cluster.log_managers[1].data_dir / bucket_dir_name(TB)
+    assert directory.exists()
+    answer = await layer.stop_replica(
+        tablet_pb2.StopReplicaRequest(
+            coordinator_epoch=1,
+            coordinator_id=1,
+            buckets=[tablet_pb2.StopReplicaBucket(table_bucket=convert.table_bucket_to_pb(TB), delete=True)],
+        )
+    )
+    assert answer.error.code == ErrorCode.NONE and answer.buckets[0].error.code == ErrorCode.NONE
+    assert not directory.exists()
+    (r,) = (await layer.produce_log(_produce(TB, batch(b"b")))).buckets
+    assert r.error.code == ErrorCode.UNKNOWN_TABLE_OR_BUCKET
+
+
+def _view(epoch: int, table_ids: list[int]) -> common_pb2.ClusterMetadata:
+    return common_pb2.ClusterMetadata(
+        tablet_servers=[convert.server_node_to_pb(node(i)) for i in (1, 2)],
+        coordinator=common_pb2.ServerNode(id=7, host="127.0.0.1", port=9123),
+        tables=[common_pb2.TableMetadata(info=_table_info(t)) for t in table_ids],
+        coordinator_epoch=epoch,
+    )
+
+
+async def test_update_metadata_replaces_the_view_that_get_metadata_serves(cluster: ReplicaCluster) -> None:
+    layer = _layer(cluster)
+    before = await layer.get_metadata(common_pb2.MetadataRequest())
+    assert before.error.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    await layer.update_metadata(tablet_pb2.UpdateMetadataRequest(coordinator_epoch=2, metadata=_view(2, [5, 6])))
+    md = (await layer.get_metadata(common_pb2.MetadataRequest())).metadata
+    assert sorted(t.info.table_id for t in md.tables) == [5, 6] and md.coordinator.id == 7
+    only = await layer.get_metadata(
+        common_pb2.MetadataRequest(tables=[convert.table_path_to_pb(TablePath("fluss", "t6"))])
+    )
+    assert [t.info.table_id for t in only.metadata.tables] == [6]
+
+    await layer.update_metadata(tablet_pb2.UpdateMetadataRequest(coordinator_epoch=2, metadata=_view(2, [6])))
+    md = (await layer.get_metadata(common_pb2.MetadataRequest())).metadata
+    assert [t.info.table_id for t in md.tables] == [6]  # a table missing from a full view is gone
+    assert layer.metadata.table_properties(5) is None
+
+    # a newer coordinator leader seen in ZooKeeper is named before its first UpdateMetadata arrives
+    layer.metadata.observe_coordinator(CoordinatorLeaderInfo(8, 3, "127.0.0.1", 9200))
+    md = (await layer.get_metadata(common_pb2.MetadataRequest())).metadata
+    assert (md.coordinator.id, md.coordinator.port, md.coordinator_epoch) == (8, 9200, 3)
