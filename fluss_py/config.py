@@ -213,7 +213,7 @@ CLIENT_DELIVERY_TIMEOUT = option(
     "client.delivery.timeout", "duration", 120.0, [CLIENT], "a record fails after retrying this long"
 )
 CLIENT_BATCH_SIZE = option(
-    "client.writer.batch-size", "size", 64 * 1024, [CLIENT], "send a bucket's batch at this size"
+    "client.writer.batch-size", "size", 256 * 1024, [CLIENT], "send a bucket's batch at this size"
 )
 CLIENT_LINGER = option(
     "client.writer.batch-timeout", "duration", 0.0, [CLIENT], "... or when its first record is this old (linger)"

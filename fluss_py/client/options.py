@@ -54,7 +54,7 @@ class ProducerOptions:
 
     acks: int = -1
     idempotence: bool | None = None
-    batch_size: int = 64 * 1024
+    batch_size: int = 256 * 1024
     linger: float = 0.0
     buffer_memory: int = 32 * 1024 * 1024
     max_block: float = 60.0
