@@ -4,8 +4,10 @@ The server keeps serving while it asks the coordinator leader ``ControlledShutdo
 coordinator moves the leadership of every bucket the server leads (RF > 1) to another ISR member, takes the
 server out of the ISRs of the buckets it follows, tells the servers (NotifyLeaderAndIsr / StopReplica) and
 answers with the buckets the server still leads. The server asks again until that list is empty, or gives
-up after ``timeout_s`` (no coordinator leader, an ISR without another live member): then it stops anyway
-and the coordinator handles it as a death once its session is closed.
+up after ``timeout_s`` (an ISR without another live member, a coordinator that does not answer), or once no
+coordinator leader has been registered for ``NO_LEADER_GRACE_S`` (the whole cluster is stopping; a standby
+takes over within that time after a graceful leader stop): then it stops anyway and the coordinator
+handles it as a death once its session is closed.
 
 Who may call: the tablet server's lifecycle task, once, on its loop.
 """
@@ -28,6 +30,7 @@ from fluss_py.types import TableBucket
 log = logging.getLogger("fluss_py.tablet.ControlledShutdown")
 
 RETRY_BACKOFF_S = 0.2
+NO_LEADER_GRACE_S = 1.0
 
 
 async def _ask(address: str, server_id: int, timeout_s: float) -> tuple[list[TableBucket] | None, str]:
@@ -60,10 +63,18 @@ async def controlled_shutdown(
     hinted: str | None = None
     attempt = 0
     last = ""
+    no_leader_since: float | None = None
     while True:
         attempt += 1
         address = hinted or coordinator_address()
         hinted = None
+        no_leader_since = None if address else (no_leader_since or time.monotonic())
+        if no_leader_since is not None and time.monotonic() - no_leader_since >= NO_LEADER_GRACE_S:
+            log.warning(
+                "Controlled shutdown of tablet server %d: no coordinator leader for %.1fs; stopping anyway",
+                server_id, NO_LEADER_GRACE_S,
+            )  # fmt: skip
+            return False
         if address:
             remaining, why = await _ask(address, server_id, max(0.1, min(rpc_timeout_s, deadline - time.monotonic())))
             if remaining is not None and not remaining:

@@ -223,3 +223,35 @@ def test_metadata_metrics_controlled_shutdown_and_drop(cluster_factory):
             15,
             "the dropped table's bucket directories are deleted on the live servers",
         )
+
+
+def test_restarted_server_rejoins_through_a_new_coordinator_leader(cluster_factory):
+    """AdjustIsr follows the coordinator leader: after a coordinator kill -9 the ISR expansion of a restarted
+    tablet server goes to the new leader (found through the leader znode the tablet servers watch)."""
+    cluster = cluster_factory(coordinators=2, tablet_servers=3, tablet_overrides=TABLET_OVERRIDES)
+    first = cluster.wait_for_leader(15)
+    servers = cluster.names(TABLET_SERVER)
+    bootstrap = ",".join(cluster.get(n).rpc_address for n in servers)
+    with SyncAdmin(bootstrap, request_timeout=10.0) as admin:
+        admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
+        cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
+        options = ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)
+        with SyncProducer(bootstrap, options) as producer:
+            sent = _produce(producer, 0, 200)
+            cluster.kill(first)
+            cluster.wait_for_leader(15, exclude=[first])
+            victim_id = _placement(admin)[1][0]
+            victim = f"{TABLET_SERVER}-{victim_id}"
+            cluster.kill(victim)
+            cluster.wait_until(
+                lambda: all(victim_id not in isr for _, _, isr in _placement(admin).values()),
+                20,
+                f"tablet server {victim_id} left every ISR",
+            )
+            sent += _produce(producer, 200, 300)
+            cluster.start_process(victim, wait=True, timeout=30)
+            cluster.wait_until(lambda: _fully_replicated(admin), 30, f"tablet server {victim_id} rejoined every ISR")
+            sent += _produce(producer, 500, 100)
+        with SyncConsumer(bootstrap, ConsumerOptions(fetch_max_wait=0.2)) as consumer:
+            consumer.assign(TABLE)
+            _check_exactly_once_in_order(sent, _consume_all(consumer, len(sent), 30))
