@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
@@ -34,6 +34,7 @@ from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
+from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.coordinator.tables import ClusterView, TableInfo, validate_properties
@@ -137,6 +138,16 @@ FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPT
 Handler = Callable[[Any], Awaitable[Any]]
 
 
+class ProcessorListener(Protocol):
+    """Told about changes after they were written (on the loop task); e.g. the rebalance executor."""
+
+    async def on_started(self) -> None: ...  # first reconciliation of a leadership done
+
+    async def on_isr_changed(self, buckets: list[TableBucket]) -> None: ...  # accepted AdjustIsr
+
+    async def on_servers_changed(self, joined: set[int], died: list[int]) -> None: ...
+
+
 def options_from_config(config: Any) -> dict[str, Any]:
     """TableProcessor keyword arguments from a coordinator Config."""
     return {
@@ -174,6 +185,7 @@ class TableProcessor:
         self._membership_seen = False
         self._started = False
         self._not_live: set[int] = set()  # restarted servers count as dead while their death is handled
+        self.listeners: list[ProcessorListener] = []
         self.handlers: dict[type[Event], Handler] = {
             LoadTables: self.load_tables,
             CreateTable: self.create_table,
@@ -185,6 +197,9 @@ class TableProcessor:
             AllocateWriterId: self.allocate_writer_id,
             ReplicasFailed: self.replicas_failed,
         }
+        # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
+        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets)
+        self.handlers.update(self.groups.handlers)
 
     def install(self, loop: Any, drop_database: Handler | None = None) -> None:
         """Register every handler on a CoordinatorEventLoop (before it starts).
@@ -250,6 +265,19 @@ class TableProcessor:
             if server in live:
                 batch.leader_and_isr(server, pb, table)
 
+    # public names for collaborators on the loop (the rebalance executor)
+    def new_batch(self) -> RequestBatch:
+        return self._batch()
+
+    def notify(self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None) -> None:
+        self._notify(batch, tb, servers)
+
+    def send(self, batch: RequestBatch) -> None:
+        self._send(batch)
+
+    def refresh_states(self, tb: TableBucket) -> None:
+        self._set_states(tb)
+
     def _set_states(self, tb: TableBucket) -> None:
         """Derive the bucket and replica states of ``tb`` from its LeaderAndIsr and the live servers."""
         bucket = self.view.buckets[tb]
@@ -312,6 +340,8 @@ class TableProcessor:
         finally:
             self._not_live = set()
         await self._servers_joined(set(joined))
+        for listener in self.listeners:
+            await listener.on_servers_changed(set(joined), list(died))
 
     async def _startup(self) -> None:
         """First reconciliation of a leadership: elect what needs it, then tell every live server everything."""
@@ -330,6 +360,8 @@ class TableProcessor:
             len(self.view.buckets),
             len(changed),
         )
+        for listener in self.listeners:
+            await listener.on_started()
 
     async def _reconcile(self, tbs: Iterable[TableBucket]) -> list[Change]:
         """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
@@ -503,6 +535,11 @@ class TableProcessor:
     async def allocate_writer_id(self, _event: AllocateWriterId) -> int:
         return await self._writer_ids.allocate()
 
+    async def _num_buckets(self, table_id: int) -> int | None:
+        await self._ensure_loaded()
+        info = self.view.tables.get(table_id)
+        return None if info is None else info.num_buckets
+
     # ---------------------------------------------------------------- failed replicas
     def _check_notify(self, loop: Any, server: int, kind: str, response: Any) -> None:
         """Channel hook (on the loop): queue ReplicasFailed for buckets that answered a storage failure."""
@@ -565,6 +602,8 @@ class TableProcessor:
             batch = self._batch()
             batch.update_metadata(live)
             self._send(batch)
+            for listener in self.listeners:
+                await listener.on_isr_changed(sorted(written))
         results = []
         for tb in order:
             if tb in errors:

@@ -1,0 +1,364 @@
+"""The rebalance executor on the coordinator's handlers, against the in-memory ZooKeeper and gateway.
+
+A "tablet server" here is the fake gateway: a target catches up when the test sends the AdjustIsr its
+leader would send. Invariant checked after every step: every bucket keeps at least its replication
+factor of replicas, and a replica only leaves after its replacement is in the ISR.
+"""
+
+from collections import Counter
+
+import pytest
+
+from fluss_py.coordinator.channel import NOTIFY, STOP
+from fluss_py.coordinator.processor import AdjustIsr, CreateTable
+from fluss_py.coordinator.rebalance.executor import (
+    CancelRebalance,
+    GetRebalance,
+    RebalanceExecutor,
+    StartRebalance,
+)
+from fluss_py.coordinator.rebalance.planner import MoveKind, PlanOptions, spread
+from fluss_py.coordinator.rebalance.progress import MoveStatus, RebalanceStatus
+from fluss_py.errors import ErrorCode, InvalidRebalancePlanError, RebalanceInProgressError
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2
+from fluss_py.types import TablePath
+from fluss_py.zk.client import EpochFencedError
+from fluss_py.zk.paths import LeaderIsrZNode, RebalanceZNode, TableAssignmentZNode
+
+from ..test_processor import ROOT, Harness, fresh_zk, registration
+
+T = TablePath("fluss", "events")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Rig(Harness):
+    def __init__(self, zk, servers, fence, clock=None, **kw) -> None:
+        super().__init__(zk, servers, fence)
+        self.clock = clock or Clock()
+        kw.setdefault("options", PlanOptions(0.1, 0.2, 5))
+        self.ex = RebalanceExecutor(self.proc, clock=self.clock, **kw)
+        self.ex.install(_Loop())
+
+    async def join(self, *sids: int) -> None:
+        await self.revive(*sids)
+
+    def node(self) -> dict:
+        return RebalanceZNode.decode(self.zk.data(RebalanceZNode.path(ROOT)))
+
+    def zk_assignment(self, table_id: int) -> dict[int, tuple[int, ...]]:
+        return TableAssignmentZNode.decode(self.zk.data(TableAssignmentZNode.path(ROOT, table_id)))
+
+    async def catch_up(self, only: set[int] | None = None) -> int:
+        """Each target of an in-flight move reaches the HW: its leader proposes the ISR with it."""
+        pr = self.ex.progress
+        sent = 0
+        for i, m in list(pr.open_moves()) if pr else []:
+            if pr.moves[i] is not MoveStatus.ADDING or (only is not None and m.to_server not in only):
+                continue
+            tb = m.bucket
+            lai = self.proc.view.buckets[tb].leader_and_isr
+            if m.to_server in lai.isr:
+                continue
+            resp = await self.proc.adjust_isr(adjust(lai.leader, tb, lai.leader_epoch, lai.bucket_epoch,
+                                                     [*lai.isr, m.to_server]))  # fmt: skip
+            assert resp.buckets[0].error.code == ErrorCode.NONE, resp
+            sent += 1
+            check_invariants(self)
+        await self.drain()
+        return sent
+
+    async def run_to_end(self, limit: int = 200) -> None:
+        for _ in range(limit):
+            if not self.ex.running:
+                return
+            check_caps(self)
+            if await self.catch_up() == 0:
+                await self.ex.tick()
+        raise AssertionError("rebalance did not finish")
+
+
+class _Loop:
+    def register(self, *_a) -> None:
+        pass
+
+    def put(self, _e) -> None:
+        pass
+
+
+def adjust(server, tb, leader_epoch, bucket_epoch, isr):
+    return AdjustIsr(coordinator_pb2.AdjustIsrRequest(server_id=server, buckets=[coordinator_pb2.AdjustIsrBucket(
+        table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket), leader_epoch=leader_epoch,
+        bucket_epoch=bucket_epoch, new_isr=isr)]))  # fmt: skip
+
+
+def check_invariants(rig: Rig, rf: int = 3) -> None:
+    for tb, b in rig.proc.view.buckets.items():
+        assert len(b.replicas) >= rf, (tb, b.replicas)
+        lai = b.leader_and_isr
+        assert lai.leader in b.replicas and set(lai.isr) <= set(b.replicas)
+        stored = LeaderIsrZNode.decode(rig.zk.data(LeaderIsrZNode.path(ROOT, tb.table_id, tb.bucket)))
+        assert stored == lai
+        assert rig.zk_assignment(tb.table_id)[tb.bucket] == b.replicas
+
+
+def check_caps(rig: Rig) -> None:
+    pr = rig.ex.progress
+    if pr is None:
+        return
+    touched = Counter()
+    for i, m in pr.open_moves():
+        if pr.moves[i] is MoveStatus.ADDING:
+            touched[m.from_server] += 1
+            touched[m.to_server] += 1
+    assert not touched or max(touched.values()) <= rig.ex.options.max_concurrent
+
+
+async def make(servers=(1, 2, 3), buckets=30, **kw) -> tuple[Rig, int]:
+    zk, fence = fresh_zk()
+    rig = Rig(zk, {s: "" for s in servers}, fence, **kw)
+    await rig.start()
+    table_id = await rig.proc.create_table(CreateTable(T, num_buckets=buckets, replication_factor=3))
+    await rig.drain()
+    return rig, table_id
+
+
+@pytest.fixture
+async def grown():
+    """3 servers, 30 buckets RF 3, then servers 4 and 5 join."""
+    rig, table_id = await make()
+    await rig.join(4, 5)
+    rig.gateway.clear()
+    yield rig, table_id
+    await rig.channel.close()
+
+
+def counts(rig) -> list[int]:
+    c = Counter(s for b in rig.proc.view.buckets.values() for s in b.replicas)
+    return [c[s] for s in sorted(rig.ctx.tablet_servers)]
+
+
+# ---------------------------------------------------------------- tests
+
+
+async def test_dry_run_writes_nothing(grown):
+    rig, _ = grown
+    before = rig.zk.snapshot()
+    view = await rig.ex.start_rebalance(StartRebalance(dry_run=True))
+    assert view["status"] == "PLANNED" and view["moves"] and "replica spread" in view["summary"]
+    assert rig.zk.snapshot() == before and rig.ex.progress is None
+
+
+async def test_balanced_cluster_starts_nothing():
+    rig, _ = await make()
+    view = await rig.ex.start_rebalance(StartRebalance())
+    assert view["status"] == "BALANCED" and view["moves"] == []
+    assert rig.ex.progress is None
+    await rig.channel.close()
+
+
+async def test_full_rebalance_onto_new_servers(grown):
+    rig, table_id = grown
+    view = await rig.ex.start_rebalance(StartRebalance())
+    await rig.drain()
+    assert view["status"] == "REBALANCING" and rig.node()["status"] == "REBALANCING"
+    pr = rig.ex.progress
+    first = [m for _, m in pr.batch_moves(0)]
+    # step 1: each target is assigned next to the old replicas and told its role
+    for m in first:
+        if m.kind is MoveKind.REPLICA:
+            assert m.to_server in rig.zk_assignment(table_id)[m.bucket.bucket]
+            assert m.from_server in rig.zk_assignment(table_id)[m.bucket.bucket]
+            told = [b for r in rig.gateway.of(NOTIFY, m.to_server) for b in r.buckets]
+            assert any(b.table_bucket.bucket == m.bucket.bucket and m.to_server in b.replicas for b in told)
+    assert not rig.gateway.of(STOP)  # nothing removed before its replacement is in sync
+    check_invariants(rig)
+    await rig.run_to_end()
+    assert rig.ex.progress.status is RebalanceStatus.COMPLETED and rig.node()["status"] == "COMPLETED"
+    assert spread(counts(rig)) <= 0.1
+    assert all(len(b.replicas) == 3 for b in rig.proc.view.buckets.values())
+    check_invariants(rig)
+    deleted = [(s, b.table_bucket.bucket) for s, k, r in rig.gateway.calls if k == STOP for b in r.buckets]
+    moved = [m for m in pr.plan.moves if m.kind is MoveKind.REPLICA]
+    assert sorted(deleted) == sorted((m.from_server, m.bucket.bucket) for m in moved)
+    assert all(b.delete for r in rig.gateway.of(STOP) for b in r.buckets)
+    assert (await rig.ex.get_rebalance(GetRebalance()))["moves_done"] == len(pr.plan.moves)
+
+
+async def test_moved_leader_hands_over_to_its_replacement(grown):
+    rig, table_id = grown
+    # buckets led by server 1 are the smallest: their replica on 1 (the leader) moves first
+    sizes = {tb: 0 if b.leader_and_isr.leader == 1 else 100 for tb, b in rig.proc.view.buckets.items()}
+    rig.ex._sizes = lambda: sizes
+    await rig.ex.start_rebalance(StartRebalance())
+    pr = rig.ex.progress
+    i, m = next((i, m) for i, m in enumerate(pr.plan.moves) if m.kind is MoveKind.REPLICA and m.leader_move)
+    tb = m.bucket
+    while rig.ex.progress.moves[i] is not MoveStatus.ADDING:
+        await rig.catch_up()
+    before = rig.proc.view.buckets[tb].leader_and_isr
+    assert before.leader == m.from_server and m.to_server not in before.isr
+    await rig.catch_up()
+    after = rig.proc.view.buckets[tb].leader_and_isr
+    assert after.leader == m.to_server and after.leader_epoch == before.leader_epoch + 1
+    assert m.from_server not in after.isr and rig.zk_assignment(table_id)[tb.bucket][0] == m.to_server
+
+
+async def test_already_running_is_refused_with_progress(grown):
+    rig, _ = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    with pytest.raises(RebalanceInProgressError, match=r"already running: batch 1/\d+, 0/\d+ moves done"):
+        await rig.ex.start_rebalance(StartRebalance())
+
+
+async def test_impossible_plan_is_refused_and_nothing_moves():
+    rig, _ = await make(servers=(1, 2, 3, 4), buckets=8)
+    await rig.kill(4)  # its replicas cannot be planned while it is down
+    before = rig.zk.snapshot()
+    with pytest.raises(InvalidRebalancePlanError, match="not live"):
+        await rig.ex.start_rebalance(StartRebalance())
+    assert rig.zk.snapshot() == before
+    await rig.channel.close()
+
+
+async def test_target_death_rolls_back_the_batch(grown):
+    rig, table_id = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    pr = rig.ex.progress
+    batch = pr.batch_moves(0)
+    origin = {m.bucket: rig.zk_assignment(table_id)[m.bucket.bucket] for _, m in batch}
+    await rig.catch_up(only={5})  # moves to 5 finish; moves to 4 are still catching up
+    rig.gateway.clear()
+    await rig.kill(4)
+    await rig.drain()
+    assert rig.ex.progress.status is RebalanceStatus.FAILED and "died" in rig.node()["message"]
+    for i, m in batch:
+        replicas = rig.zk_assignment(table_id)[m.bucket.bucket]
+        if m.to_server == 4:
+            assert rig.ex.progress.moves[i] is MoveStatus.ROLLED_BACK
+            assert 4 not in replicas and set(replicas) == {r for r in origin[m.bucket] if r != 4}
+        elif m.kind is MoveKind.REPLICA:
+            assert rig.ex.progress.moves[i] is MoveStatus.DONE and 5 in replicas
+    assert not rig.gateway.of(STOP, 4)  # dead: nothing sent to it
+    check_invariants(rig)
+
+
+async def test_cancel_rolls_back_open_moves_and_keeps_done_ones(grown):
+    rig, table_id = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    await rig.catch_up(only={5})
+    view = await rig.ex.cancel_rebalance(CancelRebalance())
+    await rig.drain()
+    assert view["status"] == "CANCELED" and view["moves_in_flight"] == 0
+    pr = rig.ex.progress
+    for i, m in pr.batch_moves(0):
+        in_zk = rig.zk_assignment(table_id)[m.bucket.bucket]
+        if m.to_server == 4 and m.kind is MoveKind.REPLICA:
+            assert pr.moves[i] is MoveStatus.ROLLED_BACK and 4 not in in_zk
+            assert any(b.table_bucket.bucket == m.bucket.bucket for r in rig.gateway.of(STOP, 4) for b in r.buckets)
+    check_invariants(rig)
+    assert (await rig.ex.cancel_rebalance(CancelRebalance()))["message"] == "no rebalance runs"
+
+
+async def test_move_timeout_rolls_back(grown):
+    rig, _ = grown
+    rig.ex.move_timeout = 30
+    await rig.ex.start_rebalance(StartRebalance())
+    rig.clock.now += 31
+    await rig.ex.tick()
+    assert rig.ex.progress.status is RebalanceStatus.FAILED and "did not join the ISR" in rig.ex.progress.message
+    check_invariants(rig)
+    assert counts(rig)[3:] == [0, 0]
+
+
+async def test_next_batch_waits_for_health_then_fails_after_the_timeout(grown):
+    rig, _table_id = grown
+    rig.ex.health_timeout = 10
+    await rig.ex.start_rebalance(StartRebalance())
+    # an unrelated bucket drops a follower from its ISR just before the batch ends
+    moving = {m.bucket for _, m in rig.ex.progress.batch_moves(0)}
+    tb = next(tb for tb in sorted(rig.proc.view.buckets) if tb not in moving)
+    lai = rig.proc.view.buckets[tb].leader_and_isr
+    await rig.proc.adjust_isr(adjust(lai.leader, tb, lai.leader_epoch, lai.bucket_epoch, list(lai.isr[:2])))
+    await rig.catch_up()
+    assert rig.ex.progress.batch == 0 and rig.ex.running  # waiting for health
+    await rig.ex.tick()
+    assert rig.ex.progress.batch == 0
+    lai = rig.proc.view.buckets[tb].leader_and_isr
+    await rig.proc.adjust_isr(adjust(lai.leader, tb, lai.leader_epoch, lai.bucket_epoch,
+                                     list(rig.proc.view.buckets[tb].replicas)))  # fmt: skip
+    await rig.ex.tick()
+    assert rig.ex.progress.batch == 1  # healthy again: next batch
+    moving = {m.bucket for _, m in rig.ex.progress.batch_moves(1)}
+    tb = next(tb for tb in sorted(rig.proc.view.buckets) if tb not in moving)
+    lai = rig.proc.view.buckets[tb].leader_and_isr
+    await rig.proc.adjust_isr(adjust(lai.leader, tb, lai.leader_epoch, lai.bucket_epoch, list(lai.isr[:2])))
+    await rig.catch_up()
+    rig.clock.now += 11
+    await rig.ex.tick()
+    await rig.ex.tick()
+    assert rig.ex.progress.status is RebalanceStatus.FAILED and "unhealthy" in rig.ex.progress.message
+
+
+async def test_new_coordinator_resumes_and_the_old_one_is_fenced(grown):
+    rig, _table_id = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    await rig.catch_up(only={5})
+    in_flight = [m for i, m in rig.ex.progress.batch_moves(0) if rig.ex.progress.moves[i] is MoveStatus.ADDING]
+    assert in_flight
+    # failover: a new leader bumps the epoch and loads everything from ZooKeeper
+    new = Rig(rig.zk, {s: "" for s in (1, 2, 3, 4, 5)}, rig.zk.bump_epoch())
+    await new.start()
+    assert new.ex.progress is not None and new.ex.progress.running
+    assert [m for i, m in new.ex.progress.batch_moves(0) if new.ex.progress.moves[i] is MoveStatus.ADDING] == in_flight
+    with pytest.raises(EpochFencedError):
+        await rig.catch_up()  # the old leader's writes fail as a whole
+    await new.run_to_end()
+    assert new.ex.progress.status is RebalanceStatus.COMPLETED
+    assert spread(counts(new)) <= 0.1
+    check_invariants(new)
+    await new.channel.close()
+
+
+async def test_resume_with_a_dead_target_rolls_back():
+    rig, _table_id = await make()
+    await rig.join(4)
+    await rig.ex.start_rebalance(StartRebalance())
+    new = Rig(rig.zk, {s: "" for s in (1, 2, 3)}, rig.zk.bump_epoch())  # 4 died during the failover
+    await new.start()
+    assert new.ex.progress.status is RebalanceStatus.FAILED and "not live after coordinator failover" in (
+        new.ex.progress.message
+    )
+    assert counts(new) == [30, 30, 30]
+    check_invariants(new)
+    await rig.channel.close()
+    await new.channel.close()
+
+
+async def test_new_servers_trigger_automatically_after_the_join_delay():
+    rig, _ = await make(check_interval=300, join_delay=5)
+    rig.ctx.tablet_servers.update({4: registration(4), 5: registration(5)})
+    await rig.proc.on_servers_changed({4: registration(4), 5: registration(5)}, [])
+    await rig.ex.tick()
+    assert rig.ex.progress is None
+    rig.clock.now += 5
+    await rig.ex.tick()
+    assert rig.ex.running and "new-server" in rig.ex.progress.reason
+    await rig.run_to_end()
+    assert rig.ex.progress.status is RebalanceStatus.COMPLETED
+    await rig.channel.close()
+
+
+async def test_auto_off_never_triggers():
+    rig, _ = await make(auto=False)
+    await rig.join(4)
+    rig.clock.now += 10_000
+    await rig.ex.tick()
+    assert rig.ex.progress is None
+    await rig.channel.close()
