@@ -126,6 +126,8 @@ def _report(trials: list[Trial], sent: list[Sent], checkpoints: dict[str, list[t
         for s in slow:
             lines.append(f"  slow request @{s.wall_ms} latency {s.latency_ms:.0f}ms")
         lines.append(f"  ok {len(window) - len(failed)} failed {len(failed)} max latency {worst:.0f}ms")
+        resumed = min((s.end for s in window if s.end > t.t_kill and s.error is None), default=t.t_kill)
+        lines.append(f"  stall: first acknowledgement after the kill +{(resumed - t.t_kill) * 1e3:.0f}ms")
         lines.append(
             f"  Leader: {t.before.leader} -> {t.after.leader} (epoch {t.before.leader_epoch} -> "
             f"{t.after.leader_epoch}), ISR: {','.join(map(str, t.after.isr))}"
