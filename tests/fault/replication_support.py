@@ -413,3 +413,12 @@ def wait_replicas_identical(cluster: LocalCluster, files: Mapping[str, ReplicaFi
         timeout,
         lambda: f"replicas identical below {end}; LEOs { {n: f.log_end_offset() for n, f in files.items()} }",
     )
+
+
+def assert_every_ack_read_once(cluster: LocalCluster, table: str, sent: list[Sent], bucket: int = 0) -> None:
+    """The bucket's HW is the number of records sent to it (one per send) and a consumer reads each
+    acknowledged record exactly once, in order, at its acknowledged offset."""
+    mine = [s for s in sent if s.bucket == bucket]
+    hw = bucket_offsets(cluster, table, bucket).high_watermark
+    assert hw == len(mine), f"bucket {bucket}: high watermark {hw}, {len(mine)} records sent"
+    assert_exactly_once_in_order(mine, consume(cluster, table, bucket, hw), bucket=bucket)
