@@ -62,3 +62,14 @@ class TabletServerDeathProven(Event):
     server_id: int
     registration: Any
     reason: str = ""
+
+
+@dataclass(eq=False)
+class TabletServerAliveAgain(Event):
+    """A registration proven dead answered the liveness stream again: the proof was wrong (a forged refusal).
+
+    Applied only while that registration is still the one in ZooKeeper and still counted as proven dead.
+    """
+
+    server_id: int
+    registration: Any

@@ -22,6 +22,7 @@ from fluss_py.coordinator.events import (
     DropDatabase,
     ListDatabases,
     LoadContext,
+    TabletServerAliveAgain,
     TabletServerDeathProven,
     TabletServersChanged,
 )
@@ -39,6 +40,7 @@ log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 DEFAULT_DATABASE = "fluss"
 
 ServersListener = Callable[[dict[int, TabletServerRegistration], list[int]], Awaitable[None]]
+ForgetListener = Callable[[int], None]
 
 
 class MetadataStore(Protocol):
@@ -64,6 +66,7 @@ class MetadataHandlers:
         # Registrations proven dead before their session expired (docs/failure-detection.md): while such a
         # node is still in ZooKeeper it is not a live server; it is forgotten once the node is gone.
         self._proven_dead: dict[int, TabletServerRegistration] = {}
+        self._forget_listeners: list[ForgetListener] = []
 
     def install(self, loop: CoordinatorEventLoop) -> None:
         loop.register(LoadContext, self.load_context)
@@ -72,10 +75,15 @@ class MetadataHandlers:
         loop.register(ListDatabases, self.list_databases)
         loop.register(TabletServersChanged, self.tablet_servers_changed)
         loop.register(TabletServerDeathProven, self.tablet_server_death_proven)
+        loop.register(TabletServerAliveAgain, self.tablet_server_alive_again)
 
     def add_servers_listener(self, listener: ServersListener) -> None:
         """``listener(joined, died_ids)`` runs on the event loop after membership changed (e.g. UpdateMetadata)."""
         self._servers_listeners.append(listener)
+
+    def add_forget_listener(self, listener: ForgetListener) -> None:
+        """``listener(server_id)`` when the node of a registration proven dead is gone at last."""
+        self._forget_listeners.append(listener)
 
     # ---------------------------------------------------------------- context
     async def load_context(self, _event: LoadContext) -> None:
@@ -146,8 +154,10 @@ class MetadataHandlers:
     async def tablet_servers_changed(self, event: TabletServersChanged) -> None:
         current = {int(c) for c in (event.children or []) if c.isdigit()}
         known = set(self.context.tablet_servers)
-        for sid in set(self._proven_dead) - current:
+        for sid in sorted(set(self._proven_dead) - current):
             del self._proven_dead[sid]  # the dead incarnation's node is gone at last
+            for forget in self._forget_listeners:
+                forget(sid)
         joined: dict[int, TabletServerRegistration] = {}
         for sid in sorted(current - known):
             got = await self._store.get(TabletServerZNode.path(self._root, sid))
@@ -192,6 +202,21 @@ class MetadataHandlers:
         log.warning("Tablet server %d at %s died: proof of death (%s); its ZooKeeper node waits for session expiry",
                     sid, reg.address, event.reason or "port refuses connections")  # fmt: skip
         await self._membership_changed({}, [sid])
+        return True
+
+    async def tablet_server_alive_again(self, event: TabletServerAliveAgain) -> bool:
+        """Undo a wrong proof of death: the same registration answers again; True when it rejoined."""
+        sid, reg = event.server_id, event.registration
+        if self._proven_dead.get(sid) != reg or sid in self.context.tablet_servers:
+            return False
+        got = await self._store.get(TabletServerZNode.path(self._root, sid))
+        if got is None or TabletServerZNode.decode(got[0]) != reg:
+            return False  # gone or replaced: the change event that follows handles it
+        del self._proven_dead[sid]
+        self.context.tablet_servers[sid] = reg
+        log.warning("Tablet server %d at %s answers again with the incarnation proven dead: that proof was wrong "
+                    "(a refusal not sent by its host?); it rejoins as a new member", sid, reg.address)  # fmt: skip
+        await self._membership_changed({sid: reg}, [])
         return True
 
     async def _membership_changed(self, joined: dict[int, TabletServerRegistration], died: list[int]) -> None:

@@ -23,7 +23,13 @@ from typing import Any
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
-from fluss_py.coordinator.events import CreateDatabase, LoadContext, TabletServerDeathProven, TabletServersChanged
+from fluss_py.coordinator.events import (
+    CreateDatabase,
+    LoadContext,
+    TabletServerAliveAgain,
+    TabletServerDeathProven,
+    TabletServersChanged,
+)
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
@@ -117,8 +123,10 @@ class LeaderServices:
             self.liveness = LivenessMonitor(
                 GrpcLivenessStream(self.pool, ctx.coordinator_id, ctx.epoch),
                 lambda sid, reg, why: self.event_loop.put(TabletServerDeathProven(sid, reg, why)),
+                report_alive=lambda sid, reg: self.event_loop.put(TabletServerAliveAgain(sid, reg)),
             )
             self.handlers.add_servers_listener(self.liveness.on_servers_changed)
+            self.handlers.add_forget_listener(self.liveness.forget)
 
         async def start_watchers() -> None:
             nonlocal watcher

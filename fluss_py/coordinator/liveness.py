@@ -4,8 +4,11 @@ One watcher task per live tablet-server registration (server id + incarnation) k
 stream open to that server. When the stream cannot be opened or breaks, the watcher probes the server's
 RPC port with a plain TCP connect::
 
-    stream ends/fails ──▶ probe host:port ──▶ REFUSED (ECONNREFUSED)      ──▶ proof: report, watcher ends
+    stream ends/fails ──▶ probe host:port ──▶ REFUSED (ECONNREFUSED)      ──▶ proof: report, dead mode
                                        └──▶ CONNECTED | TIMEOUT | OTHER  ──▶ no proof: back off, re-open
+    dead mode: every DEAD_RECHECK s try the stream again; a heartbeat of the same incarnation means the proof
+               was wrong: report it alive (``TabletServerAliveAgain``) and watch normally again. Ends when the
+               registration's node is gone (``forget``) or a new registration replaces it (``watch``).
 
 Only ECONNREFUSED is proof: the kernel of the server's host answered that nothing listens on the port the
 registration names, and a tablet server binds that port before it registers and closes it only when it
@@ -41,6 +44,7 @@ HEARTBEAT_INTERVAL_MS = 500
 PROBE_TIMEOUT = 1.0
 RETRY_INITIAL = 0.1
 RETRY_MAX = 1.0
+DEAD_RECHECK = 2.0
 
 
 class ProbeResult(enum.Enum):
@@ -128,6 +132,7 @@ def _short(e: BaseException) -> str:
 
 
 Report = Callable[[int, TabletServerRegistration, str], None]
+ReportAlive = Callable[[int, TabletServerRegistration], None]
 
 
 class LivenessMonitor:
@@ -140,14 +145,19 @@ class LivenessMonitor:
         prober: Prober = probe_port,
         retry_initial: float = RETRY_INITIAL,
         retry_max: float = RETRY_MAX,
+        report_alive: ReportAlive | None = None,
+        dead_recheck: float = DEAD_RECHECK,
     ) -> None:
         self._stream = stream
         self._report = report
+        self._report_alive = report_alive
+        self._dead_recheck = dead_recheck
         self._probe = prober
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._tasks: dict[int, tuple[TabletServerRegistration, asyncio.Task]] = {}
         self.last_heartbeat: dict[int, float] = {}  # server id -> monotonic time (metrics, tests)
+        self.proven_dead: set[int] = set()  # watchers in dead mode
         self._closed = False
 
     def watched(self) -> dict[int, TabletServerRegistration]:
@@ -169,9 +179,15 @@ class LivenessMonitor:
         task.add_done_callback(_surface_failure)
         self._tasks[server_id] = (reg, task)
 
+    def forget(self, server_id: int) -> None:
+        """The node of a registration proven dead is gone (MetadataHandlers forget listener): stop watching."""
+        if server_id in self.proven_dead:
+            self.unwatch(server_id)
+
     def unwatch(self, server_id: int) -> None:
         entry = self._tasks.pop(server_id, None)
         self.last_heartbeat.pop(server_id, None)
+        self.proven_dead.discard(server_id)
         if entry is not None:
             entry[1].cancel()
 
@@ -202,15 +218,39 @@ class LivenessMonitor:
                     "connections (probe %.0f ms); failing it over without waiting for its ZooKeeper session",
                     server_id, reg.address, why, (time.monotonic() - started) * 1000,
                 )  # fmt: skip
-                self._tasks.pop(server_id, None)
                 self._report(server_id, reg, why)
-                return
+                if self._report_alive is None:
+                    self._tasks.pop(server_id, None)
+                    return
+                self.proven_dead.add(server_id)
+                await self._until_alive_again(server_id, reg)
+                self.proven_dead.discard(server_id)
+                self._report_alive(server_id, reg)
+                continue
             attempts += 1
             level = logging.INFO if attempts in (1, 10) or attempts % 100 == 0 else logging.DEBUG
             log.log(level, "Liveness stream of tablet server %d at %s failed (%s), probe: %s (no proof of death); "
                     "re-opening in %.1fs", server_id, reg.address, why, probe.value, delay)  # fmt: skip
             await asyncio.sleep(delay)
             delay = min(self._retry_max, delay * 2)
+
+    async def _until_alive_again(self, server_id: int, reg: TabletServerRegistration) -> None:
+        """Dead mode: return once the stream delivers a heartbeat of this very registration's incarnation."""
+        while True:
+            await asyncio.sleep(self._dead_recheck)
+            answered = asyncio.Event()
+            follow = asyncio.ensure_future(self._stream.follow(server_id, reg, answered.set))
+            waiter = asyncio.ensure_future(answered.wait())
+            try:
+                await asyncio.wait([follow, waiter], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (follow, waiter):
+                    task.cancel()
+                await asyncio.gather(follow, waiter, return_exceptions=True)
+            if answered.is_set():
+                log.warning("Tablet server %d at %s (proven dead) answers its liveness stream again",
+                            server_id, reg.address)  # fmt: skip
+                return
 
 
 def _surface_failure(task: asyncio.Task) -> None:

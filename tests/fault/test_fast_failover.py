@@ -149,6 +149,8 @@ def test_kill9_with_a_30s_session_fails_over_fast_and_restarts_rejoin(make_clust
             print(f"\nkill -9 of tablet server {victim_id} (session {LONG_SESSION_S:g}s): "
                   f"{len(led)} bucket(s) have a new leader in ZooKeeper after {failover_s:.2f}s")  # fmt: skip
             assert zk.exists(TabletServerZNode.path(root, victim_id)), "the dead server's session has not expired"
+            isrs = [zk.get_json(LeaderIsrZNode.path(root, table_id, b))["isr"] for b in range(BUCKETS)]
+            assert all(victim_id not in isr for isr in isrs), f"the dead server left every ISR: {isrs}"
             assert "proof of death" in cluster.log_text(coordinator)
             sent += _produce(producer, 300, 200)  # acks=all with the ISR of two
 

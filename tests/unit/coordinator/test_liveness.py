@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.events import TabletServerDeathProven, TabletServersChanged
+from fluss_py.coordinator.events import TabletServerAliveAgain, TabletServerDeathProven, TabletServersChanged
 from fluss_py.coordinator.handlers import MetadataHandlers
 from fluss_py.coordinator.liveness import LivenessMonitor, ProbeResult, classify_connect_error, decide
 from fluss_py.tablet.liveness import is_own_stale_registration
@@ -128,6 +128,37 @@ async def test_membership_changes_restart_watchers_per_registration():
     assert monitor.watched() == {}
 
 
+async def test_a_wrong_proof_is_undone_when_the_same_incarnation_answers_again():
+    reports, alive = [], []
+    # break + refused (proof); dead mode: one attempt without heartbeat, then one with; back to normal: quiet
+    stream = FakeStream([("beats", 1), ("beats", 0), ("beats", 1), "hang"])
+    monitor = LivenessMonitor(
+        stream, lambda *a: reports.append(a), FakeProber([ProbeResult.REFUSED]), retry_initial=0.001,
+        report_alive=lambda *a: alive.append(a), dead_recheck=0.001,
+    )  # fmt: skip
+    monitor.watch(1, reg(1))
+    await wait_for(lambda: alive)
+    assert [r[:2] for r in reports] == [(1, reg(1))] and alive == [(1, reg(1))]
+    await wait_for(lambda: stream.opened == 4)
+    assert monitor.watched() == {1: reg(1)} and monitor.proven_dead == set()
+    await monitor.close()
+
+
+async def test_a_proven_dead_watcher_ends_when_its_node_is_forgotten():
+    stream = FakeStream([("beats", 0)] * 1000)
+    monitor = LivenessMonitor(
+        stream, lambda *a: None, FakeProber([ProbeResult.REFUSED]), retry_initial=0.001,
+        report_alive=lambda *a: None, dead_recheck=0.001,
+    )  # fmt: skip
+    monitor.watch(1, reg(1))
+    monitor.forget(1)  # not proven dead yet: ignored
+    assert monitor.watched() == {1: reg(1)}
+    await wait_for(lambda: monitor.proven_dead == {1})
+    monitor.forget(1)
+    assert monitor.watched() == {} and monitor.proven_dead == set()
+    await monitor.close()
+
+
 # ---------------------------------------------------------------- the handler: idempotent with ZooKeeper
 def handlers() -> tuple[FakeStore, MetadataHandlers, list]:
     store = FakeStore()
@@ -185,3 +216,27 @@ async def test_a_proof_about_a_replaced_registration_is_ignored():
     assert await h.tablet_server_death_proven(TabletServerDeathProven(1, reg(1))) is False
     assert h.context.tablet_servers[1] == reg(1, "b", 2)
     assert calls == [([1], []), ([1], [1])]  # the restart itself: died and joined
+
+
+async def test_alive_again_rejoins_only_the_same_registration_still_in_zookeeper():
+    store, h, calls = handlers()
+    forgotten = []
+    h.add_forget_listener(forgotten.append)
+    register(store, 1, reg(1))
+    register(store, 2, reg(2))
+    await h.tablet_servers_changed(TabletServersChanged(["1", "2"]))
+    await h.tablet_server_death_proven(TabletServerDeathProven(1, reg(1)))
+    assert await h.tablet_server_alive_again(TabletServerAliveAgain(1, reg(1))) is True
+    assert h.context.tablet_servers[1] == reg(1)
+    assert await h.tablet_server_alive_again(TabletServerAliveAgain(1, reg(1))) is False  # not proven dead now
+    # proven dead, then its node replaced by a restart: the old life cannot come back
+    await h.tablet_server_death_proven(TabletServerDeathProven(2, reg(2)))
+    register(store, 2, reg(2, "b", 2))
+    assert await h.tablet_server_alive_again(TabletServerAliveAgain(2, reg(2))) is False
+    assert 2 not in h.context.tablet_servers
+    # proven dead, then its node gone: forgotten
+    await h.tablet_server_death_proven(TabletServerDeathProven(1, reg(1)))
+    store.nodes.pop(TabletServerZNode.path(store.root, 1))
+    await h.tablet_servers_changed(TabletServersChanged(["2"]))
+    assert forgotten == [1]
+    assert calls == [([1, 2], []), ([], [1]), ([1], []), ([], [2]), ([], [1]), ([2], [])]
