@@ -7,7 +7,8 @@ A ZooKeeper of its own allows 30 s sessions (``maxSessionTimeout=30000``). With
   read back exactly once;
 - the killed server restarted with the same id while its old session still lives: it registers at once
   (its stale node taken over), the coordinator treats it as died-and-joined and it rejoins every ISR;
-- kill -9 and restart *at once* (the coordinator may never see the port refuse): same outcome.
+- kill -9 and restart *at once* (the coordinator may never see the port refuse): same outcome;
+- a tablet server killed while no coordinator leads: the next leader proves the death on its first probe.
 With a 4 s session: SIGSTOP of a leader gives no proof — nothing changes for ~3 s, failover after expiry.
 """
 
@@ -213,3 +214,28 @@ def test_sigstop_gives_no_proof_and_waits_for_session_expiry(make_cluster):
             assert "proof of death" not in cluster.log_text(coordinator)
         # SIGCONT: the server finds its session expired, registers again and rejoins as a follower
         cluster.wait_until(lambda: _fully_replicated(admin), 30, f"tablet server {victim_id} rejoined every ISR")
+
+
+def test_a_new_coordinator_leader_proves_a_death_that_happened_while_none_was_leading(make_cluster):
+    cluster = make_cluster(LONG_SESSION_S)
+    root, bootstrap = cluster.zk_root, _bootstrap(cluster)
+    coordinator = cluster.names("coordinator")[0]
+    with SyncAdmin(bootstrap, request_timeout=10.0) as admin, ZkView(cluster.zookeeper_address) as zk:
+        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
+        cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
+        leaders = _leaders_in_zk(zk, root, table_id)
+        victim_id = leaders[0]
+        led = [b for b, leader in leaders.items() if leader == victim_id]
+        assert cluster.stop_process(coordinator, timeout=10) == "stopped"  # closes its session: no leader now
+        kill9(cluster, f"{TABLET_SERVER}-{victim_id}")
+        t_start = time.monotonic()
+        cluster.start_process(coordinator)
+        cluster.wait_until(
+            lambda: all(_leaders_in_zk(zk, root, table_id)[b] not in (victim_id, -1) for b in led),
+            15,
+            f"the restarted coordinator fails over buckets {led} of the dead tablet server {victim_id}",
+        )
+        took = time.monotonic() - t_start
+        print(f"\ncoordinator restarted after tablet server {victim_id} died: new leader(s) {took:.2f}s "
+              f"after the coordinator's start (session {LONG_SESSION_S:g}s)")  # fmt: skip
+        assert zk.exists(TabletServerZNode.path(root, victim_id)), "the dead server's session has not expired"
