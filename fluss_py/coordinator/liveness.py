@@ -158,6 +158,7 @@ class LivenessMonitor:
         self._tasks: dict[int, tuple[TabletServerRegistration, asyncio.Task]] = {}
         self.last_heartbeat: dict[int, float] = {}  # server id -> monotonic time (metrics, tests)
         self.proven_dead: set[int] = set()  # watchers in dead mode
+        self.proofs = 0  # deaths proven by this monitor (metrics)
         self._closed = False
 
     def watched(self) -> dict[int, TabletServerRegistration]:
@@ -178,6 +179,11 @@ class LivenessMonitor:
         task = asyncio.get_running_loop().create_task(self._watch(server_id, reg), name=f"liveness-{server_id}")
         task.add_done_callback(_surface_failure)
         self._tasks[server_id] = (reg, task)
+
+    def fresh(self, within: float) -> int:
+        """How many watched servers sent a heartbeat in the last ``within`` seconds."""
+        now = time.monotonic()
+        return sum(1 for sid, t in self.last_heartbeat.items() if sid in self._tasks and now - t <= within)
 
     def forget(self, server_id: int) -> None:
         """The node of a registration proven dead is gone (MetadataHandlers forget listener): stop watching."""
@@ -218,6 +224,8 @@ class LivenessMonitor:
                     "connections (probe %.0f ms); failing it over without waiting for its ZooKeeper session",
                     server_id, reg.address, why, (time.monotonic() - started) * 1000,
                 )  # fmt: skip
+                self.proofs += 1
+                self.last_heartbeat.pop(server_id, None)
                 self._report(server_id, reg, why)
                 if self._report_alive is None:
                     self._tasks.pop(server_id, None)

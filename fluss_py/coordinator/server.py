@@ -120,6 +120,11 @@ class CoordinatorServer:
         )
         Gauge("fluss_coordinator_live_tablet_servers", "Live tablet servers (leader's view)", registry=self.metrics
               ).set_function(lambda: len(self._leader.context.tablet_servers) if self._leader else 0)  # fmt: skip
+        Gauge("fluss_coordinator_liveness_streams", "Tablet servers whose liveness stream answered in the last 2 s",
+              registry=self.metrics).set_function(lambda: self._liveness_stat("fresh"))  # fmt: skip
+        Gauge("fluss_coordinator_proofs_of_death", "Tablet-server deaths proven during this leadership "
+              "(failed over before their session expired)", registry=self.metrics
+              ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
 
     # ---------------------------------------------------------------- views for the service and /health
     @property
@@ -159,6 +164,12 @@ class CoordinatorServer:
                 "zk_connected": self.zk.connected,
             }
         )
+
+    def _liveness_stat(self, what: str) -> int:
+        monitor = self._leader.liveness if self._leader is not None else None
+        if monitor is None:
+            return 0
+        return monitor.proofs if what == "proofs" else monitor.fresh(2.0)
 
     def _on_state_change(self, state: CoordinatorState) -> None:
         self._state_metric.state(state.value)

@@ -240,3 +240,15 @@ async def test_alive_again_rejoins_only_the_same_registration_still_in_zookeeper
     await h.tablet_servers_changed(TabletServersChanged(["2"]))
     assert forgotten == [1]
     assert calls == [([1, 2], []), ([], [1]), ([1], []), ([], [2]), ([], [1]), ([2], [])]
+
+
+async def test_metrics_count_fresh_streams_and_proofs():
+    stream, prober = FakeStream([("beats", 2)]), FakeProber([ProbeResult.REFUSED])
+    monitor = LivenessMonitor(stream, lambda *a: None, prober, retry_initial=0.001)
+    monitor.watch(1, reg(1))
+    monitor.watch(2, reg(2))  # FakeStream: "hang" once the script is used up, without a heartbeat
+    await wait_for(lambda: monitor.proofs == 1)
+    assert monitor.fresh(60) == 0  # the one that beat is dead now; the other never beat
+    monitor.last_heartbeat[2] = 0.0
+    assert monitor.fresh(1e12) == 1
+    await monitor.close()
