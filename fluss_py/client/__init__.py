@@ -3,7 +3,14 @@
 See docs/client.md for the producer pipeline, the retry/ordering rules and the consumer loop.
 """
 
-from fluss_py.client.admin import Admin, BucketDescription, BucketOffsets, OffsetSpec, TableDescription
+from fluss_py.client.admin import (
+    Admin,
+    BucketDescription,
+    BucketOffsets,
+    GroupBucketOffset,
+    OffsetSpec,
+    TableDescription,
+)
 from fluss_py.client.consumer import Consumer, ConsumerRecord
 from fluss_py.client.metadata import BucketLocation, ClusterMetadata, TableInfo
 from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
@@ -20,6 +27,7 @@ __all__ = [
     "Consumer",
     "ConsumerOptions",
     "ConsumerRecord",
+    "GroupBucketOffset",
     "GrpcTransport",
     "OffsetSpec",
     "Producer",

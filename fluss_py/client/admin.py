@@ -17,6 +17,7 @@ from enum import IntEnum
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
+from fluss_py.client.groups import commit_offsets, fetch_offsets, list_groups
 from fluss_py.client.metadata import (
     BucketLocation,
     ClusterMetadata,
@@ -26,7 +27,14 @@ from fluss_py.client.metadata import (
 )
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
 from fluss_py.client.transport import GrpcTransport, Transport, error_from_info, raise_for_error
-from fluss_py.errors import ApiError, ErrorCode, LeaderNotAvailableError, TableNotExistError
+from fluss_py.errors import (
+    ApiError,
+    ErrorCode,
+    GroupNotExistError,
+    InvalidRequestError,
+    LeaderNotAvailableError,
+    TableNotExistError,
+)
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.types import TableBucket, TablePath
 
@@ -66,6 +74,21 @@ class BucketDescription:
 class TableDescription:
     info: TableInfo
     buckets: tuple[BucketDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBucketOffset:
+    """One bucket of a consumer group: committed offset, the bucket's high watermark and the lag
+    (HW - committed; -1 when the HW is unknown). ``path`` is None for a table that no longer exists."""
+
+    path: TablePath | None
+    table_bucket: TableBucket
+    committed: int
+    high_watermark: int
+    lag: int
+
+
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
 
 
 def _path_pb(path: TablePath) -> common_pb2.TablePath:
@@ -186,6 +209,79 @@ class Admin:
             else:
                 buckets.append(BucketDescription(loc, error=str(got) if got else "no leader"))
         return TableDescription(info, tuple(buckets))
+
+    # ---------------------------------------------------------------- consumer groups
+    async def list_groups(self) -> list[str]:
+        """Names of the groups with committed offsets."""
+        return await list_groups(self._gateway)
+
+    async def describe_group(self, group: str) -> list[GroupBucketOffset]:
+        """Per committed bucket of ``group``: committed offset, HW and lag. GROUP_NOT_EXIST without commits."""
+        committed = await fetch_offsets(self._gateway, group)
+        if not committed:
+            raise GroupNotExistError(f"consumer group {group!r} has no committed offsets")
+        await self.metadata.update()
+        out: list[GroupBucketOffset] = []
+        for table_id in sorted({tb.table_id for tb in committed}):
+            info = self.metadata.table_by_id(table_id)
+            tbs = sorted(tb for tb in committed if tb.table_id == table_id)
+            hws: dict[int, BucketOffsets] = {}
+            if info is not None:
+                hws = await self.list_offsets(info.path, [tb.bucket for tb in tbs], OffsetSpec.HIGH_WATERMARK)
+            for tb in tbs:
+                hw = hws[tb.bucket].high_watermark if tb.bucket in hws else -1
+                lag = max(hw - committed[tb], 0) if hw >= 0 else -1
+                out.append(GroupBucketOffset(info.path if info else None, tb, committed[tb], hw, lag))
+        return out
+
+    async def reset_group(
+        self,
+        group: str,
+        path: TablePath | str,
+        to: str,
+        value: int = 0,
+        *,
+        buckets: Iterable[int] | None = None,
+        dry_run: bool = False,
+    ) -> dict[int, int]:
+        """Set ``group``'s committed offsets of ``path`` (all buckets, or ``buckets``) and return them.
+
+        ``to``: "earliest" (log start), "latest" (high watermark), "offset" (``value``, clamped into
+        [log start, HW]) or "timestamp" (first record with timestamp >= ``value`` ms, else the HW).
+        Only sensible while no consumer of the group runs (its next commit would overwrite the reset).
+        """
+        if to not in RESET_TARGETS:
+            raise InvalidRequestError(f"reset target {to!r} is not one of {', '.join(RESET_TARGETS)}")
+        path = _as_path(path)
+        info = await self.metadata.wait_for_table(path, self._request_timeout)
+        wanted = list(range(info.num_buckets)) if buckets is None else list(buckets)
+        spec = OffsetSpec.TIMESTAMP if to == "timestamp" else OffsetSpec.HIGH_WATERMARK
+        found = await self.list_offsets(path, wanted, spec, value if to == "timestamp" else 0)
+        targets: dict[int, int] = {}
+        for b, o in found.items():
+            if to == "earliest":
+                targets[b] = o.log_start_offset
+            elif to == "latest":
+                targets[b] = o.high_watermark
+            elif to == "offset":
+                targets[b] = min(max(value, o.log_start_offset), o.high_watermark)
+            else:
+                targets[b] = o.offset if o.offset >= 0 else o.high_watermark
+        if not dry_run:
+            await commit_offsets(self._gateway, group, {TableBucket(info.table_id, b): o for b, o in targets.items()})
+        return dict(sorted(targets.items()))
+
+    # ---------------------------------------------------------------- cluster
+    async def describe_cluster(self) -> common_pb2.ClusterMetadata:
+        """The coordinator leader's full metadata: live tablet servers, itself, every table and bucket."""
+        response = await self._gateway.call(rpcs.COORDINATOR_GET_METADATA, common_pb2.MetadataRequest())
+        self.metadata.apply_servers(response.metadata)
+        return response.metadata
+
+    async def coordinator_info(self, address: str, timeout: float = 3.0) -> coordinator_pb2.GetCoordinatorInfoResponse:
+        """GetCoordinatorInfo of the coordinator at ``address`` (any coordinator answers: state, leader, epoch)."""
+        request = coordinator_pb2.GetCoordinatorInfoRequest()
+        return await self._transport.call(address, rpcs.GET_COORDINATOR_INFO, request, timeout)
 
     # ---------------------------------------------------------------- offsets
     async def list_offsets(

@@ -173,7 +173,8 @@ class Backoff:
         self._attempts += 1
         if hinted:
             return 0.0
-        return min(self._options.backoff * (2 ** (self._attempts - 1)), self._options.backoff_max)
+        exponent = min(self._attempts - 1, 62)  # 2.0**1024 overflows a float: thousands of hinted retries did
+        return min(self._options.backoff * (2**exponent), self._options.backoff_max)
 
     def reset(self) -> None:
         self._attempts = 0

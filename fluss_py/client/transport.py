@@ -69,6 +69,9 @@ CREATE_TABLE = Rpc(COORDINATOR_SERVICE, "CreateTable", coordinator_pb2.CreateTab
 DROP_TABLE = Rpc(COORDINATOR_SERVICE, "DropTable", coordinator_pb2.SimpleResponse)
 LIST_TABLES = Rpc(COORDINATOR_SERVICE, "ListTables", coordinator_pb2.ListTablesResponse)
 ALLOCATE_WRITER_ID = Rpc(COORDINATOR_SERVICE, "AllocateWriterId", coordinator_pb2.AllocateWriterIdResponse)
+COMMIT_OFFSETS = Rpc(COORDINATOR_SERVICE, "CommitOffsets", coordinator_pb2.SimpleResponse)
+FETCH_OFFSETS = Rpc(COORDINATOR_SERVICE, "FetchOffsets", coordinator_pb2.FetchOffsetsResponse)
+LIST_GROUPS = Rpc(COORDINATOR_SERVICE, "ListGroups", coordinator_pb2.ListGroupsResponse)
 
 
 class Transport(Protocol):

@@ -4,8 +4,8 @@
 - Every other method on a coordinator that is not the fully started leader answers ErrorInfo
   NOT_COORDINATOR_LEADER naming the current leader (``leader_id``/``leader_address``) when known.
 - On the leader, database and table DDL, GetMetadata, AdjustIsr, ControlledShutdown and AllocateWriterId
-  go through the single-writer event loop (table events: ``coordinator/processor.py``); methods of later
-  layers answer INVALID_REQUEST "not implemented yet".
+  and the consumer-group offsets (``coordinator/groups.py``) go through the single-writer event loop
+  (table events: ``coordinator/processor.py``).
 
 Who may call: grpc.aio, on the process's loop.
 """
@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import grpc.aio
 
+from fluss_py.coordinator import groups
 from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
@@ -161,16 +162,27 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
         return await self._on_leader(coordinator_pb2.AllocateWriterIdResponse, tables.AllocateWriterId(), fill)
 
-    # ---------------------------------------------------------------- leader: later layers
-
+    # ---------------------------------------------------------------- leader: consumer groups
     async def CommitOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.SimpleResponse, None, _nothing)
+        offsets = {convert.table_bucket_from_pb(o.table_bucket): o.offset for o in request.offsets}
+        event = groups.CommitOffsets(request.group, offsets)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def FetchOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.FetchOffsetsResponse, None, _nothing)
+        def fill(response: Any, offsets: list[Any]) -> None:
+            response.offsets.extend(
+                coordinator_pb2.BucketOffset(table_bucket=convert.table_bucket_to_pb(tb), offset=offset)
+                for tb, offset in offsets
+            )
+
+        event = groups.FetchOffsets(request.group, request.table_id)
+        return await self._on_leader(coordinator_pb2.FetchOffsetsResponse, event, fill)
 
     async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._on_leader(coordinator_pb2.ListGroupsResponse, None, _nothing)
+        def fill(response: Any, names: list[str]) -> None:
+            response.groups.extend(names)
+
+        return await self._on_leader(coordinator_pb2.ListGroupsResponse, groups.ListGroups(), fill)
 
 
 def _nothing(response: Any, result: Any) -> None:

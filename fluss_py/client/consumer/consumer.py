@@ -6,8 +6,12 @@
         for record in await consumer.poll(timeout=1.0):
             ...                                         # record.bucket, .offset, .timestamp_ms, .key, .value
 
-Positions are the next offset to hand out per bucket; ``poll`` advances them. Offsets are not committed
-anywhere by this class (at-least-once processing keeps its own positions or uses CommitOffsets later).
+Positions are the next offset to hand out per bucket; ``poll`` advances them.
+
+Consumer groups: with ``group="G"``, ``assign`` starts every bucket that G has a committed offset for at
+that offset (the others by ``auto_offset_reset``), and ``commit()`` durably records the current positions
+for G on the coordinator (ZooKeeper). Call ``commit()`` after processing what ``poll`` returned: a crash
+before the commit re-delivers those records, none is ever skipped (at-least-once).
 
 Owned by one event loop; for threads use ``fluss_py.client.sync.SyncConsumer``.
 """
@@ -20,6 +24,8 @@ from collections.abc import Iterable
 
 from fluss_py.client.consumer.fetcher import ConsumerRecord, Fetcher
 from fluss_py.client.consumer.positions import Positions, ResetTo
+from fluss_py.client.gateway import CoordinatorGateway
+from fluss_py.client.groups import commit_offsets, fetch_offsets, validate_group
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
@@ -37,8 +43,10 @@ class Consumer:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        group: str | None = None,
     ) -> None:
         self.options = opts = options or ConsumerOptions()
+        self.group = validate_group(group) if group is not None else None
         self._owns_transport = transport is None
         self._transport = transport or GrpcTransport()
         self._owns_metadata = metadata is None
@@ -47,6 +55,10 @@ class Consumer:
         )
         self._positions = Positions(opts.auto_offset_reset)
         self._fetcher = Fetcher(self._positions, self.metadata, self._transport, opts)
+        self._gateway = CoordinatorGateway(
+            self.metadata, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
+        )
+        self._committed: dict[TableBucket, int] = {}  # what this consumer last committed or fetched
         self._fetcher.start()
         self._closed = False
 
@@ -60,7 +72,10 @@ class Consumer:
     async def assign(
         self, table: TablePath | str | Iterable[TableBucket], buckets: Iterable[int] | None = None
     ) -> None:
-        """Read ``table`` (all buckets, or the given bucket numbers), or an explicit list of TableBuckets."""
+        """Read ``table`` (all buckets, or the given bucket numbers), or an explicit list of TableBuckets.
+
+        With a group, buckets newly assigned start at the group's committed offsets where it has one.
+        """
         if isinstance(table, TablePath | str):
             path = table if isinstance(table, TablePath) else TablePath.parse(table)
             info = await self.metadata.wait_for_table(path, self.options.request_timeout)
@@ -68,7 +83,16 @@ class Consumer:
             assigned = [TableBucket(info.table_id, b) for b in numbers]
         else:
             assigned = list(table)
+        new = [tb for tb in assigned if tb not in self._positions.buckets]
         self._positions.assign(assigned)
+        if self.group is not None and new:
+            committed: dict[TableBucket, int] = {}
+            for table_id in sorted({tb.table_id for tb in new}):
+                committed.update(await fetch_offsets(self._gateway, self.group, table_id))
+            for tb in new:
+                if tb in committed:
+                    self._committed[tb] = committed[tb]
+                    self._positions.seek(tb, committed[tb])
         self._fetcher.wakeup.set()
 
     def assignment(self) -> set[TableBucket]:
@@ -115,6 +139,29 @@ class Consumer:
     def high_watermark(self, bucket: TableBucket) -> int:
         """The high watermark seen in the last fetch of ``bucket`` (-1 before any)."""
         return self._positions.buckets[bucket].high_watermark
+
+    # ---------------------------------------------------------------- consumer group
+    async def commit(self, offsets: dict[TableBucket, int] | None = None) -> dict[TableBucket, int]:
+        """Commit ``offsets`` (default: the current position of every positioned bucket that moved since
+        the last commit) for the group; returns what was committed. Call after processing."""
+        if self.group is None:
+            raise InvalidRequestError("commit() needs a consumer created with group=...")
+        if offsets is None:
+            offsets = {
+                tb: offset
+                for tb in self._positions.positioned()
+                if (offset := self._positions.position(tb)) is not None and self._committed.get(tb) != offset
+            }
+        if offsets:
+            await commit_offsets(self._gateway, self.group, offsets)
+            self._committed.update(offsets)
+        return dict(offsets)
+
+    async def committed(self, table_id: int = 0) -> dict[TableBucket, int]:
+        """The group's committed offsets as the coordinator has them (one table, or all with 0)."""
+        if self.group is None:
+            raise InvalidRequestError("committed() needs a consumer created with group=...")
+        return await fetch_offsets(self._gateway, self.group, table_id)
 
     # ---------------------------------------------------------------- reading
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:

@@ -1,0 +1,140 @@
+"""Consumer-group committed offsets on the coordinator leader: CommitOffsets, FetchOffsets, ListGroups.
+
+Offsets live only in ZooKeeper (``ConsumerOffsetZNode``: ``<root>/consumers/<group>/offsets/<table_id>/<b>``,
+JSON ``{"version":1,"offset":N,"committed_ms":T}``), never only in memory, so a new coordinator leader
+answers exactly what the last one acknowledged, and no server death loses them. Invariants
+(docs/consumer-groups.md):
+
+- a commit is one ZooKeeper transaction, fenced by the coordinator epoch like every coordinator write: a
+  deposed leader's commit fails with EpochFenced (answered NOT_COORDINATOR_LEADER, the client retries at the
+  new leader) and changes nothing; all buckets of one request are written or none;
+- a commit is validated first: the group name is a znode name, every bucket belongs to a table that exists,
+  offsets are >= 0; otherwise nothing is written;
+- reads go to ZooKeeper each time (FetchOffsets runs once per consumer start, not per record).
+
+Who may call: the CoordinatorEventLoop task (the handlers are registered by ``TableProcessor``), so there is
+one writer and a create-vs-set decision made on a read cannot race another commit of this leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.handlers import MetadataStore
+from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
+from fluss_py.types import TableBucket
+from fluss_py.zk.client import CreateOp, EpochFence, NoNodeError, Op, SetOp
+from fluss_py.zk.paths import ConsumerOffsetZNode
+
+log = logging.getLogger("fluss_py.coordinator.GroupOffsets")
+
+MAX_GROUP_NAME = 200
+
+
+@dataclass(eq=False)
+class CommitOffsets(Event):
+    group: str
+    offsets: dict[TableBucket, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class FetchOffsets(Event):
+    group: str
+    table_id: int = 0  # 0: every table
+
+
+@dataclass(eq=False)
+class ListGroups(Event):
+    pass
+
+
+def validate_commit(group: str, offsets: dict[TableBucket, int], buckets_of: dict[int, int | None]) -> None:
+    """Raise INVALID_REQUEST / UNKNOWN_TABLE_OR_BUCKET for a commit that must not be written (pure)."""
+    if not group or len(group) > MAX_GROUP_NAME or "/" in group or not group.isprintable() or group in (".", ".."):
+        raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
+    if not offsets:
+        raise InvalidRequestError("a commit needs at least one bucket")
+    for tb, offset in offsets.items():
+        n = buckets_of.get(tb.table_id)
+        if n is None:
+            raise UnknownTableOrBucketError(f"table id {tb.table_id} does not exist")
+        if not 0 <= tb.bucket < n:
+            raise UnknownTableOrBucketError(f"bucket {tb} does not exist (table has {n} buckets)")
+        if offset < 0:
+            raise InvalidRequestError(f"offset {offset} for {tb} is negative")
+
+
+def _parent_created(ops: list[Op], path: str) -> bool:
+    parent = path.rsplit("/", 1)[0]
+    return any(isinstance(op, CreateOp) and op.path == parent for op in ops)
+
+
+class GroupOffsets:
+    """Handlers for the three group events (module docstring). Owns no state besides its store handles."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        fence: Callable[[], EpochFence],
+        num_buckets: Callable[[int], Awaitable[int | None]],
+    ) -> None:
+        self._store = store
+        self._root = store.root
+        self._fence = fence
+        self._num_buckets = num_buckets
+        self.handlers: dict[type[Event], Callable[[Any], Awaitable[Any]]] = {
+            CommitOffsets: self.commit,
+            FetchOffsets: self.fetch,
+            ListGroups: self.list_groups,
+        }
+
+    async def commit(self, event: CommitOffsets) -> None:
+        buckets_of = {t: await self._num_buckets(t) for t in {tb.table_id for tb in event.offsets}}
+        validate_commit(event.group, event.offsets, buckets_of)
+        now = int(time.time() * 1000)
+        ops: list[Op] = []
+        group_path = ConsumerOffsetZNode.group_path(self._root, event.group)
+        for parent in (ConsumerOffsetZNode.groups(self._root), group_path, f"{group_path}/offsets"):
+            await self._missing(parent, ops)
+        for table_id in sorted(buckets_of):
+            await self._missing(f"{group_path}/offsets/{table_id}", ops)
+        for tb, offset in sorted(event.offsets.items()):
+            path = ConsumerOffsetZNode.path(self._root, event.group, tb.table_id, tb.bucket)
+            data = ConsumerOffsetZNode.encode(offset, now)
+            got = None if _parent_created(ops, path) else await self._store.get(path)
+            ops.append(CreateOp(path, data) if got is None else SetOp(path, data, got[1].version))
+        await self._store.commit(ops, fence=self._fence())
+        log.debug("Group %s committed %d bucket offset(s)", event.group, len(event.offsets))
+
+    async def _missing(self, path: str, ops: list[Op]) -> None:
+        # A node whose parent this transaction creates cannot exist yet.
+        if _parent_created(ops, path) or await self._store.get(path) is None:
+            ops.append(CreateOp(path))
+
+    async def fetch(self, event: FetchOffsets) -> list[tuple[TableBucket, int]]:
+        """The group's committed offsets of existing tables (one table, or all); [] for an unknown group."""
+        base = f"{ConsumerOffsetZNode.group_path(self._root, event.group)}/offsets"
+        table_ids = [event.table_id] if event.table_id else [int(t) for t in await self._children(base)]
+        out: list[tuple[TableBucket, int]] = []
+        for table_id in sorted(table_ids):
+            if await self._num_buckets(table_id) is None:
+                continue  # a dropped table: its offsets stay in ZooKeeper but are not answered
+            for bucket in sorted(int(b) for b in await self._children(f"{base}/{table_id}")):
+                got = await self._store.get(ConsumerOffsetZNode.path(self._root, event.group, table_id, bucket))
+                if got is not None:
+                    out.append((TableBucket(table_id, bucket), ConsumerOffsetZNode.decode(got[0])[0]))
+        return out
+
+    async def list_groups(self, _event: ListGroups) -> list[str]:
+        return sorted(await self._children(ConsumerOffsetZNode.groups(self._root)))
+
+    async def _children(self, path: str) -> Sequence[str]:
+        try:
+            return await self._store.get_children(path)
+        except NoNodeError:
+            return []
