@@ -5,6 +5,7 @@
     fluss-py cluster down [--dir DIR] [--timeout 15]
     fluss-py cluster stop|start NAME [--dir DIR]
     fluss-py cluster kill NAME [--signal KILL|TERM|STOP|CONT] [--dir DIR]
+    fluss-py cluster servers [--json]     (live servers as the cluster sees them: fluss_py.cli.cluster_servers)
 
 ``up`` starts the processes detached (they outlive this command), waits until the cluster is ready and
 writes ``DIR/cluster.json``; every other subcommand reads that file. NAME is ``zookeeper``,
@@ -73,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kill.add_argument("name")
     kill.add_argument("--signal", choices=sorted(SIGNALS), default="KILL")
     kill.set_defaults(func=cmd_kill)
+
+    from fluss_py.cli.cluster_servers import register_subcommand  # a client command: see that module
+
+    register_subcommand(sub)
 
 
 def _err(message: str) -> None:

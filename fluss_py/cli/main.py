@@ -20,6 +20,11 @@ _COMMAND_MODULES = (
     "fluss_py.cli.servers",  # coordinator, tablet-server
     "fluss_py.cli.cluster",  # cluster up/down/status/start/stop/kill
     "fluss_py.cli.dump_log",  # dump-log
+    "fluss_py.cli.table",  # table create/drop/list/describe
+    "fluss_py.cli.produce",  # produce
+    "fluss_py.cli.consume",  # consume
+    "fluss_py.cli.group",  # group list/describe/reset
+    "fluss_py.cli.demo",  # demo failover
 )
 
 

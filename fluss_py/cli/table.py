@@ -1,0 +1,197 @@
+"""``fluss-py table create|drop|list|describe``: table DDL and placement (like ``kafka-topics``).
+
+    fluss-py table create TABLE [--buckets N] [--replication-factor N] [--property K=V ...] [--comment TEXT]
+                                [--if-not-exists] [--json]
+    fluss-py table drop TABLE [--if-exists]
+    fluss-py table list [--database DB] [--json]
+    fluss-py table describe TABLE [--under-replicated] [--json]
+
+TABLE is ``db.table`` or ``table`` (database ``fluss``). ``describe`` prints one row per bucket: leader,
+leader epoch, replicas, ISR, under-replicated flag (ISR smaller than the replica set), HW and LEO (asked of
+the bucket's leader; -1 when it did not answer). ``describe --json``::
+
+    {"table": "fluss.t", "table_id": 1, "num_buckets": 3, "replication_factor": 3, "properties": {},
+     "buckets": [{"bucket": 0, "leader": 1, "leader_epoch": 0, "bucket_epoch": 0, "replicas": [1, 2, 3],
+                  "isr": [1, 2, 3], "under_replicated": false, "log_start_offset": 0,
+                  "high_watermark": 10, "log_end_offset": 10, "error": ""}, ...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fluss_py.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    add_connection_args,
+    add_json_arg,
+    client_command,
+    emit_names,
+    emit_table,
+    ids,
+    print_json,
+    table_path,
+)
+from fluss_py.client.admin import Admin, TableDescription
+from fluss_py.types import NO_LEADER
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("table", help="create, drop, list and describe tables")
+    sub = parser.add_subparsers(dest="table_command", metavar="SUBCOMMAND", required=True)
+
+    create = add_connection_args(sub.add_parser("create", help="create a table"))
+    create.add_argument("table", help="db.table or table (database fluss)")
+    create.add_argument("--buckets", type=int, default=0, help="number of buckets (default: the cluster's)")
+    create.add_argument(
+        "--replication-factor", type=int, default=0, help="replicas per bucket (default: the cluster's)"
+    )
+    create.add_argument(
+        "--property", dest="properties", action="append", default=[], metavar="KEY=VALUE", help="table property"
+    )
+    create.add_argument("--comment", default="")
+    create.add_argument("--if-not-exists", action="store_true", help="succeed if the table exists")
+    add_json_arg(create)
+    create.set_defaults(func=client_command(cmd_create))
+
+    drop = add_connection_args(sub.add_parser("drop", help="drop a table and delete its data"))
+    drop.add_argument("table")
+    drop.add_argument("--if-exists", action="store_true", help="succeed if the table does not exist")
+    drop.set_defaults(func=client_command(cmd_drop))
+
+    ls = add_connection_args(sub.add_parser("list", help="list tables"))
+    ls.add_argument("--database", help="only this database (default: all)")
+    add_json_arg(ls)
+    ls.set_defaults(func=client_command(cmd_list))
+
+    describe = add_connection_args(
+        sub.add_parser("describe", help="per bucket: leader, epoch, replicas, ISR, under-replicated, HW, LEO")
+    )
+    describe.add_argument("table")
+    describe.add_argument("--under-replicated", action="store_true", help="only under-replicated buckets")
+    add_json_arg(describe)
+    describe.set_defaults(func=client_command(cmd_describe))
+
+
+def _properties(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--property {pair!r}: expected KEY=VALUE", EXIT_USAGE)
+        out[key.strip()] = value.strip()
+    return out
+
+
+async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
+    path = table_path(args.table)
+    if args.buckets < 0 or args.replication_factor < 0:
+        raise CliError("--buckets and --replication-factor must be positive", EXIT_USAGE)
+    properties = _properties(args.properties)
+    admin = await ctx.admin()
+    existed = args.if_not_exists and str(path) in await _names(admin, [path.database])
+    await admin.create_table(
+        path,
+        num_buckets=args.buckets,
+        replication_factor=args.replication_factor,
+        properties=properties,
+        comment=args.comment,
+        ignore_if_exists=args.if_not_exists,
+    )
+    info = await admin.get_table_info(path)
+    doc = {
+        "table": str(path),
+        "table_id": info.table_id,
+        "num_buckets": info.num_buckets,
+        "replication_factor": info.replication_factor,
+        "created": not existed,
+    }
+    if args.json:
+        print_json(doc)
+    else:
+        verb = "created" if doc["created"] else "exists:"
+        print(f"{verb} table {path} (id {info.table_id}, {info.num_buckets} buckets, RF {info.replication_factor})")
+    return EXIT_OK
+
+
+async def cmd_drop(args: argparse.Namespace, ctx: Context) -> int:
+    path = table_path(args.table)
+    await (await ctx.admin()).drop_table(path, ignore_if_not_exists=args.if_exists)
+    print(f"dropped table {path}")
+    return EXIT_OK
+
+
+async def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
+    admin = await ctx.admin()
+    databases = [args.database] if args.database else sorted(await admin.list_databases())
+    names = await _names(admin, databases)
+    emit_names(args, names)
+    return EXIT_OK
+
+
+async def _names(admin: Admin, databases: list[str]) -> list[str]:
+    return [f"{db}.{t}" for db in databases for t in sorted(await admin.list_tables(db))]
+
+
+def describe_document(desc: TableDescription) -> dict[str, Any]:
+    """The ``describe --json`` document (module docstring)."""
+    info = desc.info
+    buckets = []
+    for b in desc.buckets:
+        loc = b.location
+        buckets.append(
+            {
+                "bucket": loc.table_bucket.bucket,
+                "leader": loc.leader,
+                "leader_epoch": loc.leader_epoch,
+                "bucket_epoch": loc.bucket_epoch,
+                "replicas": list(loc.replicas),
+                "isr": sorted(loc.isr),
+                "under_replicated": under_replicated(loc.replicas, loc.isr, loc.leader),
+                "log_start_offset": b.log_start_offset,
+                "high_watermark": b.high_watermark,
+                "log_end_offset": b.log_end_offset,
+                "error": b.error,
+            }
+        )
+    return {
+        "table": str(info.path),
+        "table_id": info.table_id,
+        "num_buckets": info.num_buckets,
+        "replication_factor": info.replication_factor,
+        "properties": dict(info.properties),
+        "buckets": buckets,
+    }
+
+
+def under_replicated(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int) -> bool:
+    """A bucket is under-replicated when its ISR is smaller than its replica set, or it has no leader."""
+    return leader == NO_LEADER or len(set(isr)) < len(set(replicas))
+
+
+async def cmd_describe(args: argparse.Namespace, ctx: Context) -> int:
+    path = table_path(args.table)
+    doc = describe_document(await (await ctx.admin()).describe_table(path))
+    if args.under_replicated:
+        doc["buckets"] = [b for b in doc["buckets"] if b["under_replicated"]]
+    rows = [
+        (
+            b["bucket"],
+            b["leader"] if b["leader"] != NO_LEADER else "none",
+            b["leader_epoch"],
+            ids(b["replicas"]),
+            ids(b["isr"]),
+            "yes" if b["under_replicated"] else "",
+            b["high_watermark"],
+            b["log_end_offset"],
+            b["error"],
+        )
+        for b in doc["buckets"]
+    ]
+    title = f"{doc['table']} (id {doc['table_id']}, {doc['num_buckets']} buckets, RF {doc['replication_factor']})"
+    columns = ("bucket", "leader", "leader epoch", "replicas", "isr", "under-replicated", "hw", "leo", "error")
+    emit_table(args, title, columns, rows, doc)
+    return EXIT_OK
