@@ -221,8 +221,10 @@ class RawResult:
     last_offset: int = -1
 
 
-def raw_produce(address: str, tb: TableBucket, values: list[bytes], acks: int, timeout_s: float) -> RawResult:
-    """One ProduceLog of a non-idempotent batch straight to ``address`` (no client retries)."""
+def raw_produce(
+    address: str | grpc.Channel, tb: TableBucket, values: list[bytes], acks: int, timeout_s: float
+) -> RawResult:
+    """One ProduceLog of a non-idempotent batch straight to ``address`` (or over an open channel; no retries)."""
     builder = RecordBatchBuilder()
     for v in values:
         builder.append(v)
@@ -231,8 +233,11 @@ def raw_produce(address: str, tb: TableBucket, values: list[bytes], acks: int, t
         timeout_ms=int(timeout_s * 1000),
         buckets=[tablet_pb2.ProduceBucket(table_bucket=_tb_pb(tb), records=builder.build())],
     )
-    with grpc.insecure_channel(address) as channel:
-        response = tablet_pb2_grpc.TabletServiceStub(channel).ProduceLog(request, timeout=timeout_s + 5.0)
+    if isinstance(address, str):
+        with grpc.insecure_channel(address) as channel:
+            response = tablet_pb2_grpc.TabletServiceStub(channel).ProduceLog(request, timeout=timeout_s + 5.0)
+    else:
+        response = tablet_pb2_grpc.TabletServiceStub(address).ProduceLog(request, timeout=timeout_s + 5.0)
     if response.error.code != ErrorCode.NONE:
         return RawResult(response.error.code, response.error.message)
     b = response.buckets[0]

@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
+import grpc
 import pytest
 
 from fluss_py.errors import ErrorCode
@@ -161,21 +163,23 @@ def test_zombie_leader_completes_no_acks_all_write_steps_down_truncates_and_foll
         session = registered(zk, cluster, before.leader)
         producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY).start()
         probe: dict[str, object] = {}
+        # A client with stale metadata: its connection to the old leader is open before the pause, so its
+        # write waits in the paused process's socket and is served the moment it runs again, while it still
+        # believes it leads (before the coordinator's news reaches it).
+        stale = grpc.insecure_channel(cluster.get(zombie).rpc_address)
+        grpc.channel_ready_future(stale).result(timeout=10)
         try:
             producer.wait_acked_after(time.monotonic(), 25, 15)
+            log_before = len(cluster.log_text(zombie))
             t_stop = pause(cluster, zombie)
             after = wait_for_leader_change(zk, cluster, tb, before, SESSION_TIMEOUT_S + 10)
             t_elected = time.monotonic()
             assert registered(zk, cluster, before.leader) != session, "elected while the old session lived"
             producer.wait_acked_after(t_elected, 25, 20)  # producing goes on at the new leader
 
-            # A client with stale metadata writes to the zombie; the request is queued while it is stopped and
-            # is served the moment it runs again, before it hears of the new leader.
-            address = cluster.get(zombie).rpc_address
-
             def write_to_zombie() -> None:
                 try:
-                    probe["result"] = raw_produce(address, tb, [b"zombie-write"], acks=-1, timeout_s=3.0)
+                    probe["result"] = raw_produce(stale, tb, [b"zombie-write"], acks=-1, timeout_s=3.0)
                 except Exception as e:  # an RPC failure is also "no successful write", recorded for the assert
                     probe["result"] = e
 
@@ -195,9 +199,14 @@ def test_zombie_leader_completes_no_acks_all_write_steps_down_truncates_and_foll
             assert rejoined.leader_epoch == after.leader_epoch
             producer.wait_acked_after(time.monotonic(), 25, 15)
         finally:
+            stale.close()
             if cluster.paused(zombie):
                 resume(cluster, zombie)
             sent = producer.stop()
+        # The zombie did append (the producer's send that reached it after the pause, the stale client's write)
+        # and cut it off when it learnt of the new leader.
+        cut = re.findall(r"truncating from LEO (\d+) to (\d+)", cluster.log_text(zombie)[log_before:])
+        assert any(int(a) > int(b) for a, b in cut), f"the zombie appended nothing, the scenario did not happen: {cut}"
         end = bucket_offsets(cluster, table).log_end_offset
         wait_replicas_identical(cluster, files, end, 20)
         assert_never_divergent({n: f.batches() for n, f in files.items()})
