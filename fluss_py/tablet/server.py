@@ -173,8 +173,11 @@ class TabletServer:
 
     def _start_replicas(self) -> ReplicaLayer:
         """Load (recover) every log of data.dir, then start the replica manager; before any RPC is served."""
-        self.log_manager = LogManager(Path(self.config[cfg.DATA_DIR]), self.config)
-        logs = self.log_manager.load_logs()
+        log_manager = LogManager(Path(self.config[cfg.DATA_DIR]), self.config)
+        logs = log_manager.load_logs()
+        # only now may shutdown write the clean-shutdown marker: after a failed load it would let the next
+        # start trust logs that were never recovered
+        self.log_manager = log_manager
         self._gateway = GrpcCoordinatorGateway(self._coordinator_address)
         self.replica_manager = ReplicaManager(
             self.server_id, self.log_manager, self.config, self._gateway, GrpcLeaderEndpoint
