@@ -33,6 +33,7 @@ from prometheus_client import Enum as EnumMetric
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
+from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.leader import LeaderServices
 from fluss_py.coordinator.processor import options_from_config
@@ -125,8 +126,15 @@ class CoordinatorServer:
         Gauge("fluss_coordinator_proofs_of_death", "Tablet-server deaths proven during this leadership "
               "(failed over before their session expired)", registry=self.metrics
               ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
+        self.metrics.register(TabletDistributionCollector(self._distribution_source))
 
     # ---------------------------------------------------------------- views for the service and /health
+    def _distribution_source(self) -> tuple[Any, Any] | None:
+        leader = self._leader
+        if leader is None or leader.tables is None or self.state.current is not CoordinatorState.LEADER:
+            return None
+        return leader.tables.view, leader.tables.live()
+
     @property
     def coordinator_epoch(self) -> int:
         if self._leader is not None:
