@@ -99,7 +99,10 @@ def test_produce_consume_restart_and_identical_replicas(cluster_factory):
     bootstrap = ",".join(cluster.get(n).rpc_address for n in servers)
 
     with SyncAdmin(bootstrap, request_timeout=10.0) as admin:
-        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
+        # small segments: replicas span several segment files, and the restarted server's logs (loaded
+        # with server defaults) must take the table's segment size again
+        properties = {"log.segment.file-size": "16KB"}
+        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3, properties=properties)
         cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
 
         options = ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)
@@ -118,13 +121,13 @@ def test_produce_consume_restart_and_identical_replicas(cluster_factory):
             victim_id = placement[0][0]
             victim = f"{TABLET_SERVER}-{victim_id}"
             cluster.kill(victim)
-            more = _produce(producer, 1000, 300)
+            more = _produce(producer, 1000, 2000)
             cluster.wait_until(
                 lambda: all(victim_id not in isr for _, _, isr in _placement(admin).values()),
                 20,
                 f"tablet server {victim_id} left every ISR",
             )
-            more += _produce(producer, 1300, 100)
+            more += _produce(producer, 3000, 500)
             cluster.start_process(victim, wait=True, timeout=30)
             cluster.wait_until(lambda: _fully_replicated(admin), 30, f"tablet server {victim_id} rejoined every ISR")
             sent += more
@@ -149,6 +152,8 @@ def test_produce_consume_restart_and_identical_replicas(cluster_factory):
         return True
 
     cluster.wait_until(identical, 15, "all three replicas hold byte-identical batches up to the HW")
+    victim_dir = Path(cluster.get(victim).data_dir) / bucket_dir_name(TableBucket(table_id, 0))
+    assert len(list(victim_dir.glob("*.log"))) > 2  # ~25 KB of records per bucket in 16 KB segments
     for bucket, hw in hws.items():  # and those bytes really are the whole log below the HW
         name = bucket_dir_name(TableBucket(table_id, bucket))
         last = [b.last_offset for b in iter_batches(_batches_below(data_dirs[0] / name, hw))]
