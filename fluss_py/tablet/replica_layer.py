@@ -131,10 +131,13 @@ class ManagerReplicaLayer:
         return tablet_pb2.FetchLogResponse(error=convert.ok(), buckets=out)
 
     async def list_offsets(self, request: Any) -> Any:
-        asked = [
-            ListOffsetsRequest(convert.table_bucket_from_pb(b.table_bucket), OffsetSpec(b.spec), b.timestamp_ms)
-            for b in request.buckets
-        ]
+        try:
+            asked = [
+                ListOffsetsRequest(convert.table_bucket_from_pb(b.table_bucket), OffsetSpec(b.spec), b.timestamp_ms)
+                for b in request.buckets
+            ]
+        except ValueError as e:
+            return tablet_pb2.ListOffsetsResponse(error=convert.error_code(ErrorCode.INVALID_REQUEST, str(e)))
         try:
             results = await self.replicas.list_offsets(asked)
         except Exception as e:

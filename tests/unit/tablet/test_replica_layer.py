@@ -116,6 +116,12 @@ async def test_notify_produce_fetch_and_offsets_round_trip(cluster: ReplicaClust
 
     out_of_range = await layer.fetch_log(_fetch(TB, 5))
     assert out_of_range.buckets[0].error.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    bad_spec = await layer.list_offsets(
+        tablet_pb2.ListOffsetsRequest(
+            buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=convert.table_bucket_to_pb(TB), spec=9)]
+        )
+    )
+    assert bad_spec.error.code == ErrorCode.INVALID_REQUEST
 
 
 async def test_per_bucket_errors_carry_the_leader_hint_and_stale_epochs_fail_the_request(
