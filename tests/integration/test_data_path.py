@@ -11,8 +11,8 @@ Python client over gRPC.
   (read from the segment files on disk);
 - any tablet server answers GetMetadata with the table; /metrics shows leader count, ISR sizes and
   under-replicated buckets; SIGTERM of a leader is a controlled shutdown (its leadership moves before it
-  stops, it exits cleanly with the clean-shutdown marker) and producing goes on; dropping the table
-  deletes the replicas' files.
+  stops, it exits cleanly with the clean-shutdown marker, restarts and rejoins) and producing goes on;
+  dropping the table deletes the replicas' files.
 """
 
 from __future__ import annotations
@@ -215,18 +215,21 @@ def test_metadata_metrics_controlled_shutdown_and_drop(cluster_factory):
             assert (Path(cluster.get(victim).data_dir) / CLEAN_SHUTDOWN_MARKER).exists()
             assert all(leader != victim_id for leader, _, _ in _placement(admin).values())
             sent += _produce(producer, 300, 300)
+            cluster.start_process(victim, wait=True, timeout=30)
+            cluster.wait_for_log(victim, r"3 logs loaded from .* \(clean shutdown before\)", 10)
+            cluster.wait_until(lambda: _fully_replicated(admin), 30, f"tablet server {victim_id} rejoined every ISR")
         with SyncConsumer(bootstrap, ConsumerOptions(fetch_max_wait=0.2)) as consumer:
             consumer.assign(TABLE)
             _check_exactly_once_in_order(sent, _consume_all(consumer, len(sent), 30))
 
         admin.drop_table(TABLE)
-        live_dirs = [Path(cluster.get(n).data_dir) for n in servers if n != victim]
+        live_dirs = [Path(cluster.get(n).data_dir) for n in servers]
         cluster.wait_until(
             lambda: (
                 not any((d / bucket_dir_name(TableBucket(table_id, b))).exists() for d in live_dirs for b in range(3))
             ),
             15,
-            "the dropped table's bucket directories are deleted on the live servers",
+            "the dropped table's bucket directories are deleted on every server",
         )
 
 
