@@ -103,6 +103,7 @@ class RebalanceExecutor:
         self._started_at: dict[int, float] = {}  # move index -> when its target was added
         self._unhealthy_since: float | None = None
         self._last_check = clock()
+        self.peak_server_migrations = 0  # most in-flight moves touching one server seen (the cap, measured)
         self._task: asyncio.Task | None = None
         self.handlers: dict[type[Event], Callable[[Any], Any]] = {
             StartRebalance: self.start_rebalance,
@@ -134,6 +135,28 @@ class RebalanceExecutor:
     @property
     def running(self) -> bool:
         return self.progress is not None and self.progress.running
+
+    def migrations_per_server(self) -> dict[int, int]:
+        """In-flight replica moves (adding) touching each server, as source or target."""
+        touched: dict[int, int] = {}
+        if self.progress is not None and self.progress.running:
+            for i, m in self.progress.open_moves():
+                if self.progress.moves[i] is MoveStatus.ADDING:
+                    touched[m.from_server] = touched.get(m.from_server, 0) + 1
+                    touched[m.to_server] = touched.get(m.to_server, 0) + 1
+        return touched
+
+    def distribution(self) -> dict[int, tuple[int, int]]:
+        """Per live server: (replicas, leaders) in the current view."""
+        out = {s: (0, 0) for s in self._p.live()}
+        for b in self._p.view.buckets.values():
+            for s in b.replicas:
+                r, ld = out.get(s, (0, 0))
+                out[s] = (r + 1, ld)
+            if b.leader_and_isr is not None and b.leader_and_isr.leader >= 0:
+                r, ld = out.get(b.leader_and_isr.leader, (0, 0))
+                out[b.leader_and_isr.leader] = (r, ld + 1)
+        return out
 
     # ---------------------------------------------------------------- requests
     async def start_rebalance(self, event: StartRebalance) -> dict[str, Any]:
@@ -307,6 +330,7 @@ class RebalanceExecutor:
             changes[m.bucket] = ((*b.replicas, m.to_server), lai.with_isr(lai.isr, epoch))
             new.moves[i] = MoveStatus.ADDING
         await self._commit(changes, new)
+        self.peak_server_migrations = max(self.peak_server_migrations, *self.migrations_per_server().values(), 0)
         now = self._clock()
         batch = self._p.new_batch()
         for i, m in new.batch_moves():

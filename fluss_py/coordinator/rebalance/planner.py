@@ -12,13 +12,15 @@ Objective (seed 000 §5.1): minimise moved bytes (moved replicas x their size) s
 4. batches of ``ceil(batch_ratio x moves)`` moves, in which no server is touched (as source or target)
    by more than ``max_concurrent`` moves, and a bucket appears at most once.
 
-Algorithm (greedy, deterministic): while the replica counts are not balanced, take the most loaded server
-``src`` and the least loaded ``dst`` (next pairs when that one has no legal move, count gap >= 2), and
-move the *smallest* replica of ``src`` that may go to ``dst`` (ties: followers before leaders, then
-bucket order). Without racks the extreme pair always has a legal move (``src`` hosts more buckets than
-``dst``), so the counts follow the same path whatever the sizes and reach max - min <= 1; choosing the
-smallest replica each step keeps the bytes low. A replica that a move placed is never moved again. A
-moved leader hands leadership to its replacement (the executor moves it once the target is in the ISR).
+Algorithm (greedy, deterministic): the most even counts put ``total mod servers`` servers at ceil(mean)
+and the rest at floor(mean). While the counts are not balanced, make the cheapest legal move from a
+server that must shed (above ceil, or at ceil while too many are) to one that must receive (below
+floor, or at floor while too few are at ceil), count gap >= 2; ties: the emptiest target, the most
+loaded source, followers before leaders, bucket order. No move is wasted (no server both sheds and
+receives), so the number of moves is the least that reaches the final counts. Without racks the most
+and least loaded servers always have a legal move, so the counts always end balanced. A replica placed
+by a move is never moved again; a moved leader hands its leadership to its replacement. The greedy is
+not a global optimum of bytes (a min-cost-flow assignment would be).
 Then leaders: while not balanced, move a leadership from the most to the least leading server, to an ISR
 member (a replica placed by an earlier move counts: it joins the ISR before its move completes; the
 leadership transfer runs in a later batch).
@@ -340,7 +342,7 @@ def _replica_moves(state: _State, sizes: Mapping[TableBucket, int], threshold: f
     moves: list[Move] = []
     counts = state.counts()
     while not is_balanced(list(counts.values()), threshold):
-        chosen = _next_replica_move(state, on, counts)
+        chosen = _next_replica_move(state, on, counts, sizes)
         if chosen is None:
             notes.append(
                 f"threshold {threshold} not reached: no further legal replica move (rack or placement constraints); "
@@ -363,18 +365,33 @@ def _replica_moves(state: _State, sizes: Mapping[TableBucket, int], threshold: f
 
 
 def _next_replica_move(
-    state: _State, on: Mapping[int, list[TableBucket]], counts: Mapping[int, int]
+    state: _State, on: Mapping[int, list[TableBucket]], counts: Mapping[int, int], sizes: Mapping[TableBucket, int]
 ) -> tuple[TableBucket, int, int] | None:
-    by_load = sorted(state.servers, key=lambda s: (-counts[s], s))
-    by_space = sorted(state.servers, key=lambda s: (counts[s], s))
-    for src in by_load:
-        for dst in by_space:
+    """The cheapest legal move that brings the counts toward the most even ones (floor/ceil of the mean).
+
+    With ``k`` = total mod servers, the most even counts put ``k`` servers at ceil and the rest at floor.
+    A source must shed: above ceil, or at ceil while more than ``k`` servers are at ceil or above. A
+    target must receive: below floor, or at floor while fewer than ``k`` are at ceil or above. With a
+    count gap >= 2 every move is one that any most-even placement needs, so no move is wasted. Each
+    (source, target) pair offers the source's first legal replica (smallest first); the smallest offer
+    wins, ties going to the emptiest target, then the most loaded source."""
+    total, n = sum(counts.values()), len(counts)
+    floor, k = divmod(total, n)
+    ceil = floor + (1 if k else 0)
+    high = sum(1 for c in counts.values() if c >= ceil)
+    sources = [s for s in state.servers if counts[s] > ceil or (counts[s] == ceil and high > k and k)]
+    targets = [s for s in state.servers if counts[s] < floor or (counts[s] == floor and high < k)]
+    best: tuple[tuple[int, int, int, int, int], tuple[TableBucket, int, int]] | None = None
+    for src in sources:
+        for dst in targets:
             if counts[src] - counts[dst] < 2:
-                break
-            for tb in on[src]:
-                if state.may_move(tb, src, dst):
-                    return tb, src, dst
-    return None
+                continue
+            tb = next((tb for tb in on[src] if state.may_move(tb, src, dst)), None)
+            if tb is not None:
+                key = (int(sizes.get(tb, 0)), counts[dst], -counts[src], src, dst)
+                if best is None or key < best[0]:
+                    best = (key, (tb, src, dst))
+    return best[1] if best else None
 
 
 def _leader_moves(state: _State, threshold: float, notes: list[str]) -> list[Move]:

@@ -362,3 +362,35 @@ async def test_auto_off_never_triggers():
     await rig.ex.tick()
     assert rig.ex.progress is None
     await rig.channel.close()
+
+
+async def test_metrics_follow_the_rebalance(grown):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
+
+    rig, _ = grown
+    registry = CollectorRegistry()
+    registry.register(RebalanceCollector(lambda: rig.ex))
+
+    def sample(name: str, **labels) -> float:
+        value = registry.get_sample_value(name, labels or None)
+        assert value is not None, (name, generate_latest(registry).decode())
+        return value
+
+    assert sample("fluss_rebalance_state", state="idle") == 1.0
+    await rig.ex.start_rebalance(StartRebalance())
+    assert sample("fluss_rebalance_state", state="rebalancing") == 1.0
+    assert sample("fluss_rebalance_moves_in_flight") > 0 and sample("fluss_rebalance_batches_done") == 0
+    assert 0 < sample("fluss_rebalance_server_migrations_peak") <= rig.ex.options.max_concurrent
+    assert sample("fluss_tablet_distribution_replicas", server="4") > 0
+    await rig.run_to_end()
+    assert sample("fluss_rebalance_state", state="completed") == 1.0
+    assert sample("fluss_rebalance_moves_done") == sample("fluss_rebalance_moves_total")
+    assert sample("fluss_rebalance_batches_done") == sample("fluss_rebalance_batches_total")
+    assert sample("fluss_rebalance_moves_in_flight") == 0
+    assert sample("fluss_rebalance_server_migrations_peak") <= rig.ex.options.max_concurrent
+    assert sum(sample("fluss_tablet_distribution_leaders", server=str(s)) for s in range(1, 6)) == 30
+    assert (
+        RebalanceCollector(lambda: None) and registry.get_sample_value("fluss_rebalance_state", {"state": "x"}) is None
+    )
