@@ -146,18 +146,6 @@ class RebalanceExecutor:
                     touched[m.to_server] = touched.get(m.to_server, 0) + 1
         return touched
 
-    def distribution(self) -> dict[int, tuple[int, int]]:
-        """Per live server: (replicas, leaders) in the current view."""
-        out = {s: (0, 0) for s in self._p.live()}
-        for b in self._p.view.buckets.values():
-            for s in b.replicas:
-                r, ld = out.get(s, (0, 0))
-                out[s] = (r + 1, ld)
-            if b.leader_and_isr is not None and b.leader_and_isr.leader >= 0:
-                r, ld = out.get(b.leader_and_isr.leader, (0, 0))
-                out[b.leader_and_isr.leader] = (r, ld + 1)
-        return out
-
     # ---------------------------------------------------------------- requests
     async def start_rebalance(self, event: StartRebalance) -> dict[str, Any]:
         if self.progress is not None and self.progress.running:

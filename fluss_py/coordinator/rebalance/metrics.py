@@ -8,7 +8,9 @@
     fluss_rebalance_server_migrations{server} in-flight moves touching each server (cap:
                                               tablet-server.rebalance.max-concurrent-migrations)
     fluss_rebalance_server_migrations_peak    the most ever seen on one server by this leader
-    fluss_tablet_distribution_replicas{server} / fluss_tablet_distribution_leaders{server}
+
+The tablet distribution (replicas and leaders per server) is ``fluss_tablet_distribution``
+(``coordinator/distribution.py``).
 
 A standby coordinator (no executor) reports state idle and nothing else.
 
@@ -68,10 +70,3 @@ class RebalanceCollector(Collector):
             "Most in-flight moves seen touching one server",
             value=float(ex.peak_server_migrations),
         )
-        replicas = GaugeMetricFamily("fluss_tablet_distribution_replicas", "Replicas per server", labels=["server"])
-        leaders = GaugeMetricFamily("fluss_tablet_distribution_leaders", "Leaders per server", labels=["server"])
-        for server, (r, ld) in sorted(ex.distribution().items()):
-            replicas.add_metric([str(server)], float(r))
-            leaders.add_metric([str(server)], float(ld))
-        yield replicas
-        yield leaders

@@ -383,14 +383,12 @@ async def test_metrics_follow_the_rebalance(grown):
     assert sample("fluss_rebalance_state", state="rebalancing") == 1.0
     assert sample("fluss_rebalance_moves_in_flight") > 0 and sample("fluss_rebalance_batches_done") == 0
     assert 0 < sample("fluss_rebalance_server_migrations_peak") <= rig.ex.options.max_concurrent
-    assert sample("fluss_tablet_distribution_replicas", server="4") > 0
     await rig.run_to_end()
     assert sample("fluss_rebalance_state", state="completed") == 1.0
     assert sample("fluss_rebalance_moves_done") == sample("fluss_rebalance_moves_total")
     assert sample("fluss_rebalance_batches_done") == sample("fluss_rebalance_batches_total")
     assert sample("fluss_rebalance_moves_in_flight") == 0
     assert sample("fluss_rebalance_server_migrations_peak") <= rig.ex.options.max_concurrent
-    assert sum(sample("fluss_tablet_distribution_leaders", server=str(s)) for s in range(1, 6)) == 30
     assert (
         RebalanceCollector(lambda: None) and registry.get_sample_value("fluss_rebalance_state", {"state": "x"}) is None
     )
