@@ -99,17 +99,22 @@ class CheckpointFile:
 
 
 class OffsetCheckpoint:
-    """``<table_id> <bucket> <offset>`` per bucket, one file per kind per data dir."""
+    """``<table_id> <bucket> <offset>`` per bucket, one file per kind per data dir. ``write`` of the offsets
+    it wrote last time writes nothing (an idle server with thousands of buckets checkpoints every second)."""
 
     def __init__(self, path: Path) -> None:
         self._file = CheckpointFile(path, 3)
+        self._written: dict[TableBucket, int] | None = None
 
     @property
     def path(self) -> Path:
         return self._file.path
 
     def write(self, offsets: dict[TableBucket, int]) -> None:
+        if offsets == self._written:
+            return
         self._file.write([(tb.table_id, tb.bucket, off) for tb, off in sorted(offsets.items())])
+        self._written = dict(offsets)
 
     def read(self) -> dict[TableBucket, int]:
         entries = self._file.read() or []

@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 class LeaderEpochCache:
     """Owned by one ``LogTablet`` (single owner, synchronous). Every change is persisted before returning.
 
-    ``path=None`` keeps the cache in memory only (tests, dump tools).
+    ``path=None`` keeps the cache in memory only (tests, dump tools). A change that leaves the entries as they
+    are on disk writes nothing (a missing file reads as empty, and the loader rebuilds a missing file from the
+    log): creating a bucket costs no checkpoint write until its first epoch is assigned.
     """
 
     def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None) -> None:
@@ -43,6 +45,7 @@ class LeaderEpochCache:
         for e in entries or []:
             self._epochs.append(e.epoch)
             self._starts.append(e.start_offset)
+        self._on_disk: list[tuple[int, int]] | None = None  # None: unknown, the next persist writes
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
@@ -55,7 +58,9 @@ class LeaderEpochCache:
         for a, b in itertools.pairwise(entries):
             if b.epoch <= a.epoch or b.start_offset < a.start_offset:
                 raise LogCorruptedError(f"{path}: entries not increasing ({a} then {b})")
-        return cls(path, entries)
+        cache = cls(path, entries)
+        cache._on_disk = [(e.epoch, e.start_offset) for e in entries]
+        return cache
 
     # --- queries
     def entries(self) -> list[EpochEntry]:
@@ -160,8 +165,12 @@ class LeaderEpochCache:
         self._persist()
 
     def _persist(self) -> None:
-        if self._file is not None:
-            self._file.write(list(zip(self._epochs, self._starts, strict=True)))
+        if self._file is None:
+            return
+        entries = list(zip(self._epochs, self._starts, strict=True))
+        if entries != self._on_disk:
+            self._file.write(entries)
+            self._on_disk = entries
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({[(e, o) for e, o in zip(self._epochs, self._starts, strict=True)]})"

@@ -351,13 +351,16 @@ class LogTablet:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Clean close: flush everything, write a writer snapshot at LEO."""
+        """Clean close: flush everything, write a writer snapshot at LEO. An empty log without writers needs
+        none (recovery has nothing to replay): a server with thousands of idle buckets stops without
+        thousands of fsynced files (LEO 0: the loader drops any snapshot above the LEO, so none can be stale)."""
         if self._closed:
             return
         self.flush()
         for seg in self.segments:
             seg.close()
-        if self.writers.changed_since_snapshot or not snapshot_path(self.dir, self._leo).exists():
+        empty = self._leo == 0 and not self.writers.writers
+        if not empty and (self.writers.changed_since_snapshot or not snapshot_path(self.dir, self._leo).exists()):
             self.writers.take_snapshot(self._leo)
         self._closed = True
 

@@ -147,3 +147,21 @@ def test_diverging_epoch_check_of_section_4_5(tmp_path: Path) -> None:
     assert diverging(60, 3) is None  # epoch 3 ends at 80 >= 60
     assert diverging(85, 3) == (3, 80)  # follower wrote epoch 3 past where the leader's epoch 3 ended
     assert diverging(55, 2) == (1, 50)  # the leader never had epoch 2
+
+
+def test_unchanged_entries_write_nothing(tmp_path: Path) -> None:
+    """Creating a bucket costs no checkpoint write: clear()/replace([]) of a missing file leave it missing, and a
+    change that restores what is on disk does not rewrite it."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    c = LeaderEpochCache.load(path)
+    c.clear()
+    c.replace([])
+    assert not path.exists()
+    c.assign(2, 0)
+    assert path.read_bytes() == b"0\n1\n2 0\n"
+    path.write_bytes(b"0\n1\n2 0\n")  # same content, marker of "not rewritten" below: the inode
+    inode = path.stat().st_ino
+    c.replace([EpochEntry(2, 0)])
+    assert path.stat().st_ino == inode
+    c.assign(3, 5)
+    assert LeaderEpochCache.load(path).entries() == [EpochEntry(2, 0), EpochEntry(3, 5)]

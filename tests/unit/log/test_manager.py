@@ -89,3 +89,14 @@ def test_unreadable_checkpoint_means_recover_everything(tmp_path: Path) -> None:
     (tmp_path / "recovery-point-offset-checkpoint").write_text("junk")
     logs = manager(tmp_path).load_logs({TableBucket(1, 0): SMALL})
     assert logs[TableBucket(1, 0)].log_end_offset == 20
+
+
+def test_offset_checkpoint_skips_a_write_of_unchanged_offsets(tmp_path: Path) -> None:
+    cp = OffsetCheckpoint(tmp_path / "high-watermark-checkpoint")
+    cp.write({TableBucket(1, 0): 5, TableBucket(1, 1): 0})
+    inode = cp.path.stat().st_ino  # write_atomic replaces the file: a new inode means a rewrite
+    cp.write({TableBucket(1, 1): 0, TableBucket(1, 0): 5})
+    assert cp.path.stat().st_ino == inode
+    cp.write({TableBucket(1, 0): 6, TableBucket(1, 1): 0})
+    assert cp.path.stat().st_ino != inode
+    assert cp.read() == {TableBucket(1, 0): 6, TableBucket(1, 1): 0}

@@ -298,3 +298,18 @@ def _rebase(t, offset: int) -> bytes:
     buf = bytearray(t.read(2, 1 << 20, 4).records)
     set_base_offset_and_epoch(buf, 0, offset, 4)
     return bytes(buf)
+
+
+def test_close_of_an_empty_log_writes_no_snapshot_or_epoch_checkpoint(tmp_path: Path) -> None:
+    """Thousands of idle buckets open and close without a file per bucket (each would be fsynced)."""
+    log = open_log(tmp_path / "b")
+    log.close()
+    assert (
+        sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.endswith((".log", ".index", ".timeindex")))
+        == []
+    )
+    again = open_log(tmp_path / "b")
+    again.append_as_leader(batch(writer_id=7, writer_epoch=0, seq=0), leader_epoch=1)
+    again.close()
+    names = {p.name for p in (tmp_path / "b").iterdir()}
+    assert "leader-epoch-checkpoint" in names and any(n.endswith(".snapshot") for n in names), names
