@@ -1,7 +1,10 @@
 """A tiny HTTP/1.1 server on the process's asyncio loop for ``GET /health`` and ``GET /metrics``.
 
-Routes map a path to ``async handler() -> (status, content_type, body)``. One request per connection
-(``Connection: close``); no keep-alive, no chunking, no request bodies — it serves probes and Prometheus.
+Routes map a path to ``async handler() -> (status, content_type, body)`` (GET and HEAD), or a
+``"METHOD /path"`` key to ``async handler(request) -> ...`` where ``request`` carries the method, path and
+query parameters (e.g. ``"POST /rebalance"`` with ``?dry_run=true``). One request per connection
+(``Connection: close``); no keep-alive, no chunking, no request bodies — it serves probes, Prometheus and
+small admin actions.
 ``metrics_route(registry)`` renders a prometheus-client registry in the text exposition format.
 
 Who may call: the owning server, from its loop (``start``/``close``).
@@ -13,7 +16,9 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -24,7 +29,25 @@ log = logging.getLogger("fluss_py.common.HttpServer")
 Response = tuple[int, str, bytes]
 Handler = Callable[[], Awaitable[Response]]
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, str] = field(default_factory=dict)  # last value of each parameter
+
+
+RequestHandler = Callable[[Request], Awaitable[Response]]
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 def json_response(body: Mapping[str, Any], status: int = 200) -> Response:
@@ -47,7 +70,7 @@ class HttpBindError(FlussError):
 class HttpServer:
     """Owns one listening socket and its connections. ``port`` is the bound port after ``start``."""
 
-    def __init__(self, host: str, port: int, routes: Mapping[str, Handler]) -> None:
+    def __init__(self, host: str, port: int, routes: Mapping[str, Handler | RequestHandler]) -> None:
         self.host = host
         self.port = port
         self._routes = dict(routes)
@@ -71,15 +94,25 @@ class HttpServer:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5.0)
             method, target, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            path = target.split("?", 1)[0]
+            path, _, query = target.partition("?")
             handler = self._routes.get(path)
-            if handler is None:
+            method_handler = self._routes.get(f"{method} {path}")
+            if method_handler is not None:
+                request = Request(method, path, {k: v[-1] for k, v in parse_qs(query).items()})
+                try:
+                    status, ctype, body = await method_handler(request)  # type: ignore[call-arg]
+                except Exception as e:
+                    log.exception("HTTP handler for %s %s failed", method, path)
+                    status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+            elif handler is None and any(k.endswith(f" {path}") for k in self._routes):
+                status, ctype, body = 405, "text/plain", f"method {method} not allowed on {path}\n".encode()
+            elif handler is None:
                 status, ctype, body = 404, "text/plain", f"no route {path}\n".encode()
             elif method not in ("GET", "HEAD"):
                 status, ctype, body = 405, "text/plain", b"only GET\n"
             else:
                 try:
-                    status, ctype, body = await handler()
+                    status, ctype, body = await handler()  # type: ignore[call-arg]
                 except Exception as e:
                     log.exception("HTTP handler for %s failed", path)
                     status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()

@@ -3,9 +3,10 @@
     start:  rpc-channels (ChannelPool) -> channel-manager (TabletChannel, coordinator/channel.py: requests to
             tablet servers stamped with our epoch) -> background-managers (tablet-server watcher, liveness
             monitor: proof-of-death failure detection, coordinator/liveness.py)
-            -> event-processor (CoordinatorEventLoop with the database and table handlers)
+            -> event-processor (CoordinatorEventLoop with the database, table and rebalance handlers)
+            -> rebalance-manager (tick task of the RebalanceExecutor, coordinator/rebalance/executor.py)
             then: load context, register <root>/coordinator/leader, create database `fluss`
-    stop:   event-processor -> background-managers -> channel-manager -> rpc-channels
+    stop:   rebalance-manager -> event-processor -> background-managers -> channel-manager -> rpc-channels
 
 Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
 with the session, and a voluntary release deletes them in ``CoordinatorServer``.
@@ -33,6 +34,7 @@ from fluss_py.coordinator.events import (
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
+from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
@@ -81,7 +83,9 @@ class LeaderServices:
         on_fenced: Callable[[], None],
         table_options: dict[str, Any] | None = None,
         proof_of_death: bool = True,
+        rebalance_options: dict[str, Any] | None = None,
     ) -> None:
+        self._rebalance_options = rebalance_options or {}
         self._zk = zk
         self._proof_of_death = proof_of_death
         self._table_options = table_options or {}
@@ -95,6 +99,7 @@ class LeaderServices:
         self.tablet_channel: TabletChannel | None = None
         self.tables: TableProcessor | None = None
         self.liveness: LivenessMonitor | None = None
+        self.rebalance: RebalanceExecutor | None = None
 
     async def start(self) -> None:
         """Create the leader resources in order, then register the leader node and the default database.
@@ -114,6 +119,8 @@ class LeaderServices:
         tablet_channel = self.tablet_channel = TabletChannel(GrpcTabletGateway(self.pool))
         self.tables = TableProcessor(self._zk, ctx, tablet_channel, **self._table_options)
         self.tables.install(self.event_loop, drop_database=self.handlers.drop_database)
+        self.rebalance = RebalanceExecutor(self.tables, **self._rebalance_options)  # resumes on the first startup
+        self.rebalance.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
@@ -148,6 +155,12 @@ class LeaderServices:
             self.event_loop.start()
 
         await self.stack.push("event-processor", start_processor, self.event_loop.stop)
+        rebalance = self.rebalance
+
+        async def start_rebalance_ticks() -> None:
+            rebalance.start(self.event_loop)
+
+        await self.stack.push("rebalance-manager", start_rebalance_ticks, rebalance.close)
         await load.future
 
         await self._register_leader_node()

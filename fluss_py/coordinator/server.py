@@ -37,6 +37,8 @@ from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.leader import LeaderServices
 from fluss_py.coordinator.processor import options_from_config
+from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
+from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.pb import coordinator_pb2_grpc
@@ -127,6 +129,7 @@ class CoordinatorServer:
               "(failed over before their session expired)", registry=self.metrics
               ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
+        self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
 
     # ---------------------------------------------------------------- views for the service and /health
     def _distribution_source(self) -> tuple[Any, Any] | None:
@@ -202,9 +205,9 @@ class CoordinatorServer:
                 self.rpc_port,
                 [lambda s: coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(servicer, s)],
             )
-            self._http = HttpServer(
-                self.bind_host, self.http_port, {"/health": self._health, "/metrics": metrics_route(self.metrics)}
-            )
+            routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
+            routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md
+            self._http = HttpServer(self.bind_host, self.http_port, routes)
             await self._http.start()
             await self._register_server_node()
             self.state.transition(CoordinatorState.STANDBY, "standby services started")
@@ -384,6 +387,7 @@ class CoordinatorServer:
             self._on_fenced,
             options_from_config(self.config),
             proof_of_death=self.config[cfg.PROOF_OF_DEATH],
+            rebalance_options=executor_options(self.config),
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:

@@ -1,0 +1,72 @@
+"""HTTP routes of a rebalance on the coordinator's HTTP port, and the executor's settings from config.
+
+    POST   /rebalance[?dry_run=true]   plan (and start) -> 200 plan/progress JSON;
+                                       409 REBALANCE_IN_PROGRESS (with the progress), 400 INVALID_REBALANCE_PLAN
+    DELETE /rebalance                  cancel: roll back the current batch's open moves -> 200 progress
+    GET    /rebalance                  progress of the current or last rebalance -> 200
+
+A coordinator that is not the serving leader answers 503 with ``leader_http`` ("host:port" of the
+leader's HTTP port, when known) so clients can follow it.
+
+Who may call: ``CoordinatorServer`` (builds the routes); the HTTP server runs the handlers on its loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fluss_py import config as cfg
+from fluss_py.common.http import Request, RequestHandler, Response, json_response
+from fluss_py.coordinator.rebalance.executor import CancelRebalance, GetRebalance, StartRebalance
+from fluss_py.coordinator.rebalance.planner import PlanOptions
+from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.types import CoordinatorLeaderInfo
+
+_STATUS = {ErrorCode.REBALANCE_IN_PROGRESS: 409, ErrorCode.INVALID_REBALANCE_PLAN: 400}
+
+
+def executor_options(config: Any) -> dict[str, Any]:
+    """RebalanceExecutor keyword arguments from a coordinator Config."""
+    return {
+        "options": PlanOptions.from_config(config),
+        "auto": bool(config[cfg.REBALANCE_AUTO]),
+        "check_interval": float(config[cfg.REBALANCE_CHECK_INTERVAL]),
+    }
+
+
+def rebalance_routes(
+    event_loop: Callable[[], Any],
+    leader: Callable[[], Awaitable[CoordinatorLeaderInfo | None]],
+) -> dict[str, RequestHandler]:
+    """``event_loop()`` is the serving leader's CoordinatorEventLoop or None; ``leader()`` the known leader."""
+
+    async def call(event: Any) -> Response:
+        loop = event_loop()
+        if loop is None:
+            info = await leader()
+            return json_response(
+                {
+                    "error": "NOT_COORDINATOR_LEADER",
+                    "message": "this coordinator is not the leader",
+                    "leader_http": f"{info.host}:{info.http_port}" if info and info.http_port else "",
+                },
+                503,
+            )
+        try:
+            return json_response(await loop.submit(event))
+        except ApiError as e:
+            status = _STATUS.get(e.code, 503 if e.code == ErrorCode.NOT_COORDINATOR_LEADER else 500)
+            return json_response({"error": e.code.name, "message": str(e)}, status)
+
+    async def post(request: Request) -> Response:
+        dry_run = request.query.get("dry_run", "false").lower() in ("1", "true", "yes")
+        return await call(StartRebalance(dry_run=dry_run))
+
+    async def delete(_request: Request) -> Response:
+        return await call(CancelRebalance())
+
+    async def get(_request: Request) -> Response:
+        return await call(GetRebalance())
+
+    return {"POST /rebalance": post, "DELETE /rebalance": delete, "GET /rebalance": get}
