@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fluss_py.client import OffsetSpec, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.client import Consumer, OffsetSpec, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.client.producer import Producer
 from fluss_py.errors import ErrorCode
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT
@@ -27,6 +27,7 @@ from fluss_py.log.manager import bucket_dir_name
 from fluss_py.record.batch import RecordBatch, RecordBatchBuilder, iter_batches
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.procs import wait_until
 from fluss_py.testing.zkview import ZkView
 from fluss_py.types import LeaderAndIsr, TableBucket
 from fluss_py.zk.paths import LeaderIsrZNode, TabletServerZNode
@@ -327,8 +328,6 @@ class SteadyProducer:
                 raise self.failure
             return sum(1 for s in self.sent if s.start >= t and s.error is None) >= n
 
-        from fluss_py.testing.procs import wait_until
-
         wait_until(enough, timeout, 0.02, message=f"{n} acknowledged records after the fault", reraise=(Exception,))
 
     def _main(self) -> None:
@@ -427,3 +426,55 @@ def assert_every_ack_read_once(cluster: LocalCluster, table: str, sent: list[Sen
     hw = bucket_offsets(cluster, table, bucket).high_watermark
     assert hw == len(mine), f"bucket {bucket}: high watermark {hw}, {len(mine)} records sent"
     assert_exactly_once_in_order(mine, consume(cluster, table, bucket, hw), bucket=bucket)
+
+
+class TailingConsumer:
+    """A consumer reading one bucket from the beginning on its own thread and loop while faults happen.
+
+    ``records`` is everything it was handed, in order: a reader only ever sees committed records (below the
+    HW), so this must end up equal to the final log, with no record that later vanished, no gap, no repeat.
+    """
+
+    def __init__(self, servers: str, table: str, bucket: int = 0) -> None:
+        self.servers, self.table, self.bucket = servers, table, bucket
+        self.records: list[tuple[int, bytes | None]] = []
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="tailing-consumer", daemon=True)
+
+    def start(self) -> TailingConsumer:
+        self._thread.start()
+        return self
+
+    def wait_for(self, end_offset: int, timeout: float) -> None:
+        def reached() -> bool:
+            if self.failure is not None:
+                raise self.failure
+            return bool(self.records) and self.records[-1][0] + 1 >= end_offset
+
+        wait_until(reached, timeout, 0.02, message=f"the tailing consumer at offset {end_offset}", reraise=(Exception,))
+
+    def stop(self, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the tailing consumer did not stop"
+        if self.failure is not None:
+            raise self.failure
+        return self.records
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as e:  # surfaced by wait_for/stop
+            self.failure = e
+
+    async def _run(self) -> None:
+        consumer = Consumer(self.servers)
+        try:
+            await consumer.assign(self.table, [self.bucket])
+            consumer.seek_to_beginning()
+            while not self._stop.is_set():
+                for r in await consumer.poll(0.2):
+                    self.records.append((r.offset, r.value))
+        finally:
+            await consumer.close()

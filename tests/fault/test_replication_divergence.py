@@ -24,9 +24,12 @@ from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
 from fluss_py.types import TableBucket
 from tests.fault.replication_support import (
+    DATABASE,
     FAULT_OVERRIDES,
     ReplicaFiles,
+    TailingConsumer,
     assert_never_divergent,
+    bootstrap,
     bucket_offsets,
     consume,
     create_table,
@@ -93,6 +96,7 @@ def test_seed000_divergence_old_leader_truncates_its_unreplicated_records_and_co
         before = leader_isr(zk, cluster, tb)
         a = server_name(before.leader)
         followers = [server_name(s) for s in REPLICAS if s != before.leader]
+        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}").start()
 
         # 1. The followers cannot fetch; the leader appends offsets 20..29 (acks=1) that only it holds.
         for f in followers:
@@ -129,6 +133,9 @@ def test_seed000_divergence_old_leader_truncates_its_unreplicated_records_and_co
 
     assert hw == 25
     assert [v for _, v in consume(cluster, table, 0, hw)] == PREFIX + new
+    # A consumer reading all along never saw the uncommitted old-* records (they never were below a HW).
+    tail.wait_for(hw, 20)
+    assert [v for _, v in tail.stop()] == PREFIX + new
 
 
 def test_seed004_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_nothing_acked_is_lost(
@@ -141,6 +148,7 @@ def test_seed004_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_no
         before = leader_isr(zk, cluster, tb)
         a = server_name(before.leader)
         b, c = (server_name(s) for s in REPLICAS if s != before.leader)
+        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}").start()
 
         # 1. b (the next leader) is paused; the leader writes 3 acks=1 records that only c fetches.
         #    The HW stays at 20: b is still in the ISR (paused for less than replica.lag.time.max.ms).
@@ -190,3 +198,5 @@ def test_seed004_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_no
     hw = bucket_offsets(cluster, table).high_watermark
     assert hw == 32
     assert [v for _, v in consume(cluster, table, 0, hw)] == PREFIX + new + more + last
+    tail.wait_for(hw, 20)
+    assert [v for _, v in tail.stop()] == PREFIX + new + more + last  # never the truncated x0..x2
