@@ -4,7 +4,7 @@ Knows nothing of asyncio, gRPC or kazoo. See docs/storage.md for file formats an
 """
 
 from fluss_py.log.config import LogConfig
-from fluss_py.log.epoch_cache import LeaderEpochCache, follower_truncation_offset
+from fluss_py.log.epoch_cache import LeaderEpochCache
 from fluss_py.log.manager import LogManager
 from fluss_py.log.tablet import FetchDataInfo, LogAppendInfo, LogTablet
 from fluss_py.log.writer_state import BatchMetadata, WriterStateEntry
@@ -18,5 +18,4 @@ __all__ = [
     "LogManager",
     "LogTablet",
     "WriterStateEntry",
-    "follower_truncation_offset",
 ]

@@ -174,27 +174,3 @@ class LeaderEpochCache:
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({[(e, o) for e, o in zip(self._epochs, self._starts, strict=True)]})"
-
-
-def follower_truncation_offset(
-    leader_epoch: int,
-    leader_end_offset: int,
-    follower_cache: LeaderEpochCache,
-    follower_leo: int,
-    follower_hw: int,
-) -> tuple[int, bool]:
-    """Where a follower truncates given the leader's (epoch, end offset) answer; (offset, complete).
-
-    reference/kafka.md §4.6 (``AbstractFetcherThread.getOffsetTruncationState``). When ``complete`` is
-    False the follower must ask again with its new latest epoch.
-    """
-    if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
-        return follower_hw, True
-    if leader_epoch == UNDEFINED_EPOCH:
-        return min(leader_end_offset, follower_leo), True
-    f_epoch, f_end = follower_cache.end_offset_for(leader_epoch, follower_leo)
-    if f_end == UNDEFINED_EPOCH_OFFSET:
-        return min(leader_end_offset, follower_leo), True
-    if f_epoch != leader_epoch:
-        return min(f_end, follower_leo), False
-    return min(f_end, leader_end_offset, follower_leo), True
