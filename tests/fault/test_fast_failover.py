@@ -3,8 +3,8 @@
 A ZooKeeper of its own allows 30 s sessions (``maxSessionTimeout=30000``). With
 ``zookeeper.session-timeout: 30s``:
 - kill -9 of a tablet server leading buckets: every leader_isr node it led names a new leader within a
-  few seconds (printed), not after 30 s; an acks=all producer goes on and every acknowledged record is
-  read back exactly once;
+  few seconds (printed), not after 30 s; an acks=all producer sending through the kill has no failed
+  send (its longest stall is printed) and every acknowledged record is read back exactly once;
 - the killed server restarted with the same id while its old session still lives: it registers at once
   (its stale node taken over), the coordinator treats it as died-and-joined and it rejoins every ISR;
 - kill -9 and restart *at once* (the coordinator may never see the port refuse): same outcome;
@@ -15,6 +15,8 @@ With a 4 s session: SIGSTOP of a leader gives no proof — nothing changes for ~
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,6 +121,43 @@ def _read_back_exactly_once(bootstrap: str, sent: list[tuple[int, int, bytes]]) 
     assert sorted((r.bucket.bucket, r.offset, r.value) for r in got) == want
 
 
+class _SteadyProducer:
+    """One acks=all send at a time from a thread of its own, each waited for; records ack times and errors."""
+
+    def __init__(self, bootstrap: str, first: int) -> None:
+        options = ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)
+        self._producer = SyncProducer(bootstrap, options)
+        self._next = first
+        self._stop = threading.Event()
+        self.acked: list[tuple[float, int, int, bytes]] = []  # (monotonic ack time, bucket, offset, value)
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="steady-producer", daemon=True)
+
+    def __enter__(self) -> _SteadyProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            i, self._next = self._next, self._next + 1
+            value = f"value-{i:05d}".encode()
+            try:
+                md = self._producer.send(TABLE, value, key=f"key-{i}".encode()).result(timeout=60)
+            except Exception as e:  # a failed send is a test failure, reported by the test
+                self.errors.append(e)
+                continue
+            self.acked.append((time.monotonic(), md.bucket.bucket, md.offset, value))
+
+    def longest_gap_after(self, t: float) -> float:
+        times = [t] + [a for a, *_ in self.acked if a >= t]
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=70)
+        self._producer.close()
+
+
 def _incarnation(zk: ZkView, root: str, server_id: int) -> str | None:
     data = zk.get_bytes(TabletServerZNode.path(root, server_id))
     return TabletServerZNode.decode(data).incarnation if data else None
@@ -140,15 +179,23 @@ def test_kill9_with_a_30s_session_fails_over_fast_and_restarts_rejoin(make_clust
             victim_id = leaders[0]
             led = [b for b, leader in leaders.items() if leader == victim_id]
             victim = f"{TABLET_SERVER}-{victim_id}"
-            t_kill = kill9(cluster, victim)
-            cluster.wait_until(
-                lambda: all(_leaders_in_zk(zk, root, table_id)[b] not in (victim_id, -1) for b in led),
-                10,
-                f"a new leader for buckets {led} of the killed tablet server {victim_id}",
-            )
-            failover_s = time.monotonic() - t_kill
+            with _SteadyProducer(bootstrap, 100_000) as steady:
+                cluster.wait_until(lambda: len(steady.acked) >= 20, 10, "the steady producer is running")
+                t_kill = kill9(cluster, victim)
+                cluster.wait_until(
+                    lambda: all(_leaders_in_zk(zk, root, table_id)[b] not in (victim_id, -1) for b in led),
+                    10,
+                    f"a new leader for buckets {led} of the killed tablet server {victim_id}",
+                )
+                failover_s = time.monotonic() - t_kill
+                acked_at_failover = len(steady.acked)
+                cluster.wait_until(lambda: len(steady.acked) >= acked_at_failover + 20, 30, "acks after the failover")
             print(f"\nkill -9 of tablet server {victim_id} (session {LONG_SESSION_S:g}s): "
-                  f"{len(led)} bucket(s) have a new leader in ZooKeeper after {failover_s:.2f}s")  # fmt: skip
+                  f"{len(led)} bucket(s) have a new leader in ZooKeeper after {failover_s:.2f}s; "
+                  f"steady acks=all producer: longest stall {steady.longest_gap_after(t_kill):.2f}s, "
+                  f"{len(steady.acked)} acked, {len(steady.errors)} failed")  # fmt: skip
+            assert steady.errors == [], f"failed sends: {steady.errors[:3]}"
+            sent += [(b, o, v) for _, b, o, v in steady.acked]
             assert zk.exists(TabletServerZNode.path(root, victim_id)), "the dead server's session has not expired"
             isrs = [zk.get_json(LeaderIsrZNode.path(root, table_id, b))["isr"] for b in range(BUCKETS)]
             assert all(victim_id not in isr for isr in isrs), f"the dead server left every ISR: {isrs}"
