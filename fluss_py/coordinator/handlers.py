@@ -40,7 +40,7 @@ log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 DEFAULT_DATABASE = "fluss"
 
 ServersListener = Callable[[dict[int, TabletServerRegistration], list[int]], Awaitable[None]]
-ForgetListener = Callable[[int], None]
+LivenessListener = Callable[[dict[int, TabletServerRegistration], dict[int, TabletServerRegistration]], None]
 
 
 class MetadataStore(Protocol):
@@ -66,7 +66,7 @@ class MetadataHandlers:
         # Registrations proven dead before their session expired (docs/failure-detection.md): while such a
         # node is still in ZooKeeper it is not a live server; it is forgotten once the node is gone.
         self._proven_dead: dict[int, TabletServerRegistration] = {}
-        self._forget_listeners: list[ForgetListener] = []
+        self._liveness_listeners: list[LivenessListener] = []
 
     def install(self, loop: CoordinatorEventLoop) -> None:
         loop.register(LoadContext, self.load_context)
@@ -81,9 +81,13 @@ class MetadataHandlers:
         """``listener(joined, died_ids)`` runs on the event loop after membership changed (e.g. UpdateMetadata)."""
         self._servers_listeners.append(listener)
 
-    def add_forget_listener(self, listener: ForgetListener) -> None:
-        """``listener(server_id)`` when the node of a registration proven dead is gone at last."""
-        self._forget_listeners.append(listener)
+    def add_liveness_listener(self, listener: LivenessListener) -> None:
+        """``listener(live, proven_dead)`` (registrations by id) after every membership event, on the loop."""
+        self._liveness_listeners.append(listener)
+
+    def _liveness_changed(self) -> None:
+        for listener in self._liveness_listeners:
+            listener(dict(self.context.tablet_servers), dict(self._proven_dead))
 
     # ---------------------------------------------------------------- context
     async def load_context(self, _event: LoadContext) -> None:
@@ -154,10 +158,8 @@ class MetadataHandlers:
     async def tablet_servers_changed(self, event: TabletServersChanged) -> None:
         current = {int(c) for c in (event.children or []) if c.isdigit()}
         known = set(self.context.tablet_servers)
-        for sid in sorted(set(self._proven_dead) - current):
+        for sid in set(self._proven_dead) - current:
             del self._proven_dead[sid]  # the dead incarnation's node is gone at last
-            for forget in self._forget_listeners:
-                forget(sid)
         joined: dict[int, TabletServerRegistration] = {}
         for sid in sorted(current - known):
             got = await self._store.get(TabletServerZNode.path(self._root, sid))
@@ -189,6 +191,7 @@ class MetadataHandlers:
                 joined[sid] = reg
         if joined or died:
             await self._membership_changed(joined, died)
+        self._liveness_changed()
 
     async def tablet_server_death_proven(self, event: TabletServerDeathProven) -> bool:
         """Apply a proof of death if it is about the current registration; True when applied."""
@@ -201,6 +204,7 @@ class MetadataHandlers:
         self._proven_dead[sid] = reg
         log.warning("Tablet server %d at %s died: proof of death (%s); its ZooKeeper node waits for session expiry",
                     sid, reg.address, event.reason or "port refuses connections")  # fmt: skip
+        self._liveness_changed()
         await self._membership_changed({}, [sid])
         return True
 
@@ -216,6 +220,7 @@ class MetadataHandlers:
         self.context.tablet_servers[sid] = reg
         log.warning("Tablet server %d at %s answers again with the incarnation proven dead: that proof was wrong "
                     "(a refusal not sent by its host?); it rejoins as a new member", sid, reg.address)  # fmt: skip
+        self._liveness_changed()
         await self._membership_changed({sid: reg}, [])
         return True
 

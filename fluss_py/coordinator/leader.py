@@ -132,8 +132,7 @@ class LeaderServices:
                 lambda sid, reg, why: self.event_loop.put(TabletServerDeathProven(sid, reg, why)),
                 report_alive=lambda sid, reg: self.event_loop.put(TabletServerAliveAgain(sid, reg)),
             )
-            self.handlers.add_servers_listener(self.liveness.on_servers_changed)
-            self.handlers.add_forget_listener(self.liveness.forget)
+            self.handlers.add_liveness_listener(self.liveness.sync)
 
         async def start_watchers() -> None:
             nonlocal watcher

@@ -6,9 +6,9 @@ RPC port with a plain TCP connect::
 
     stream ends/fails ──▶ probe host:port ──▶ REFUSED (ECONNREFUSED)      ──▶ proof: report, dead mode
                                        └──▶ CONNECTED | TIMEOUT | OTHER  ──▶ no proof: back off, re-open
-    dead mode: every DEAD_RECHECK s try the stream again; a heartbeat of the same incarnation means the proof
-               was wrong: report it alive (``TabletServerAliveAgain``) and watch normally again. Ends when the
-               registration's node is gone (``forget``) or a new registration replaces it (``watch``).
+    dead mode: (the handler applied the proof, its node is still in ZooKeeper) every DEAD_RECHECK s try the
+               stream again; a heartbeat of the same incarnation means the proof was wrong: report it alive
+               (``TabletServerAliveAgain``). Ends when the node is gone or replaced (``sync``).
 
 Only ECONNREFUSED is proof: the kernel of the server's host answered that nothing listens on the port the
 registration names, and a tablet server binds that port before it registers and closes it only when it
@@ -20,8 +20,8 @@ the watcher followed (idempotent with the later session expiry and with a re-reg
 ``LivenessStream`` and ``Prober`` are the narrow network edges (gRPC stream, TCP connect); unit tests pass
 fakes. ``decide`` is the pure rule.
 
-Who may call: the leader services start/stop the monitor; ``on_servers_changed`` runs on the event loop
-(a MetadataHandlers listener); watcher tasks are owned by the monitor and cancelled by ``close``.
+Who may call: the leader services create and ``close`` the monitor; ``sync`` runs on the event loop (a
+MetadataHandlers liveness listener); watcher tasks are owned by the monitor.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc.aio
 
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
@@ -115,7 +118,7 @@ class GrpcLivenessStream:
         except asyncio.CancelledError:
             call.cancel()
             raise
-        except Exception as e:
+        except (grpc.aio.AioRpcError, OSError) as e:
             return _short(e)
         finally:
             call.cancel()
@@ -135,8 +138,21 @@ Report = Callable[[int, TabletServerRegistration, str], None]
 ReportAlive = Callable[[int, TabletServerRegistration], None]
 
 
+@dataclass
+class _Watcher:
+    reg: TabletServerRegistration
+    dead: bool  # dead mode: waiting for a heartbeat that would disprove a proof
+    task: asyncio.Task
+
+
 class LivenessMonitor:
-    """Owns one watcher task per live tablet-server registration. Created and closed by LeaderServices."""
+    """Owns one watcher task per tablet-server registration the leader wants watched. Created and closed by
+    LeaderServices; ``sync`` is called by MetadataHandlers on the event loop after every membership change.
+
+    ``sync(live, proven_dead)`` is level-triggered: a live registration gets a normal watcher, a registration
+    proven dead (its node still in ZooKeeper) a dead-mode watcher, anything else none. A watcher that
+    reported (a proof, or a heartbeat in dead mode) idles until the handler's decision arrives by ``sync``.
+    """
 
     def __init__(
         self,
@@ -155,57 +171,60 @@ class LivenessMonitor:
         self._probe = prober
         self._retry_initial = retry_initial
         self._retry_max = retry_max
-        self._tasks: dict[int, tuple[TabletServerRegistration, asyncio.Task]] = {}
+        self._watchers: dict[int, _Watcher] = {}
         self.last_heartbeat: dict[int, float] = {}  # server id -> monotonic time (metrics, tests)
-        self.proven_dead: set[int] = set()  # watchers in dead mode
         self.proofs = 0  # deaths proven by this monitor (metrics)
         self._closed = False
 
     def watched(self) -> dict[int, TabletServerRegistration]:
-        return {sid: reg for sid, (reg, _) in self._tasks.items()}
+        """Registrations watched in normal mode."""
+        return {sid: w.reg for sid, w in self._watchers.items() if not w.dead}
 
-    async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
-        """MetadataHandlers listener (on the event loop): stop watching the dead, watch the joined."""
-        for sid in died:
-            self.unwatch(sid)
-        for sid, reg in joined.items():
-            self.watch(sid, reg)
+    def watched_dead(self) -> dict[int, TabletServerRegistration]:
+        """Registrations proven dead, watched for a heartbeat that would disprove the proof."""
+        return {sid: w.reg for sid, w in self._watchers.items() if w.dead}
 
-    def watch(self, server_id: int, reg: TabletServerRegistration) -> None:
-        current = self._tasks.get(server_id)
-        if self._closed or (current is not None and current[0] == reg):
+    def sync(self, live: dict[int, TabletServerRegistration], proven_dead: dict[int, TabletServerRegistration]) -> None:
+        """Make the watchers match the leader's view (MetadataHandlers liveness listener, on the loop)."""
+        if self._closed:
             return
-        self.unwatch(server_id)
-        task = asyncio.get_running_loop().create_task(self._watch(server_id, reg), name=f"liveness-{server_id}")
-        task.add_done_callback(_surface_failure)
-        self._tasks[server_id] = (reg, task)
+        wanted = {sid: (reg, False) for sid, reg in live.items()}
+        if self._report_alive is not None:
+            wanted.update({sid: (reg, True) for sid, reg in proven_dead.items() if sid not in live})
+        for sid in [sid for sid in self._watchers if sid not in wanted]:
+            self._stop(sid)
+        for sid, (reg, dead) in wanted.items():
+            current = self._watchers.get(sid)
+            if current is not None and (current.reg, current.dead) == (reg, dead) and not current.task.done():
+                continue
+            self._stop(sid)
+            body = self._dead_mode(sid, reg) if dead else self._watch(sid, reg)
+            task = asyncio.get_running_loop().create_task(body, name=f"liveness-{sid}{'-dead' if dead else ''}")
+            task.add_done_callback(_surface_failure)
+            self._watchers[sid] = _Watcher(reg, dead, task)
 
     def fresh(self, within: float) -> int:
-        """How many watched servers sent a heartbeat in the last ``within`` seconds."""
+        """How many servers watched in normal mode sent a heartbeat in the last ``within`` seconds."""
         now = time.monotonic()
-        return sum(1 for sid, t in self.last_heartbeat.items() if sid in self._tasks and now - t <= within)
+        live = self.watched()
+        return sum(1 for sid, t in self.last_heartbeat.items() if sid in live and now - t <= within)
 
-    def forget(self, server_id: int) -> None:
-        """The node of a registration proven dead is gone (MetadataHandlers forget listener): stop watching."""
-        if server_id in self.proven_dead:
-            self.unwatch(server_id)
-
-    def unwatch(self, server_id: int) -> None:
-        entry = self._tasks.pop(server_id, None)
+    def _stop(self, server_id: int) -> None:
+        watcher = self._watchers.pop(server_id, None)
         self.last_heartbeat.pop(server_id, None)
-        self.proven_dead.discard(server_id)
-        if entry is not None:
-            entry[1].cancel()
+        if watcher is not None:
+            watcher.task.cancel()
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [task for _, task in self._tasks.values()]
-        self._tasks.clear()
+        tasks = [w.task for w in self._watchers.values()]
+        self._watchers.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _watch(self, server_id: int, reg: TabletServerRegistration) -> None:
+        """Normal mode: follow the stream; after each failure probe; report a proof once, then idle."""
         delay = self._retry_initial
         attempts = 0
 
@@ -227,14 +246,7 @@ class LivenessMonitor:
                 self.proofs += 1
                 self.last_heartbeat.pop(server_id, None)
                 self._report(server_id, reg, why)
-                if self._report_alive is None:
-                    self._tasks.pop(server_id, None)
-                    return
-                self.proven_dead.add(server_id)
-                await self._until_alive_again(server_id, reg)
-                self.proven_dead.discard(server_id)
-                self._report_alive(server_id, reg)
-                continue
+                await asyncio.Event().wait()  # idle until sync() moves this server to dead mode (or drops it)
             attempts += 1
             level = logging.INFO if attempts in (1, 10) or attempts % 100 == 0 else logging.DEBUG
             log.log(level, "Liveness stream of tablet server %d at %s failed (%s), probe: %s (no proof of death); "
@@ -242,8 +254,10 @@ class LivenessMonitor:
             await asyncio.sleep(delay)
             delay = min(self._retry_max, delay * 2)
 
-    async def _until_alive_again(self, server_id: int, reg: TabletServerRegistration) -> None:
-        """Dead mode: return once the stream delivers a heartbeat of this very registration's incarnation."""
+    async def _dead_mode(self, server_id: int, reg: TabletServerRegistration) -> None:
+        """Every ``dead_recheck`` s try the stream; a heartbeat of this very incarnation disproves the proof:
+        report it once, then idle until sync() makes the server live again (or drops it)."""
+        assert self._report_alive is not None
         while True:
             await asyncio.sleep(self._dead_recheck)
             answered = asyncio.Event()
@@ -258,7 +272,8 @@ class LivenessMonitor:
             if answered.is_set():
                 log.warning("Tablet server %d at %s (proven dead) answers its liveness stream again",
                             server_id, reg.address)  # fmt: skip
-                return
+                self._report_alive(server_id, reg)
+                await asyncio.Event().wait()
 
 
 def _surface_failure(task: asyncio.Task) -> None:

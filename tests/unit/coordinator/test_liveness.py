@@ -82,11 +82,13 @@ async def test_broken_stream_and_refused_port_report_once():
     reports = []
     stream, prober = FakeStream([("beats", 3)]), FakeProber([ProbeResult.REFUSED])
     monitor = LivenessMonitor(stream, lambda *a: reports.append(a), prober, retry_initial=0.001)
-    monitor.watch(2, reg(2))
+    monitor.sync({2: reg(2)}, {})
     await wait_for(lambda: reports)
-    assert reports == [(2, reg(2), "UNAVAILABLE: Socket closed")]
-    assert prober.calls == [("127.0.0.1", 9002)]
-    assert monitor.watched() == {}  # the watcher ended with its proof
+    await asyncio.sleep(0.01)
+    assert reports == [(2, reg(2), "UNAVAILABLE: Socket closed")]  # once: the watcher idles after its proof
+    assert prober.calls == [("127.0.0.1", 9002)] and stream.opened == 1
+    monitor.sync({}, {2: reg(2)})  # the handler applied it; without report_alive there is no dead mode
+    assert monitor.watched() == {} and monitor.watched_dead() == {}
     await monitor.close()
 
 
@@ -95,7 +97,7 @@ async def test_no_proof_when_something_answers_or_the_probe_times_out():
     outcomes = [ProbeResult.CONNECTED, ProbeResult.TIMEOUT, ProbeResult.UNREACHABLE]
     stream, prober = FakeStream([("beats", 1), ("beats", 0), ("beats", 2), "hang"]), FakeProber(outcomes)
     monitor = LivenessMonitor(stream, lambda *a: reports.append(a), prober, retry_initial=0.001)
-    monitor.watch(1, reg(1))
+    monitor.sync({1: reg(1)}, {})
     await wait_for(lambda: stream.opened == 4)  # re-opened after every probe without proof
     assert reports == [] and len(prober.calls) == 3
     assert monitor.watched() == {1: reg(1)}
@@ -106,22 +108,20 @@ async def test_a_quiet_stream_is_never_proof():
     reports = []
     stream, prober = FakeStream(["hang"]), FakeProber([])
     monitor = LivenessMonitor(stream, lambda *a: reports.append(a), prober)
-    monitor.watch(1, reg(1))
+    monitor.sync({1: reg(1)}, {})
     await wait_for(lambda: stream.opened == 1)
     await asyncio.sleep(0.05)
     assert reports == [] and prober.calls == []
     await monitor.close()
 
 
-async def test_membership_changes_restart_watchers_per_registration():
+async def test_sync_restarts_watchers_per_registration():
     stream = FakeStream(["hang"] * 4)
     monitor = LivenessMonitor(stream, lambda *a: None, FakeProber([]))
-    await monitor.on_servers_changed({1: reg(1), 2: reg(2)}, [])
-    await monitor.on_servers_changed({2: reg(2)}, [])  # same registration: the watcher is kept
-    assert monitor.watched() == {1: reg(1), 2: reg(2)}
+    monitor.sync({1: reg(1), 2: reg(2)}, {})
     await wait_for(lambda: stream.opened == 2)
-    await monitor.on_servers_changed({2: reg(2, "b", 2)}, [2])  # restarted: died and joined
-    await monitor.on_servers_changed({}, [1])
+    monitor.sync({1: reg(1), 2: reg(2)}, {})  # same registrations: the watchers are kept
+    monitor.sync({2: reg(2, "b", 2)}, {})  # 1 is gone, 2 restarted
     assert monitor.watched() == {2: reg(2, "b", 2)}
     await wait_for(lambda: stream.opened == 3)
     await monitor.close()
@@ -130,32 +130,46 @@ async def test_membership_changes_restart_watchers_per_registration():
 
 async def test_a_wrong_proof_is_undone_when_the_same_incarnation_answers_again():
     reports, alive = [], []
-    # break + refused (proof); dead mode: one attempt without heartbeat, then one with; back to normal: quiet
+    # normal: break + refused (proof); dead mode: one attempt without heartbeat, then one with; normal: quiet
     stream = FakeStream([("beats", 1), ("beats", 0), ("beats", 1), "hang"])
     monitor = LivenessMonitor(
         stream, lambda *a: reports.append(a), FakeProber([ProbeResult.REFUSED]), retry_initial=0.001,
         report_alive=lambda *a: alive.append(a), dead_recheck=0.001,
     )  # fmt: skip
-    monitor.watch(1, reg(1))
+    monitor.sync({1: reg(1)}, {})
+    await wait_for(lambda: reports)
+    monitor.sync({}, {1: reg(1)})  # the handler applied the proof
+    assert monitor.watched_dead() == {1: reg(1)}
     await wait_for(lambda: alive)
-    assert [r[:2] for r in reports] == [(1, reg(1))] and alive == [(1, reg(1))]
+    assert alive == [(1, reg(1))]
+    monitor.sync({1: reg(1)}, {})  # the handler applied the revival
     await wait_for(lambda: stream.opened == 4)
-    assert monitor.watched() == {1: reg(1)} and monitor.proven_dead == set()
+    assert monitor.watched() == {1: reg(1)} and monitor.watched_dead() == {}
     await monitor.close()
 
 
-async def test_a_proven_dead_watcher_ends_when_its_node_is_forgotten():
+async def test_a_dead_mode_watcher_ends_with_its_node():
     stream = FakeStream([("beats", 0)] * 1000)
-    monitor = LivenessMonitor(
-        stream, lambda *a: None, FakeProber([ProbeResult.REFUSED]), retry_initial=0.001,
-        report_alive=lambda *a: None, dead_recheck=0.001,
-    )  # fmt: skip
-    monitor.watch(1, reg(1))
-    monitor.forget(1)  # not proven dead yet: ignored
-    assert monitor.watched() == {1: reg(1)}
-    await wait_for(lambda: monitor.proven_dead == {1})
-    monitor.forget(1)
-    assert monitor.watched() == {} and monitor.proven_dead == set()
+    monitor = LivenessMonitor(stream, lambda *a: None, FakeProber([]), report_alive=lambda *a: None, dead_recheck=0.001)
+    monitor.sync({}, {1: reg(1)})
+    await wait_for(lambda: stream.opened >= 2)
+    monitor.sync({}, {})  # the node of the dead incarnation is gone
+    assert monitor.watched() == {} and monitor.watched_dead() == {}
+    await asyncio.sleep(0.005)  # an attempt already scheduled may still run
+    opened = stream.opened
+    await asyncio.sleep(0.02)
+    assert stream.opened == opened
+    await monitor.close()
+
+
+async def test_metrics_count_fresh_streams_and_proofs():
+    stream, prober = FakeStream([("beats", 2)]), FakeProber([ProbeResult.REFUSED])
+    monitor = LivenessMonitor(stream, lambda *a: None, prober, retry_initial=0.001)
+    monitor.sync({1: reg(1), 2: reg(2)}, {})  # FakeStream: "hang" once the script is used up, no heartbeat
+    await wait_for(lambda: monitor.proofs == 1)
+    assert monitor.fresh(60) == 0  # the one that beat is dead now; the other never beat
+    monitor.last_heartbeat[2] = 0.0
+    assert monitor.fresh(1e12) == 1
     await monitor.close()
 
 
@@ -220,8 +234,8 @@ async def test_a_proof_about_a_replaced_registration_is_ignored():
 
 async def test_alive_again_rejoins_only_the_same_registration_still_in_zookeeper():
     store, h, calls = handlers()
-    forgotten = []
-    h.add_forget_listener(forgotten.append)
+    views = []
+    h.add_liveness_listener(lambda live, dead: views.append((sorted(live), sorted(dead))))
     register(store, 1, reg(1))
     register(store, 2, reg(2))
     await h.tablet_servers_changed(TabletServersChanged(["1", "2"]))
@@ -238,17 +252,6 @@ async def test_alive_again_rejoins_only_the_same_registration_still_in_zookeeper
     await h.tablet_server_death_proven(TabletServerDeathProven(1, reg(1)))
     store.nodes.pop(TabletServerZNode.path(store.root, 1))
     await h.tablet_servers_changed(TabletServersChanged(["2"]))
-    assert forgotten == [1]
+    assert views[-1] == ([2], [])  # 1 is gone for good: nothing to watch
+    assert ([2], [1]) in views  # 1 was watched in dead mode meanwhile
     assert calls == [([1, 2], []), ([], [1]), ([1], []), ([], [2]), ([], [1]), ([2], [])]
-
-
-async def test_metrics_count_fresh_streams_and_proofs():
-    stream, prober = FakeStream([("beats", 2)]), FakeProber([ProbeResult.REFUSED])
-    monitor = LivenessMonitor(stream, lambda *a: None, prober, retry_initial=0.001)
-    monitor.watch(1, reg(1))
-    monitor.watch(2, reg(2))  # FakeStream: "hang" once the script is used up, without a heartbeat
-    await wait_for(lambda: monitor.proofs == 1)
-    assert monitor.fresh(60) == 0  # the one that beat is dead now; the other never beat
-    monitor.last_heartbeat[2] = 0.0
-    assert monitor.fresh(1e12) == 1
-    await monitor.close()
