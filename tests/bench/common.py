@@ -1,0 +1,33 @@
+"""Helpers shared by the benchmark modules and the peer workloads: result rows, percentiles, pacing."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import AsyncIterator
+
+
+def row(name: str, value: float, unit: str, target: str = "", ok: bool = True, peer: float | None = None) -> dict:
+    """One result; ``ratio`` = value / peer (throughput: higher is better; latency and stalls: lower)."""
+    out = dict(name=name, value=value, unit=unit, target=target, ok=ok)
+    if peer is not None:
+        out["peer"] = peer
+        out["ratio"] = value / peer if peer else None
+    return out
+
+
+def p50_p99_ms(samples: list[float]) -> tuple[float, float]:
+    """Median and 99th percentile of ``samples`` (seconds), in milliseconds."""
+    s = sorted(samples)
+    return statistics.median(s) * 1e3, s[min(len(s) - 1, int(len(s) * 0.99))] * 1e3
+
+
+async def paced(rate: float, n: int) -> AsyncIterator[int]:
+    """Yield 0..n-1, the i-th at start + i / rate (never early; late ones at once)."""
+    start = time.perf_counter()
+    for i in range(n):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield i

@@ -1,0 +1,250 @@
+"""The 2000-bucket scenario (issue 7 item 4), shared by ``bench_scale.py`` (figures) and
+``tests/fault/test_scale.py`` (behaviour): one table of ``buckets`` buckets, replication factor 3, on 3 tablet
+servers of a fresh ``LocalCluster`` (1 coordinator).
+
+Steps, each timed:
+1. create the table and wait until every bucket has a leader and a full ISR (coordinator metadata) and every
+   replica exists on its server (/health leaders + followers);
+2. idle: CPU of each process from ``/proc/<pid>/stat`` (utime + stime) over ``idle_seconds``, and its RSS;
+3. controlled shutdown (SIGTERM) of the server leading the most buckets (~1/3): time until the process has
+   exited, and whether every bucket then has a live leader; the server is restarted and rejoins every ISR;
+4. kill -9 of the server leading ~1/3 of the buckets, restart, then kill -9 of the one leading ~2/3: time from
+   the SIGKILL until every bucket names a live leader.
+
+The caller's hooks run after step 1 and after step 4 (the slow test starts a steady acks=all producer on a few
+buckets there, and checks that no acknowledged record was lost). Only this thread starts, signals or kills
+processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from signal import SIGTERM
+
+from fluss_py.client.metadata import BucketLocation
+from fluss_py.client.sync import SyncAdmin
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER, ZOOKEEPER
+from fluss_py.testing.procs import wait_until
+from tests.bench.common import row
+
+TABLE = "fluss.scale"
+SETTINGS = {"zookeeper.session-timeout": "6s", "log.level": "WARNING"}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds (``/proc/<pid>/stat`` fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def idle_cpu(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Percent of one core used by each process over ``seconds``."""
+    t0, before = time.monotonic(), {n: cpu_seconds(p) for n, p in pids.items()}
+    time.sleep(seconds)  # the measurement window itself, not a synchronisation
+    dt = time.monotonic() - t0
+    return {n: (cpu_seconds(p) - before[n]) / dt * 100 for n, p in pids.items()}
+
+
+@dataclass
+class ScaleResult:
+    buckets: int
+    create_s: float = 0.0
+    idle_cpu_pct: dict[str, float] = field(default_factory=dict)
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    shutdown_server: str = ""
+    shutdown_leaders: int = 0
+    shutdown_s: float = 0.0
+    shutdown_all_led: bool = False
+    rejoin_s: float = 0.0
+    kills: list[tuple[int, float]] = field(default_factory=list)  # (leaders of the killed server, seconds)
+
+    def rows(self) -> list[dict]:
+        n = self.buckets
+        out = [row(f"(e) {n} buckets RF3: create until every replica exists", self.create_s, "s")]
+        for name, pct in self.idle_cpu_pct.items():
+            out.append(row(f"(e) {n} buckets idle CPU {name}", pct, "% core", "<= 5", pct <= 5.0 or name == ZOOKEEPER))
+        for name, mb in self.rss_mb.items():
+            out.append(row(f"(e) {n} buckets RSS {name}", mb, "MB"))
+        ok = self.shutdown_s <= 2.0 and self.shutdown_all_led
+        what = f"(e) SIGTERM of a server leading {self.shutdown_leaders}: until exit, leaders moved"
+        out.append(row(what, self.shutdown_s, "s", "<= 2", ok))
+        out.append(row(f"(e) {n} buckets: restart of that server until every ISR is full", self.rejoin_s, "s"))
+        for leaders, seconds in self.kills:
+            what = f"(e) kill -9 of a server leading {leaders}: until every bucket has a live leader"
+            out.append(row(what, seconds, "s", "<= 3", seconds <= 3.0))
+        return out
+
+
+class Placement:
+    """Reads every bucket's leader and ISR from the coordinator (one GetMetadata per poll) on a private loop."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.admin = SyncAdmin(bootstrap, request_timeout=10.0)
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def buckets(self) -> list[BucketLocation]:
+        return self.admin.get_table_placement(TABLE)[1]
+
+    def leaders(self) -> Counter[int]:
+        return Counter(b.leader for b in self.buckets())
+
+    def wait(self, ok: Callable[[list[BucketLocation]], bool], timeout: float, what: str, poll: float = 0.02) -> float:
+        """Seconds until ``ok(buckets)``; polls at ``poll`` intervals up to ``timeout``."""
+        t0 = time.monotonic()
+
+        def check() -> bool:
+            try:
+                return ok(self.buckets())
+            except Exception:  # the coordinator may be busy or a server dead: the next poll retries
+                return False
+
+        wait_until(check, timeout, interval=poll, message=what)
+        return time.monotonic() - t0
+
+
+def all_led(live: set[int]) -> Callable[[list[BucketLocation]], bool]:
+    return lambda bs: all(b.leader in live for b in bs)
+
+
+def full_isr(bs: list[BucketLocation]) -> bool:
+    return all(b.leader >= 0 and len(b.isr) == len(b.replicas) for b in bs)
+
+
+def start_cluster(directory: Path, overrides: dict[str, str] | None = None) -> LocalCluster:
+    cluster = LocalCluster(
+        directory, coordinators=1, tablet_servers=3, overrides={**SETTINGS, **(overrides or {})}, die_with_parent=True
+    )
+    cluster.start(timeout=60)
+    cluster.wait_for_leader(30)
+    return cluster
+
+
+def tablet_bootstrap(cluster: LocalCluster, exclude: tuple[str, ...] = ()) -> str:
+    names = [n for n in cluster.names(TABLET_SERVER) if n not in exclude] + cluster.names(COORDINATOR)
+    return ",".join(cluster.get(n).rpc_address for n in names)
+
+
+def create(cluster: LocalCluster, buckets: int, timeout: float = 300.0) -> float:
+    t0 = time.monotonic()
+    with SyncAdmin(tablet_bootstrap(cluster), request_timeout=120.0) as admin:
+        admin.create_table(TABLE, num_buckets=buckets, replication_factor=3)
+    placement = Placement(tablet_bootstrap(cluster))
+    try:
+        placement.wait(lambda bs: len(bs) == buckets and full_isr(bs), timeout, "every bucket with a full ISR", 0.2)
+    finally:
+        placement.close()
+    wait_until(lambda: hosted(cluster) >= buckets * 3, timeout, 0.2, "every replica created on its server")
+    return time.monotonic() - t0
+
+
+def hosted(cluster: LocalCluster) -> int:
+    """Replicas the tablet servers report in /health (leaders + followers), summed."""
+    total = 0
+    for name in cluster.names(TABLET_SERVER):
+        health = cluster.health(name) or {}
+        total += int(health.get("leaders", 0)) + int(health.get("followers", 0))
+    return total
+
+
+def server_id(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])
+
+
+def busiest(placement: Placement) -> tuple[str, int]:
+    sid, count = placement.leaders().most_common(1)[0]
+    return f"{TABLET_SERVER}-{sid}", count
+
+
+def kill_until_led(cluster: LocalCluster, name: str) -> float:
+    """kill -9 ``name``; seconds from the SIGKILL until every bucket names a live leader (coordinator metadata
+    read through the surviving servers, polled every 20 ms)."""
+    placement = Placement(tablet_bootstrap(cluster, exclude=(name,)))
+    try:
+        placement.buckets()  # connected before the kill
+        live = {server_id(n) for n in cluster.names(TABLET_SERVER)} - {server_id(name)}
+        t0 = time.monotonic()
+        cluster.kill(name)  # SIGKILL, then reaps it
+        placement.wait(all_led(live), 120, "every bucket led by a live server")
+        return time.monotonic() - t0
+    finally:
+        placement.close()
+
+
+def run_scenario(
+    directory: Path,
+    buckets: int = 2000,
+    idle_seconds: float = 10.0,
+    cluster_ready: Callable[[LocalCluster], None] | None = None,
+    after: Callable[[LocalCluster], None] | None = None,
+) -> ScaleResult:
+    """Runs steps 1-4 (see the module docstring); ``cluster_ready`` is called after step 1 (e.g. to start a
+    producer), ``after`` after step 4 (e.g. to check what the producer wrote); the cluster is always closed."""
+    result = ScaleResult(buckets)
+    cluster = start_cluster(directory)
+    try:
+        result.create_s = create(cluster, buckets)
+        if cluster_ready is not None:
+            cluster_ready(cluster)
+        time.sleep(2.0)  # let start-up work (first fetches, checkpoints) finish before measuring idle
+        pids = {n: cluster.pid(n) for n in [ZOOKEEPER, *cluster.names(COORDINATOR), *cluster.names(TABLET_SERVER)]}
+        pids = {n: p for n, p in pids.items() if p is not None}
+        result.idle_cpu_pct = idle_cpu(pids, idle_seconds)
+        result.rss_mb = {n: rss_mb(p) for n, p in pids.items()}
+
+        placement = Placement(tablet_bootstrap(cluster))
+        try:
+            name, count = busiest(placement)
+            result.shutdown_server, result.shutdown_leaders = name, count
+            handle = cluster.handle(name)
+            assert handle is not None
+            t0 = time.monotonic()
+            cluster.signal(name, SIGTERM)
+            handle.wait_exit(60)
+            result.shutdown_s = time.monotonic() - t0
+            live = {server_id(n) for n in cluster.names(TABLET_SERVER)} - {server_id(name)}
+            result.shutdown_all_led = all_led(live)(placement.buckets())
+            t0 = time.monotonic()
+            cluster.start_process(name, wait=True, timeout=60)
+            placement.wait(full_isr, 300, "every ISR full after the restart", 0.2)
+            result.rejoin_s = time.monotonic() - t0
+
+            # after the SIGTERM one server leads ~2/3 and one ~1/3: kill the ~1/3 first (the target's case),
+            # then, once it is back in every ISR, the ~2/3 one
+            leaders = placement.leaders()
+            order = sorted((sid for sid in leaders if sid >= 0), key=lambda sid: abs(leaders[sid] - buckets / 3))
+            kills = [(f"{TABLET_SERVER}-{sid}", leaders[sid]) for sid in order[:2]]
+        finally:
+            placement.close()
+        for i, (name, count) in enumerate(kills):
+            seconds = kill_until_led(cluster, name)
+            result.kills.append((count, seconds))
+            if i < len(kills) - 1:
+                cluster.start_process(name, wait=True, timeout=60)
+                placement = Placement(tablet_bootstrap(cluster))
+                try:
+                    placement.wait(full_isr, 300, "every ISR full after the restart", 0.2)
+                finally:
+                    placement.close()
+        if after is not None:
+            after(cluster)
+        return result
+    finally:
+        cluster.close()
