@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "fluss_py.cli.produce",  # produce
     "fluss_py.cli.consume",  # consume
     "fluss_py.cli.group",  # group list/describe/reset
+    "fluss_py.cli.admin",  # admin rebalance
     "fluss_py.cli.demo",  # demo failover
     "fluss_py.cli.bench",  # bench (the benchmark suite, tests/bench)
 )
