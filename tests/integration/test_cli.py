@@ -119,11 +119,16 @@ def test_cli_against_a_real_cluster(cluster_factory) -> None:
     committed = {b["bucket"]: b for b in group["buckets"]}
     for bucket in range(BUCKETS):
         mine = [o for b, o, _ in first if b == bucket]
+        if bucket not in committed:  # its start offset was not resolved before the 25 records arrived
+            assert not mine
+            continue
         row = committed[bucket]
         assert row["committed"] == (max(mine) + 1 if mine else 0)
         assert row["high_watermark"] == len(per_bucket[bucket])
         assert row["lag"] == row["high_watermark"] - row["committed"]
-    second = offsets_lines(ok("consume", "cli_t", "--group", "g1", "--max-records", "35", "--print-offsets", *d))
+    # buckets with a commit resume there; a bucket without one starts per --from-beginning
+    second = offsets_lines(ok("consume", "cli_t", "--group", "g1", "--from-beginning", "--max-records", "35",
+                              "--print-offsets", *d))  # fmt: skip
     assert sorted(first + second) == sorted(got)  # nothing skipped, nothing twice
     assert json.loads(ok("group", "list", "--json", *d)) == ["g1"]
     reset = json.loads(ok("group", "reset", "g1", "--table", "cli_t", "--to-earliest", "--json", *d))
