@@ -30,6 +30,7 @@ from tests.fault.replication_support import (
     FAULT_OVERRIDES,
     ReplicaFiles,
     SteadyProducer,
+    TailingConsumer,
     assert_every_ack_read_once,
     assert_never_divergent,
     bootstrap,
@@ -64,6 +65,12 @@ def _slow(sent) -> list[int]:
     return [round(s.latency_ms) for s in slow_sends(sent)]
 
 
+def _tail_saw_everything_once(tail: TailingConsumer, sent) -> None:
+    """The consumer that read through the fault was handed every sent record once, in order, nothing else."""
+    tail.wait_for(len(sent), 20)
+    assert [v for _, v in tail.stop()] == [s.value for s in sent]
+
+
 def _isr_cluster(cluster_factory, table: str):
     cluster = cluster_factory(coordinators=1, tablet_servers=3, overrides=ISR_SESSION, tablet_overrides=ISR_TABLET)
     table_id = create_table(cluster, table, properties=MIN_ISR_2)
@@ -79,6 +86,7 @@ def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_
         start = wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         follower = next(s for s in REPLICAS if s != start.leader)
         session = registered(zk, cluster, follower)
+        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}").start()
         producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY).start()
         try:
             producer.wait_acked_after(time.monotonic(), 25, 15)
@@ -105,6 +113,7 @@ def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_
             f"failed {sum(1 for s in sent if s.error)}, slow (> 100 ms): {_slow(sent)}"
         )
     assert_every_ack_read_once(cluster, table, sent)
+    _tail_saw_everything_once(tail, sent)
 
 
 def test_two_stopped_followers_below_min_isr_refuse_acks_all_before_append_and_acks1_works(cluster_factory):
@@ -161,6 +170,7 @@ def test_zombie_leader_completes_no_acks_all_write_steps_down_truncates_and_foll
         before = wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         zombie = server_name(before.leader)
         session = registered(zk, cluster, before.leader)
+        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}").start()
         producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY).start()
         probe: dict[str, object] = {}
         # A client with stale metadata: its connection to the old leader is open before the pause, so its
@@ -219,3 +229,4 @@ def test_zombie_leader_completes_no_acks_all_write_steps_down_truncates_and_foll
             f"max latency {max(s.latency_ms for s in sent):.0f} ms"
         )
     assert_every_ack_read_once(cluster, table, sent)
+    _tail_saw_everything_once(tail, sent)
