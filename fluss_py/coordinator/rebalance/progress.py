@@ -110,6 +110,7 @@ class RebalanceProgress:
             "batch": self.batch,
             "batches_total": len(self.plan.batches),
             "moves_total": len(self.plan.moves),
+            "replica_moves": self.plan.replica_moves,
             "moves_done": self.count(MoveStatus.DONE),
             "moves_in_flight": self.count(MoveStatus.ADDING),
             "moves_rolled_back": self.count(MoveStatus.ROLLED_BACK),
