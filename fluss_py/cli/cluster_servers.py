@@ -49,8 +49,10 @@ async def _coordinators(
 ) -> list[dict[str, Any]]:
     addresses = []
     record = local_cluster(args)
+    known_ids: dict[str, int | None] = {}  # address -> coordinator id, from cluster.json
     if record is not None and not args.bootstrap_servers:
-        addresses += [p.rpc_address for p in record.by_role(COORDINATOR)]
+        known_ids = {p.rpc_address: p.id for p in record.by_role(COORDINATOR)}
+        addresses += list(known_ids)
     addresses += [a for a in admin.metadata.bootstrap_servers if a not in tablet_addresses]
     if leader_address:
         addresses.append(leader_address)
@@ -61,8 +63,8 @@ async def _coordinators(
         except FlussError as e:
             if e.code == ErrorCode.INVALID_REQUEST:
                 return None  # that address serves the tablet service
-            return {"id": None, "address": address, "state": "unreachable", "leader": False, "epoch": None,
-                    "error": e.code.name}  # fmt: skip
+            return {"id": known_ids.get(address), "address": address, "state": "unreachable", "leader": False,
+                    "epoch": None, "error": e.code.name}  # fmt: skip
         return {
             "id": info.server_id,
             "address": address,
@@ -75,8 +77,8 @@ async def _coordinators(
     found = await asyncio.gather(*(ask(a) for a in dict.fromkeys(addresses)))
     out = {}
     for c in found:
-        if c is not None and (c["id"] is None or c["id"] not in out):
-            out[c["id"] if c["id"] is not None else c["address"]] = c
+        if c is not None:
+            out.setdefault(c["id"] if c["id"] is not None else c["address"], c)
     return sorted(out.values(), key=lambda c: (c["id"] is None, c["id"] or 0, c["address"]))
 
 

@@ -51,6 +51,7 @@ class CoordinatorGateway:
         deadline = time.monotonic() + (timeout if timeout is not None else self._request_timeout)
         backoff = Backoff(self._retry)
         last: FlussError = CoordinatorNotAvailableError("no coordinator leader found")
+        unreachable: set[str] = set()  # a hint naming one of these (a dead leader's node) is not "fresh"
         while True:
             fresh_hint = False
             for address in self._addresses():
@@ -62,6 +63,7 @@ class CoordinatorGateway:
                 except ApiError as e:
                     # Transport failure, or INVALID_REQUEST: that address serves no coordinator service.
                     last = e if e.retriable else last
+                    unreachable.add(address)
                     if self._hinted == address:
                         self._hinted = None
                     continue
@@ -72,7 +74,7 @@ class CoordinatorGateway:
                     if not e.retriable:
                         raise
                     if e.leader_address and e.leader_address != address:
-                        fresh_hint = e.leader_address != self._hinted
+                        fresh_hint = e.leader_address != self._hinted and e.leader_address not in unreachable
                         self._hinted = e.leader_address
                         break  # try the named leader next
                     continue

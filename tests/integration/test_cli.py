@@ -159,6 +159,14 @@ def test_cli_against_a_real_cluster(cluster_factory) -> None:
     ok("table", "drop", "cli_t", *d)
     assert "fluss.cli_t" not in json.loads(ok("table", "list", "--json", *d))
 
+    # demo failover: kill -9 of bucket 0's leader while writing; 0 failures, 0 lost, a plot (the killed
+    # server stays down: a process restarted by the demo would not be this test's to clean up)
+    plot = cluster.directory / "failover.png"
+    report = ok("demo", "failover", "--kills", "1", "--warmup", "1", "--settle", "1", "--no-restart",
+                "--plot", str(plot), *d)  # fmt: skip
+    assert re.search(r"success \d+ failure 0", report) and "lost 0, duplicated 0, elsewhere 0" in report, report
+    assert "leader-epoch-checkpoint on tablet-server-" in report and plot.stat().st_size > 10_000
+
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     port = PortAllocator().allocate()  # nothing listens there
