@@ -35,7 +35,6 @@ from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
 from fluss_py.coordinator.groups import GroupOffsets
-from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.coordinator.tables import ClusterView, TableInfo, validate_properties
@@ -198,9 +197,6 @@ class TableProcessor:
             AllocateWriterId: self.allocate_writer_id,
             ReplicasFailed: self.replicas_failed,
         }
-        # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
-        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets)
-        self.handlers.update(self.groups.handlers)
         # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
         self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets)
         self.handlers.update(self.groups.handlers)
@@ -538,11 +534,6 @@ class TableProcessor:
 
     async def allocate_writer_id(self, _event: AllocateWriterId) -> int:
         return await self._writer_ids.allocate()
-
-    async def _num_buckets(self, table_id: int) -> int | None:
-        await self._ensure_loaded()
-        info = self.view.tables.get(table_id)
-        return None if info is None else info.num_buckets
 
     async def _num_buckets(self, table_id: int) -> int | None:
         await self._ensure_loaded()
