@@ -2,8 +2,10 @@
 from 3 tablet servers onto 5 after adding 2, and a steady acks=all producer's latency (one record every
 10 ms, waiting for each) before the rebalance versus during it.
 
-Rows: rebalance time, replica moves, bytes copied (moves x bucket size: tablet servers do not report sizes
-yet, so the plan itself counts replicas), copy rate, producer p50/p99 before and during, failed sends.
+Environment: ``REBALANCE_BENCH_BYTES``, ``REBALANCE_BENCH_MAX_CONCURRENT`` (default 5).
+Rows: rebalance time, replica moves, bytes copied (segment bytes on the new servers when it ended: tablet
+servers do not report sizes yet, so the plan itself counts replicas), copy rate, producer p50/p99 before
+and during, failed sends.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 import uvloop
 
 from fluss_py.client import ProducerOptions
+from fluss_py.client.producer import Producer
 from fluss_py.testing.cluster import LocalCluster
-from tests.bench.bench_cluster import SETTINGS, _throughput
+from tests.bench.bench_cluster import SETTINGS
 from tests.bench.common import p50_p99_ms, row
 from tests.fault.replication_support import SteadyProducer, bootstrap, create_table
 
@@ -28,6 +31,19 @@ TABLE = "bench_rebalance"
 BUCKETS = 30
 RECORD = 16 * 1024
 WINDOW_S = 10.0
+
+
+async def _load(servers: str, table: str, count: int) -> float:
+    """``count`` records of RECORD bytes, acks=all, spread evenly over the buckets; returns MB/s."""
+    value = b"x" * RECORD
+    async with Producer(servers, ProducerOptions(acks=-1)) as producer:
+        t = time.perf_counter()
+        futures = [await producer.send(table, value, bucket=i % BUCKETS) for i in range(count)]
+        await producer.flush()
+        elapsed = time.perf_counter() - t
+        for f in futures:
+            f.result()
+    return count * RECORD / elapsed / 1e6
 
 
 def _http(cluster: LocalCluster, method: str) -> dict:
@@ -39,24 +55,25 @@ def _http(cluster: LocalCluster, method: str) -> dict:
 
 def run() -> list[dict]:
     total = int(os.environ.get("REBALANCE_BENCH_BYTES", str(1024**3)))
+    cap = os.environ.get("REBALANCE_BENCH_MAX_CONCURRENT", "5")  # tablet-server.rebalance.max-concurrent-migrations
+    coordinator = {"coordinator.rebalance.auto": "false", "tablet-server.rebalance.max-concurrent-migrations": cap}
     with tempfile.TemporaryDirectory(prefix="bench-rebalance-") as d:
         cluster = LocalCluster(Path(d), coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True,
-                               coordinator_overrides={"coordinator.rebalance.auto": "false"})  # fmt: skip
+                               coordinator_overrides=coordinator)  # fmt: skip
         try:
             cluster.start(timeout=60)
             create_table(cluster, TABLE, buckets=BUCKETS, rf=3)
             servers = bootstrap(cluster)
             count = total // RECORD
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                _, load_mb_s = runner.run(_throughput(servers, f"fluss.{TABLE}", RECORD, count))
+                load_mb_s = runner.run(_load(servers, f"fluss.{TABLE}", count))
             options = ProducerOptions(acks=-1, request_timeout=30.0, delivery_timeout=120.0)
             producer = SteadyProducer(servers, f"fluss.{TABLE}", options, interval=0.01,
                                       bucket_of=lambda seq: seq % BUCKETS).start()  # fmt: skip
             try:
                 t0 = time.monotonic()
                 time.sleep(WINDOW_S)
-                for _ in range(2):
-                    cluster.add_tablet_server()
+                new = [cluster.add_tablet_server() for _ in range(2)]
                 cluster.wait_ready(timeout=60)
                 started = time.monotonic()
                 answer = _http(cluster, "POST")
@@ -64,6 +81,7 @@ def run() -> list[dict]:
                     time.sleep(0.2)
                     answer = _http(cluster, "GET")
                 ended = time.monotonic()
+                on_new = sum(f.stat().st_size for n in new for f in Path(cluster.get(n).data_dir).rglob("*.log"))
             finally:
                 sent = producer.stop()
         finally:
@@ -72,11 +90,11 @@ def run() -> list[dict]:
     during = [s.latency_ms / 1e3 for s in sent if started <= s.start < ended and s.error is None]
     moves = answer.get("moves_done", 0)
     replica_moves = answer.get("replica_moves", 0)
-    copied_bytes = replica_moves * (count * RECORD / BUCKETS)
+    copied_bytes = on_new  # segment bytes on the two new servers when the rebalance ended
     seconds = ended - started
     b50, b99 = p50_p99_ms(before) if before else (0.0, 0.0)
     d50, d99 = p50_p99_ms(during) if during else (0.0, 0.0)
-    what = f"rebalance {total / 1024**3:.2f} GiB RF3, 3 -> 5 servers"
+    what = f"rebalance {total / 1024**3:.2f} GiB RF3, 3 -> 5 servers, cap {cap}"
     failed = sum(1 for s in sent if s.error)
     return [
         row(
