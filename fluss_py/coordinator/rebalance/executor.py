@@ -221,6 +221,7 @@ class RebalanceExecutor:
         if not self.running:
             return
         assert self.progress is not None
+        await self._forget_dropped()
         changed = set(buckets)
         ready = [i for i, m in self.progress.open_moves() if m.bucket in changed and self._in_sync(i, m)]
         if ready:
@@ -239,6 +240,7 @@ class RebalanceExecutor:
         now = self._clock()
         if self.running:
             assert self.progress is not None
+            await self._forget_dropped()
             stuck = [
                 i
                 for i, _ in self.progress.open_moves()
@@ -383,6 +385,18 @@ class RebalanceExecutor:
         if advance and not new.open_moves():
             await self._batch_finished()
 
+    async def _forget_dropped(self) -> None:
+        """Open moves of buckets whose table was dropped are skipped (nothing is left to move)."""
+        assert self.progress is not None
+        gone = [i for i, m in self.progress.open_moves() if m.bucket not in self._p.view.buckets]
+        if gone:
+            new = deepcopy(self.progress)
+            for i in gone:
+                new.moves[i] = MoveStatus.SKIPPED
+                self._started_at.pop(i, None)
+            await self._commit({}, new)
+            log.info("Rebalance %s: %d move(s) skipped: their table was dropped", new.id, len(gone))
+
     async def _nudge(self, now: float) -> None:
         """Re-announce the replica set of moves whose target is not in sync after ``nudge_after`` seconds:
         leader_isr with bucket_epoch + 1 (nothing else changes) and NotifyLeaderAndIsr to the replicas.
@@ -413,6 +427,7 @@ class RebalanceExecutor:
         """End the rebalance: open moves of the batch are undone (T removed; S never left), or finished
         when T is already in sync (a finished move is as safe as an undone one)."""
         assert self.progress is not None
+        await self._forget_dropped()
         ready = [i for i, m in self.progress.open_moves() if self._in_sync(i, m)]
         if ready:
             await self._complete(ready, advance=False)

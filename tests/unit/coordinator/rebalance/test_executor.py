@@ -418,3 +418,19 @@ async def test_a_move_without_progress_is_re_announced_with_a_newer_bucket_epoch
     check_invariants(rig)
     await rig.run_to_end()
     assert rig.ex.progress.status is RebalanceStatus.COMPLETED
+
+
+async def test_a_table_dropped_mid_rebalance_skips_its_moves(grown):
+    from fluss_py.coordinator.processor import DropTable
+
+    rig, _ = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    await rig.proc.drop_table(DropTable(T))
+    await rig.ex.tick()
+    pr = rig.ex.progress
+    for _ in range(20):
+        if not rig.ex.running:
+            break
+        await rig.ex.tick()
+    assert rig.ex.progress.status is RebalanceStatus.COMPLETED
+    assert rig.ex.progress.count(MoveStatus.SKIPPED) == len(pr.plan.moves)
