@@ -88,9 +88,14 @@ class NatsCluster:
         )
 
     def start(self, timeout: float = 30.0) -> NatsCluster:
-        for node in self.nodes:
-            self.start_node(node)
-        self.wait_ready(timeout)
+        """Start every node and wait until each names a meta leader; on failure stop what was started."""
+        try:
+            for node in self.nodes:
+                self.start_node(node)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def start_node(self, node: NatsNode) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nats
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import DeliverPolicy, StorageType, StreamConfig
 
 from tests.bench.common import paced
 from tests.bench.peers.nats import NatsCluster
@@ -90,7 +90,7 @@ async def e2e_latency(urls: list[str], rate: float, seconds: float) -> list[floa
                 got.append(time.perf_counter() - sent[i])
             await msg.ack()
 
-        sub = await js.subscribe("e.x", cb=on_msg, deliver_policy=nats.js.api.DeliverPolicy.NEW)
+        sub = await js.subscribe("e.x", cb=on_msg, deliver_policy=DeliverPolicy.NEW)
         n = int(rate * seconds)
         async for i in paced(rate, n):
             sent[i] = time.perf_counter()
@@ -128,7 +128,7 @@ async def _failover(cluster: NatsCluster, kill_at: float = 2.0, tail: float = 3.
         while True:
             now = time.monotonic()
             if t_kill is None and now - t0 >= kill_at:
-                t_kill = cluster.kill(next(n.name for n in cluster.nodes if n.name == leader))
+                t_kill = cluster.kill(leader)
             if (first_ack_after is not None and now - first_ack_after >= tail) or now - t0 > bound:
                 break
             first = time.monotonic()
