@@ -46,6 +46,7 @@ from fluss_py.rpc.server import start_rpc_server
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
 from fluss_py.zk.election import LeaderElection, fence_become_leader
+from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
     CoordinatorRegistration,
@@ -130,6 +131,7 @@ class CoordinatorServer:
               ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
+        self.metrics.register(ZkSessionCollector(self.zk))
 
     # ---------------------------------------------------------------- views for the service and /health
     def _distribution_source(self) -> tuple[Any, Any] | None:

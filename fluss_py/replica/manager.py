@@ -78,14 +78,32 @@ class ReplicaSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class BucketStats:
+    """One hosted replica in a ``stats()`` snapshot. The leader-only fields are 0/False/() on a follower."""
+
+    table_bucket: TableBucket
+    is_leader: bool
+    log_end_offset: int
+    high_watermark: int
+    size_bytes: int
+    isr_size: int = 0
+    under_replicated: bool = False  # led and ISR smaller than the assignment
+    follower_leos: tuple[tuple[int, int], ...] = ()  # (follower id, its LEO as last fetched; -1 unknown)
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaStats:
-    """Counts for /metrics (fluss_replica_leader_count, fluss_replica_under_replicated, isr sizes)."""
+    """One snapshot for /metrics and /health (docs/observability.md): counts, one ``BucketStats`` per hosted
+    replica, and the ISR changes this server has applied as leader since it started."""
 
     leader_count: int
     follower_count: int
     under_replicated: int  # led buckets whose ISR is smaller than the assignment
     under_min_isr: int  # led buckets whose ISR is smaller than their min ISR
     isr_sizes: dict[TableBucket, int]  # per led bucket
+    buckets: tuple[BucketStats, ...] = ()
+    isr_shrinks: int = 0
+    isr_expands: int = 0
 
 
 def _as_api_error(e: Exception, what: str) -> ApiError:
@@ -131,6 +149,8 @@ class ReplicaManager:
         self._isr_pending: dict[TableBucket, AdjustIsrItem] = {}
         self._isr_wakeup: asyncio.Event | None = None
         self.isr_send_failures = 0
+        self.isr_shrinks = 0  # ISR changes of led buckets (AdjustIsr answers or coordinator updates), /metrics
+        self.isr_expands = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.failures: list[BaseException] = []
         self._closed = False
@@ -194,14 +214,35 @@ class ReplicaManager:
         return sum(1 for r in self._replicas.values() if r.is_leader)
 
     def stats(self) -> ReplicaStats:
-        leaders = [r for r in self._replicas.values() if r.is_leader]
+        """One pass over the replicas (called per /metrics scrape and /health; nothing is kept per request)."""
+        leaders = followers = under = under_min = 0
+        isr_sizes: dict[TableBucket, int] = {}
+        buckets: list[BucketStats] = []
+        for tb, r in self._replicas.items():
+            lg = r.log
+            if r.state is ReplicaState.LEADER:
+                leaders += 1
+                isr = len(r.isr)
+                lagging = isr < len(r.replicas)
+                under += lagging
+                under_min += isr < r.min_isr
+                isr_sizes[tb] = isr
+                leos = tuple((f, p.log_end_offset) for f, p in r.followers.items())
+                buckets.append(
+                    BucketStats(tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos)
+                )
+            else:
+                followers += r.state is ReplicaState.FOLLOWER
+                buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes))
         return ReplicaStats(
-            leader_count=len(leaders),
-            follower_count=sum(1 for r in self._replicas.values() if r.state is ReplicaState.FOLLOWER),
-            under_replicated=sum(1 for r in leaders if len(r.isr) < len(r.replicas)),
-            under_min_isr=sum(1 for r in leaders if len(r.isr) < r.min_isr),
-            isr_sizes={r.table_bucket: len(r.isr) for r in leaders},
+            leaders, followers, under, under_min, isr_sizes, tuple(buckets), self.isr_shrinks, self.isr_expands
         )
+
+    def _count_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+        if set(after) < set(before):
+            self.isr_shrinks += 1
+        elif set(after) > set(before):
+            self.isr_expands += 1
 
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:
@@ -284,9 +325,12 @@ class ReplicaManager:
                     raise UnknownTableOrBucketError(f"server {self.server_id} is not a replica of bucket {tb}")
                 replica = self._get_or_create(state)
                 if lai.leader == self.server_id:
+                    isr_before = replica.isr if replica.is_leader else None
                     if replica.make_leader(lai, state.replicas):
                         stop_fetching.append(tb)
                         self._isr_pending.pop(tb, None)
+                    if isr_before is not None:  # still leader: the coordinator changed the ISR (e.g. a death)
+                        self._count_isr_change(isr_before, replica.isr)
                     self._hw_maybe_moved(tb, replica)
                 elif replica.make_follower(lai, state.replicas):
                     self._isr_pending.pop(tb, None)
@@ -591,8 +635,10 @@ class ReplicaManager:
             if result is not None and result.error is not None:
                 log.info("bucket %s: AdjustIsr to %s refused: %s", tb, list(item.new_isr), result.error)
             committed = result.leader_and_isr if result is not None and result.error is None else None
+            isr_before = replica.isr
             if replica.finish_isr_change(item.leader_epoch, committed, self.settings.isr_retry_backoff_s):
                 self._hw_maybe_moved(tb, replica)
+            self._count_isr_change(isr_before, replica.isr)
         return len(items)
 
     async def _shrink_loop(self) -> None:

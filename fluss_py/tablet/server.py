@@ -53,6 +53,7 @@ from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, 
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import ReplicaStatsCollector
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
+from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import (
@@ -65,6 +66,7 @@ from fluss_py.zk.client import (
     ZkError,
     ZnodeStat,
 )
+from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
     TabletServerRegistration,
@@ -138,6 +140,8 @@ class TabletServer:
         Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
               ).set_function(lambda: self.fence.highest)  # fmt: skip
         self.metrics.register(ReplicaStatsCollector(self._replica_stats))
+        self.metrics.register(ZkSessionCollector(self.zk))
+        self.request_metrics = RequestMetrics(self.metrics)
 
     @property
     def registration_path(self) -> str:
@@ -189,7 +193,8 @@ class TabletServer:
             self.server_id, len(logs), self.log_manager.data_dir,
             "clean" if self.log_manager.had_clean_shutdown else "unclean",
         )  # fmt: skip
-        return ManagerReplicaLayer(self.replica_manager, self.metadata_cache, self.config)
+        layer = ManagerReplicaLayer(self.replica_manager, self.metadata_cache, self.config)
+        return MeteredReplicaLayer(layer, self.request_metrics)
 
     # ---------------------------------------------------------------- run / stop
     async def run(self) -> None:

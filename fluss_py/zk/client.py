@@ -266,6 +266,14 @@ class ZkClient:
         return self._kazoo.state == KazooState.CONNECTED
 
     @property
+    def session_state(self) -> SessionState:
+        """kazoo's current state (read directly, like ``connected``): LOST before start and after close."""
+        state = self._kazoo.state
+        if state == KazooState.CONNECTED:
+            return SessionState.CONNECTED
+        return SessionState.SUSPENDED if state == KazooState.SUSPENDED else SessionState.LOST
+
+    @property
     def session_id(self) -> int:
         """The current session id (0 when not connected)."""
         cid = self._kazoo.client_id

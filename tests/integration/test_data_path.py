@@ -204,7 +204,7 @@ def test_metadata_metrics_controlled_shutdown_and_drop(cluster_factory):
         led = sum(1 for leader, _, _ in placement.values() if leader == victim_id)
         text = fetch_text(f"http://{cluster.get(victim).http_address}/metrics")
         assert _metric(text, "fluss_replica_leader_count") == led
-        assert _metric(text, "fluss_replica_under_replicated") == 0
+        assert _metric(text, "fluss_replica_under_replicated_buckets") == 0
         assert _metric(text, "fluss_replica_isr_count", f'{{bucket="0",table_id="{table_id}"}}') == 3
 
         options = ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)
