@@ -10,7 +10,10 @@ Freshness rules:
   future resolved when a refresh *started after the call* has been applied.
 - A bucket's entry is replaced only by one with a leader epoch >= the known one, so a lagging server
   cannot move a leader back. ``apply_leader_hint`` (from an error's ``leader_id``/``leader_address``)
-  moves the leader at once and bumps the known epoch by one (a real change always bumps it at least once).
+  moves the leader at once and sets the known epoch to the last *answered* epoch + 1 (a real change always
+  bumps it at least once). Hints do not compound: two servers with stale views naming each other (the
+  old leader already knows the new one, the new one not yet) would otherwise push the epoch far past the
+  real one, and fetches would be refused (UNKNOWN_LEADER_EPOCH) with no answer ever high enough to fix it.
 
 Owned by one event loop; every method is called from tasks of that loop.
 """
@@ -56,7 +59,10 @@ class TableInfo:
 
 @dataclass(frozen=True, slots=True)
 class BucketLocation:
-    """Where one bucket lives: its leader (``NO_LEADER`` when none), epochs, assignment and ISR."""
+    """Where one bucket lives: its leader (``NO_LEADER`` when none), epochs, assignment and ISR.
+
+    ``hinted``: leader and epoch come from an error's hint (epoch = the last answered one + 1), not an answer.
+    """
 
     table_bucket: TableBucket
     leader: int
@@ -64,6 +70,7 @@ class BucketLocation:
     bucket_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    hinted: bool = False
 
 
 def table_info_from_pb(pb: common_pb2.TableInfo) -> TableInfo:
@@ -237,7 +244,8 @@ class ClusterMetadata:
         loc = self._buckets.get(tb)
         if loc is None or loc.leader == leader_id or leader_id not in self.servers:
             return False
-        self._buckets[tb] = replace(loc, leader=leader_id, leader_epoch=loc.leader_epoch + 1)
+        answered_epoch = loc.leader_epoch - 1 if loc.hinted else loc.leader_epoch
+        self._buckets[tb] = replace(loc, leader=leader_id, leader_epoch=answered_epoch + 1, hinted=True)
         self.version += 1
         return True
 

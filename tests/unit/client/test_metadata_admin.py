@@ -77,6 +77,25 @@ async def test_leader_hints_apply_at_once_and_stale_answers_cannot_undo_them() -
     await md.close()
 
 
+async def test_leader_hints_ping_ponging_between_stale_servers_do_not_inflate_the_epoch() -> None:
+    # The old leader already names the new one, the new one still names the old one: each answer hints.
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
+    await md.update()  # leader 0, epoch 0
+    for _ in range(10):
+        assert md.apply_leader_hint(tb, 1, cluster.servers[1])
+        assert md.apply_leader_hint(tb, 0, cluster.servers[0])
+    assert md.leader_for(tb).id == 0 and md.leader_epoch(tb) == 1  # the last answer's epoch + 1, not + 20
+    cluster.move_leader(tb, 1)
+    await md.update()  # the real change (epoch 1) replaces the hint
+    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 1
+    assert md.apply_leader_hint(tb, 2, cluster.servers[2])
+    assert md.leader_epoch(tb) == 2  # hints count from the newest answer
+    await md.close()
+
+
 async def test_wait_for_unknown_table_raises_table_not_exist_once_the_coordinator_says_so() -> None:
     cluster = FakeCluster()
     md = ClusterMetadata(cluster.servers[0], cluster, retry=FAST)
