@@ -139,6 +139,9 @@ class Replica:
     def make_leader(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
         """Become (or stay) leader. Returns True when a new leader epoch started (a new term)."""
         if not self._check_new_epoch(lai) and self.state is ReplicaState.LEADER:
+            if tuple(replicas) != self.replicas:  # same epochs, new assignment: docs/replication.md "Assignment"
+                self._track_assignment(replicas)
+                log.info("bucket %s: replicas are now %s (same epochs)", self.table_bucket, self.replicas)
             return False
         new_term = lai.leader_epoch > self.leader_epoch or self.state is not ReplicaState.LEADER
         self.transition(ReplicaState.LEADER)
@@ -161,18 +164,25 @@ class Replica:
                 "bucket %s: leader at epoch %d, LEO %d, ISR %s", self.table_bucket, lai.leader_epoch, leo, self.isr
             )
         else:  # same term, maybe a new assignment: track added followers, forget removed ones
-            now = self._clock()
-            self.followers = {
-                r: self.followers.get(r) or FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
-                for r in self.replicas
-                if r != self.server_id
-            }
+            self._track_assignment(self.replicas)
         self.maybe_increment_hw()
         return new_term
+
+    def _track_assignment(self, replicas: tuple[int, ...]) -> None:
+        """Leader, same term: take the replica list, track added followers, forget removed ones (the
+        progress of kept followers, the ISR and an in-flight ISR change are kept)."""
+        now = self._clock()
+        self.replicas = tuple(replicas)
+        self.followers = {
+            r: self.followers.get(r) or FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
+            for r in self.replicas
+            if r != self.server_id
+        }
 
     def make_follower(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
         """Become (or stay) follower of ``lai.leader``. True when the fetcher must (re)start truncating."""
         if not self._check_new_epoch(lai) and self.state is ReplicaState.FOLLOWER:
+            self.replicas = tuple(replicas)  # same epochs: at most a new assignment (no refetch)
             return False
         restart = (
             self.state is not ReplicaState.FOLLOWER
@@ -266,6 +276,13 @@ class Replica:
         if epoch < last_fetched_epoch or end < fetch_offset:
             return EpochEndOffset(epoch, end)
         return None
+
+    def is_catching_up(self, follower_id: int) -> bool:
+        """Leader: ``follower_id`` is assigned but not in the maximal ISR (being added, or back after a
+        restart); its fetches are throttled (docs/rebalance.md §6)."""
+        return (
+            self.state is ReplicaState.LEADER and follower_id in self.followers and follower_id not in self.maximal_isr
+        )
 
     def update_follower_fetch(self, follower_id: int, fetch_offset: int) -> tuple[bool, tuple[int, ...] | None]:
         """Record a follower fetch. Returns (HW moved, ISR to propose when the follower may join, else None)."""

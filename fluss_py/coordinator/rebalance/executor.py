@@ -84,7 +84,6 @@ class RebalanceExecutor:
         join_delay: float = 5.0,
         move_timeout: float = 600.0,
         health_timeout: float = 60.0,
-        nudge_after: float = 3.0,
         tick_interval: float = 1.0,
         sizes: Sizes | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -96,8 +95,6 @@ class RebalanceExecutor:
         self.join_delay = join_delay
         self.move_timeout = move_timeout
         self.health_timeout = health_timeout
-        self.nudge_after = nudge_after
-        self._nudged_at: dict[int, float] = {}  # move index -> last re-announcement
         self.tick_interval = tick_interval
         self._sizes = sizes or dict
         self._clock = clock
@@ -253,8 +250,6 @@ class RebalanceExecutor:
                 )
             elif not self.progress.open_moves():
                 await self._batch_finished()
-            else:
-                await self._nudge(now)
             return
         if self.auto and now - self._last_check >= self.check_interval:
             self._last_check = now
@@ -396,32 +391,6 @@ class RebalanceExecutor:
                 self._started_at.pop(i, None)
             await self._commit({}, new)
             log.info("Rebalance %s: %d move(s) skipped: their table was dropped", new.id, len(gone))
-
-    async def _nudge(self, now: float) -> None:
-        """Re-announce the replica set of moves whose target is not in sync after ``nudge_after`` seconds:
-        leader_isr with bucket_epoch + 1 (nothing else changes) and NotifyLeaderAndIsr to the replicas.
-        A leader that adopted the reassignment's bucket epoch from an AdjustIsr answer (which does not
-        update its replica list) ignores a NotifyLeaderAndIsr of that same epoch and never tracks the new
-        follower; a newer epoch makes it take the replica list."""
-        assert self.progress is not None
-        late = [
-            (i, m)
-            for i, m in self.progress.open_moves()
-            if self.progress.moves[i] is MoveStatus.ADDING
-            and now - max(self._started_at.get(i, now), self._nudged_at.get(i, 0.0)) >= self.nudge_after
-            and not self._in_sync(i, m)
-        ]
-        changes: dict[TableBucket, Change] = {}
-        for i, m in late:
-            b = self._p.view.buckets[m.bucket]
-            if b.leader_and_isr is not None:
-                changes[m.bucket] = (b.replicas, b.leader_and_isr.with_isr(b.leader_and_isr.isr, self._p.epoch))
-            self._nudged_at[i] = now
-        if changes:
-            await self._commit(changes, deepcopy(self.progress))
-            self._tell(self._p.new_batch(), changes)
-            log.info("Rebalance %s: re-announced %d move(s) whose target is not in sync yet: %s", self.progress.id,
-                     len(changes), sorted(str(tb) for tb in changes))  # fmt: skip
 
     async def _rollback(self, why: str, status: RebalanceStatus) -> None:
         """End the rebalance: open moves of the batch are undone (T removed; S never left), or finished

@@ -210,3 +210,28 @@ def test_new_assignment_in_the_same_term_tracks_the_added_follower() -> None:
     assert r.make_leader(lai(isr=(1, 2), bucket_epoch=1), (1, 2, 4)) is False
     assert r.update_follower_fetch(4, 1) == (False, (1, 2, 4))
     assert r.followers[2].log_end_offset == 1  # progress of existing followers kept
+
+
+def test_same_epoch_notify_with_a_new_replica_list_is_applied_after_an_adjust_isr_answer() -> None:
+    """The AdjustIsr answer carries the reassignment's bucket epoch (not its replica list); the
+    NotifyLeaderAndIsr of that same epoch must still make the leader track the added follower."""
+    r = make(FakeClock())
+    r.make_leader(lai(isr=(1, 2)), (1, 2))
+    r.append_as_leader(batch(b"a"), acks=1)
+    r.update_follower_fetch(2, 1)
+    r.start_isr_change((1, 2))
+    assert r.finish_isr_change(0, lai(isr=(1, 2), bucket_epoch=1)) is False  # coordinator is at epoch 1
+    assert r.bucket_epoch == 1 and r.replicas == (1, 2)
+    assert r.make_leader(lai(isr=(1, 2), bucket_epoch=1), (1, 2, 4)) is False  # same term and epoch
+    assert r.replicas == (1, 2, 4) and r.isr == (1, 2)
+    assert r.update_follower_fetch(4, 1) == (False, (1, 2, 4))
+    assert r.followers[2].log_end_offset == 1
+    assert r.make_leader(lai(isr=(1, 2), bucket_epoch=1), (1, 2, 4)) is False  # a resend changes nothing
+    assert set(r.followers) == {2, 4}
+
+
+def test_same_epoch_notify_with_a_new_replica_list_updates_a_follower() -> None:
+    f = make(FakeClock(), server_id=2)
+    assert f.make_follower(lai(isr=(1, 2), bucket_epoch=1), (1, 2)) is True
+    assert f.make_follower(lai(isr=(1, 2), bucket_epoch=1), (1, 2, 4)) is False  # no refetch
+    assert f.replicas == (1, 2, 4) and f.min_isr == 2

@@ -394,32 +394,6 @@ async def test_metrics_follow_the_rebalance(grown):
     )
 
 
-async def test_a_move_without_progress_is_re_announced_with_a_newer_bucket_epoch(grown):
-    rig, _ = grown
-    rig.ex.nudge_after = 3
-    await rig.ex.start_rebalance(StartRebalance())
-    _i, m = next((i, m) for i, m in rig.ex.progress.batch_moves(0) if m.kind is MoveKind.REPLICA)
-    before = rig.proc.view.buckets[m.bucket].leader_and_isr
-    await rig.drain()
-    rig.gateway.clear()
-    rig.clock.now += 2
-    await rig.ex.tick()
-    assert rig.proc.view.buckets[m.bucket].leader_and_isr == before
-    rig.clock.now += 1
-    await rig.ex.tick()
-    await rig.drain()
-    after = rig.proc.view.buckets[m.bucket].leader_and_isr
-    assert after.bucket_epoch == before.bucket_epoch + 1 and after.isr == before.isr
-    assert after.leader == before.leader and after.leader_epoch == before.leader_epoch
-    told = [
-        b for r in rig.gateway.of(NOTIFY, before.leader) for b in r.buckets if b.table_bucket.bucket == m.bucket.bucket
-    ]
-    assert told and told[-1].bucket_epoch == after.bucket_epoch and m.to_server in told[-1].replicas
-    check_invariants(rig)
-    await rig.run_to_end()
-    assert rig.ex.progress.status is RebalanceStatus.COMPLETED
-
-
 async def test_a_table_dropped_mid_rebalance_skips_its_moves(grown):
     from fluss_py.coordinator.processor import DropTable
 
