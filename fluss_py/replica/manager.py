@@ -45,6 +45,7 @@ from fluss_py.replica.messages import (
     StopReplicaItem,
 )
 from fluss_py.replica.replica import ACKS_ALL, Replica, ReplicaState
+from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ReplicaSettings:
     checkpoint_interval_s: float = 1.0
     isr_retry_backoff_s: float = 0.5
     fetch: FetchSettings = field(default_factory=FetchSettings)
+    throttle_bytes_per_s: int = 0  # followers being added (docs/rebalance.md §6); 0: unlimited
 
     @classmethod
     def from_config(cls, config: cfg.Config) -> ReplicaSettings:
@@ -74,6 +76,7 @@ class ReplicaSettings:
                 max_bytes=int(config[cfg.REPLICA_FETCH_MAX_BYTES]),
                 backoff_s=float(config[cfg.REPLICA_FETCH_BACKOFF]),
             ),
+            throttle_bytes_per_s=int(config[cfg.REBALANCE_THROTTLE]),
         )
 
 
@@ -104,6 +107,8 @@ class ReplicaStats:
     buckets: tuple[BucketStats, ...] = ()
     isr_shrinks: int = 0
     isr_expands: int = 0
+    throttled_bytes: int = 0  # served to followers being added (docs/rebalance.md §6), since start
+    throttle_deferred: int = 0  # their bucket reads answered empty for want of budget
 
 
 def _as_api_error(e: Exception, what: str) -> ApiError:
@@ -146,6 +151,8 @@ class ReplicaManager:
         self.delayed_produce = DelayedProduce()
         self.delayed_fetch = DelayedFetch()
         self.fetchers = FetcherManager(server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch)
+        rate = self.settings.throttle_bytes_per_s  # burst: one second of budget, at most one follower fetch
+        self.throttle = ReplicationThrottle(rate, min(rate, self.settings.fetch.max_bytes), clock)
         self._isr_pending: dict[TableBucket, AdjustIsrItem] = {}
         self._isr_wakeup: asyncio.Event | None = None
         self.isr_send_failures = 0
@@ -235,8 +242,9 @@ class ReplicaManager:
                 followers += r.state is ReplicaState.FOLLOWER
                 buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes))
         return ReplicaStats(
-            leaders, followers, under, under_min, isr_sizes, tuple(buckets), self.isr_shrinks, self.isr_expands
-        )
+            leaders, followers, under, under_min, isr_sizes, tuple(buckets), self.isr_shrinks, self.isr_expands,
+            self.throttle.bytes_total, self.throttle.deferred_total,
+        )  # fmt: skip
 
     def _count_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         if set(after) < set(before):
@@ -510,17 +518,34 @@ class ReplicaManager:
         to_read: Iterable[FetchBucketRequest],
         previous: Mapping[TableBucket, FetchBucketResult] | None = None,
     ) -> dict[TableBucket, FetchBucketResult]:
-        """Read ``to_read`` within the response byte budget (the first bucket with data always gets a batch)."""
+        """Read ``to_read`` within the response byte budget (the first bucket with data always gets a batch).
+        A follower's buckets it is being added to (not in the ISR) are read last, within the throttle."""
         used = sum(len(r.records) for r in (previous or {}).values())
         out: dict[TableBucket, FetchBucketResult] = {}
+        throttled: list[FetchBucketRequest] = []
         for request in to_read:
             tb = request.table_bucket
+            if replica_id >= 0 and self.throttle.enabled and self._catching_up(tb, replica_id):
+                throttled.append(request)
+                continue
             used -= len(previous[tb].records) if previous and tb in previous else 0
             budget = min(request.max_bytes, max_bytes - used)
             result = self._read_one(replica_id, request, budget, must_fill=used == 0)
             used += len(result.records)
             out[tb] = result
+        for request in throttled:  # after the ISR buckets; an empty answer when the budget is spent
+            tb = request.table_bucket
+            used -= len(previous[tb].records) if previous and tb in previous else 0
+            budget = self.throttle.allowance(max(0, min(request.max_bytes, max_bytes - used)))
+            result = self._read_one(replica_id, request, budget, must_fill=False)
+            self.throttle.take(len(result.records))
+            used += len(result.records)
+            out[tb] = result
         return out
+
+    def _catching_up(self, tb: TableBucket, follower_id: int) -> bool:
+        replica = self._replicas.get(tb)
+        return replica is not None and replica.is_catching_up(follower_id)
 
     def _read_one(
         self, replica_id: int, request: FetchBucketRequest, budget: int, must_fill: bool

@@ -1,0 +1,111 @@
+"""Leader-side throttle of followers being added (docs/rebalance.md §6): the token bucket alone, then the
+ReplicaManager fetch path (ISR buckets first and never throttled, catching-up buckets within the budget)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fluss_py.replica.messages import BucketState, FetchBucketRequest
+from fluss_py.replica.throttle import ReplicationThrottle
+from fluss_py.types import LeaderAndIsr, TableBucket
+from tests.unit.replica.fakes import FakeClock, batch, values_of
+from tests.unit.replica.harness import SETTINGS, ReplicaCluster, node
+
+
+def test_unlimited_when_the_rate_is_zero() -> None:
+    t = ReplicationThrottle(0, 1)
+    assert not t.enabled and t.allowance(5000) == 5000
+    t.take(5000)
+    assert t.allowance(5000) == 5000 and t.bytes_total == 5000 and t.deferred_total == 0
+
+
+def test_budget_is_spent_then_refilled_by_the_clock() -> None:
+    clock = FakeClock()
+    t = ReplicationThrottle(1000, 1000, clock)
+    assert t.allowance(600) == 600
+    t.take(600)
+    assert t.allowance(600) == 400
+    t.take(700)  # a whole batch may exceed the allowance: a debt of 300
+    assert t.allowance(600) == 0 and t.deferred_total == 1
+    clock.advance(0.3)
+    assert t.allowance(600) == 0  # the debt is paid first
+    clock.advance(0.5)
+    assert 499 <= t.allowance(600) <= 500
+    clock.advance(10)
+    assert t.allowance(5000) == 1000  # never more than the burst saved up
+
+
+@given(st.lists(st.tuples(st.floats(0, 0.5), st.integers(1, 4000)), max_size=200))
+def test_served_bytes_never_exceed_rate_times_time_plus_burst_and_one_batch(steps) -> None:
+    clock = FakeClock()
+    rate, burst, batch_max = 10_000, 5_000, 4_000
+    t = ReplicationThrottle(rate, burst, clock)
+    start = clock.now
+    for dt, batch_size in steps:
+        clock.advance(dt)
+        allowed = t.allowance(64_000)
+        if allowed:
+            t.take(max(min(allowed, batch_size), batch_size if allowed < batch_size else 0))  # >= one batch
+        assert t.bytes_total <= rate * (clock.now - start) + burst + batch_max
+
+
+TB_NEW = TableBucket(7, 0)  # server 3 is being added: assigned, not in the ISR
+TB_ISR = TableBucket(7, 1)  # server 3 is in the ISR
+
+
+async def _leader_with_a_catching_up_follower(tmp_path: Path, rate: int) -> tuple[ReplicaCluster, FakeClock]:
+    clock = FakeClock()
+    c = ReplicaCluster(1, clock, tmp_path, dataclasses.replace(SETTINGS, throttle_bytes_per_s=rate))
+    m = c.managers[1]
+    for tb, isr in ((TB_NEW, (1,)), (TB_ISR, (1, 3))):
+        lai = LeaderAndIsr(1, 0, isr, 1, 0)
+        await m.become_leader_or_follower(1, [BucketState(tb, lai, (1, 3))], [node(1), node(3)])
+    for _ in range(10):
+        assert (await m.append(1, 1.0, {TB_NEW: batch(b"x" * 1000)}))[TB_NEW].error is None
+    assert (await m.append(1, 1.0, {TB_ISR: batch(b"y" * 1000)}))[TB_ISR].error is None
+    return c, clock
+
+
+def _requests(new_offset: int, isr_offset: int = 0) -> list[FetchBucketRequest]:
+    return [FetchBucketRequest(TB_NEW, new_offset, 1 << 20), FetchBucketRequest(TB_ISR, isr_offset, 1 << 20)]
+
+
+async def test_fetches_of_a_follower_being_added_are_throttled_but_its_isr_buckets_are_not(tmp_path: Path) -> None:
+    c, clock = await _leader_with_a_catching_up_follower(tmp_path, rate=3000)
+    m = c.managers[1]
+    try:
+        assert m.replica(TB_NEW).is_catching_up(3) and not m.replica(TB_ISR).is_catching_up(3)
+        out = await m.fetch(3, 0, 1, 1 << 20, _requests(0))
+        assert list(out) == [TB_ISR, TB_NEW]  # ISR buckets are read first
+        assert out[TB_ISR].records and 0 < len(out[TB_NEW].records) <= 3000
+        served, offset = len(out[TB_NEW].records), len(values_of(out[TB_NEW].records))
+        while True:  # drain what is left of the budget; then the bucket answers empty, never an error
+            r = (await m.fetch(3, 0, 1, 1 << 20, _requests(offset, 1)))[TB_NEW]
+            assert r.error is None
+            if not r.records:
+                break
+            served += len(r.records)
+            offset += len(values_of(r.records))
+        assert served <= 3000 + 1100 and m.throttle.deferred_total >= 1
+        again = await m.fetch(3, 0, 1, 1 << 20, _requests(offset, 0))
+        assert again[TB_ISR].records and not again[TB_NEW].records  # ISR data flows without tokens
+        client = await m.fetch(-1, 0, 1, 1 << 20, [FetchBucketRequest(TB_NEW, 0, 1 << 20)])
+        assert len(client[TB_NEW].records) > 3000  # clients are never throttled
+        clock.advance(1.0)
+        refill = (await m.fetch(3, 0, 1, 1 << 20, _requests(offset, 1)))[TB_NEW]
+        assert refill.records and m.throttle.bytes_total == served + len(refill.records)
+    finally:
+        await c.close()
+
+
+async def test_no_throttle_when_the_rate_is_zero(tmp_path: Path) -> None:
+    c, _ = await _leader_with_a_catching_up_follower(tmp_path, rate=0)
+    try:
+        out = await c.managers[1].fetch(3, 0, 1, 1 << 20, _requests(0))
+        assert len(out[TB_NEW].records) > 10_000
+    finally:
+        await c.close()
