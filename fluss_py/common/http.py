@@ -5,7 +5,8 @@ Routes map a path to ``async handler() -> (status, content_type, body)`` (GET an
 query parameters (e.g. ``"POST /rebalance"`` with ``?dry_run=true``). One request per connection
 (``Connection: close``); no keep-alive, no chunking, no request bodies — it serves probes, Prometheus and
 small admin actions.
-``metrics_route(registry)`` renders a prometheus-client registry in the text exposition format.
+``metrics_route(registry, *extra)`` renders a prometheus-client registry in the text exposition format,
+then the texts of ``extra``.
 
 Who may call: the owning server, from its loop (``start``/``close``).
 """
@@ -54,9 +55,12 @@ def json_response(body: Mapping[str, Any], status: int = 200) -> Response:
     return status, "application/json", json.dumps(body, sort_keys=True).encode("utf-8")
 
 
-def metrics_route(registry: CollectorRegistry) -> Handler:
+def metrics_route(registry: CollectorRegistry, *extra: Callable[[], bytes]) -> Handler:
+    """``registry`` rendered by prometheus-client, followed by each ``extra()`` text (families a server
+    renders itself in the exposition format because there are thousands of samples, e.g. per bucket)."""
+
     async def handler() -> Response:
-        return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
+        return 200, CONTENT_TYPE_LATEST, b"".join([generate_latest(registry), *(text() for text in extra)])
 
     return handler
 

@@ -51,7 +51,7 @@ from fluss_py.rpc.server import start_rpc_server
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
-from fluss_py.tablet.metrics import ReplicaStatsCollector
+from fluss_py.tablet.metrics import replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer
@@ -139,7 +139,6 @@ class TabletServer:
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
         Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
               ).set_function(lambda: self.fence.highest)  # fmt: skip
-        self.metrics.register(ReplicaStatsCollector(self._replica_stats))
         self.metrics.register(ZkSessionCollector(self.zk))
         self.request_metrics = RequestMetrics(self.metrics)
 
@@ -219,7 +218,12 @@ class TabletServer:
                 [lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(servicer, s)],
             )
             self._http = HttpServer(
-                self.bind_host, self.http_port, {"/health": self._health, "/metrics": metrics_route(self.metrics)}
+                self.bind_host,
+                self.http_port,
+                {
+                    "/health": self._health,
+                    "/metrics": metrics_route(self.metrics, replica_metrics_text(self._replica_stats)),
+                },
             )
             await self._http.start()
             await self._register()

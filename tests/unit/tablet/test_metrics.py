@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fluss_py.common.http import metrics_route
 from fluss_py.replica.manager import BucketStats, ReplicaStats
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
-from fluss_py.tablet.metrics import ReplicaStatsCollector, follower_lag
+from fluss_py.tablet.metrics import follower_lag, render, replica_metrics_text
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.types import TableBucket
 from fluss_py.zk.client import SessionEvent, SessionState
@@ -26,26 +27,28 @@ from tests.unit.replica.harness import LAG_S, ReplicaCluster, wait_until
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(registry: CollectorRegistry) -> tuple[Samples, bytes]:
-    text = generate_latest(registry)
+def parse(text: bytes) -> Samples:
     out: Samples = {}
     for family in text_string_to_metric_families(text.decode()):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out, text
+    return out
+
+
+def scrape(registry: CollectorRegistry) -> tuple[Samples, bytes]:
+    text = generate_latest(registry)
+    return parse(text), text
 
 
 def sample(samples: Samples, name: str, **labels: Any) -> float | None:
     return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
 
 
-def registry_of(stats: ReplicaStats | None) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(ReplicaStatsCollector(lambda: stats))
-    return registry
+def rendered(stats: ReplicaStats | None) -> Samples:
+    return parse(render(stats))
 
 
-# ---------------------------------------------------------------- the collector on fake snapshots
+# ---------------------------------------------------------------- the replica text on fake snapshots
 
 
 def test_follower_lag_counts_an_unknown_follower_as_holding_nothing() -> None:
@@ -69,7 +72,7 @@ def test_collector_renders_counts_and_per_bucket_series() -> None:
         isr_shrinks=4,
         isr_expands=3,
     )
-    s, _ = scrape(registry_of(stats))
+    s = rendered(stats)
     assert sample(s, "fluss_replica_leader_count") == 2
     assert sample(s, "fluss_replica_follower_count") == 1
     assert sample(s, "fluss_replica_under_replicated_buckets") == 1
@@ -92,8 +95,20 @@ def test_collector_renders_counts_and_per_bucket_series() -> None:
 
 
 def test_nothing_is_rendered_before_the_replica_manager_exists() -> None:
-    s, text = scrape(registry_of(None))
-    assert s == {} and text == b""
+    assert render(None) == b""
+
+
+async def test_the_metrics_route_appends_the_replica_text_to_the_registry() -> None:
+    registry = CollectorRegistry()
+    Gauge("fluss_tablet_server_registered", "1 while registered", registry=registry).set(1)
+    stats = ReplicaStats(0, 1, 0, 0, {}, (BucketStats(TableBucket(3, 1), False, 5, 4, 99),))
+    status, ctype, body = await metrics_route(registry, replica_metrics_text(lambda: stats))()
+    s = parse(body)
+    assert status == 200 and ctype.startswith("text/plain")
+    assert sample(s, "fluss_tablet_server_registered") == 1
+    assert sample(s, "fluss_replica_follower_count") == 1
+    assert sample(s, "fluss_log_end_offset", table_id=3, bucket=1) == 5
+    assert sample(s, "fluss_replica_isr_count", table_id=3, bucket=1) is None  # a follower: its leader reports
 
 
 def test_a_scrape_of_2000_buckets_is_one_pass(capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,13 +128,12 @@ def test_a_scrape_of_2000_buckets_is_one_pass(capsys: pytest.CaptureFixture[str]
     )
     stats = ReplicaStats(2000, 0, 0, 0, {b.table_bucket: 3 for b in buckets}, buckets)
     calls = []
-    registry = CollectorRegistry()
-    registry.register(ReplicaStatsCollector(lambda: calls.append(1) or stats))
+    text_of = replica_metrics_text(lambda: calls.append(1) or stats)
     t = time.perf_counter()
-    text = generate_latest(registry)
+    text = text_of()
     elapsed = time.perf_counter() - t
     assert len(calls) == 1  # one stats() snapshot per scrape
-    s, _ = scrape(registry)
+    s = parse(text)
     per_bucket = {n for (n, labels), _ in s.items() if labels}
     assert per_bucket == {
         "fluss_replica_isr_count",
@@ -151,14 +165,14 @@ async def test_stats_snapshot_matches_the_logs_and_counts_isr_changes(cluster3: 
     await cluster3.create(TB, R3)
     leader = cluster3.managers[1]
     await leader.append(-1, 5.0, {TB: batch(b"a", b"b", b"c")})
-    s, _ = scrape(registry_of(leader.stats()))
+    s = rendered(leader.stats())
     lg = cluster3.log_managers[1].get(TB)
     assert sample(s, "fluss_log_end_offset", table_id=9, bucket=0) == lg.log_end_offset == 3
     assert sample(s, "fluss_log_high_watermark", table_id=9, bucket=0) == lg.high_watermark == 3
     assert sample(s, "fluss_log_size_bytes", table_id=9, bucket=0) == lg.size_in_bytes > 0
     assert sample(s, "fluss_replica_under_replicated", table_id=9, bucket=0) == 0
     assert sample(s, "fluss_replica_isr_count", table_id=9, bucket=0) == 3
-    follower, _ = scrape(registry_of(cluster3.managers[2].stats()))
+    follower = rendered(cluster3.managers[2].stats())
     assert sample(follower, "fluss_log_end_offset", table_id=9, bucket=0) == 3
     assert sample(follower, "fluss_replica_isr_count", table_id=9, bucket=0) is None
 
@@ -170,7 +184,7 @@ async def test_stats_snapshot_matches_the_logs_and_counts_isr_changes(cluster3: 
     assert leader.maybe_shrink_isr() == 1
     await wait_until(lambda: leader.replica(TB).isr == (1, 2))
     stats = leader.stats()
-    s, _ = scrape(registry_of(stats))
+    s = rendered(stats)
     assert (stats.isr_shrinks, stats.isr_expands) == (1, 0)
     assert sample(s, "fluss_replica_under_replicated", table_id=9, bucket=0) == 1
     assert sample(s, "fluss_replica_under_replicated_buckets") == 1
@@ -182,7 +196,7 @@ async def test_stats_snapshot_matches_the_logs_and_counts_isr_changes(cluster3: 
     cluster3.start_server(3)
     await cluster3.notify(TB, R3)
     await wait_until(lambda: leader.replica(TB).isr == (1, 2, 3))
-    s, _ = scrape(registry_of(leader.stats()))
+    s = rendered(leader.stats())
     assert (sample(s, "fluss_replica_isr_shrinks_total"), sample(s, "fluss_replica_isr_expands_total")) == (1, 1)
     assert sample(s, "fluss_replica_under_replicated", table_id=9, bucket=0) == 0
     assert sample(s, "fluss_replica_follower_lag", table_id=9, bucket=0, follower=3) == 0
