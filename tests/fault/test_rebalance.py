@@ -13,10 +13,11 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from fluss_py.client import ProducerOptions
+from fluss_py.client import ProducerOptions, SyncProducer
 from fluss_py.testing.cluster import COORDINATOR, LocalCluster
 from fluss_py.testing.health import fetch_text
 from fluss_py.testing.zkview import ZkView
@@ -225,3 +226,62 @@ def test_kill9_of_the_coordinator_leader_mid_rebalance_resumes_or_rolls_back(clu
         sent = producer.stop()
     assert not [s for s in sent if s.error], [s.error for s in sent if s.error][:3]
     check_data(cluster, "failover", sent)
+
+
+THROTTLE = 1024 * 1024  # bytes/s per leader server
+FETCH_MAX = 256 * 1024  # replica.fetch.max.bytes: bounds the burst and one read's overshoot (a batch)
+BURST = min(THROTTLE, FETCH_MAX)  # as ReplicaManager sizes it
+
+
+def test_the_throttle_holds_while_a_new_server_is_filled(cluster_factory):
+    """docs/rebalance.md §6: each leader serves a follower being added at most rate * t + burst + one batch.
+    Measured on the new server's disk every ~0.1 s, per leader (the leaders of the moved buckets do not
+    change before their copy is done), over every window between two samples."""
+    overrides = {**FAULT_OVERRIDES, "tablet-server.rebalance.throttle-bytes-per-second": str(THROTTLE),
+                 "replica.fetch.max.bytes": str(FETCH_MAX)}  # fmt: skip
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=overrides, start=False)
+    cluster.role_overrides[COORDINATOR].update({"coordinator.rebalance.auto": "false"})
+    cluster.start()
+    buckets = 6
+    table_id = create_table(cluster, "throttle", buckets=buckets, rf=RF)
+    record = b"t" * (16 * 1024)
+    options = ProducerOptions(acks=-1, batch_size=64 * 1024)
+    with SyncProducer(bootstrap(cluster), options) as producer:  # ~2.6 MB per bucket
+        futures = [producer.send(f"{DATABASE}.throttle", record, bucket=i % buckets) for i in range(buckets * 160)]
+        producer.flush()
+        for f in futures:
+            f.result(timeout=30)
+    target = cluster.add_tablet_server()
+    cluster.wait_ready(timeout=30)
+    with ZkView(cluster.zookeeper_address) as zk:
+        leaders = {b: leader_isr(zk, cluster, TableBucket(table_id, b)).leader for b in range(buckets)}
+    data_dir = Path(cluster.get(target).data_dir)
+
+    def on_target() -> dict[int, int]:  # leader -> bytes copied onto the target for buckets it leads
+        out: Counter[int] = Counter()
+        for b, leader in leaders.items():
+            out[leader] += sum(f.stat().st_size for f in (data_dir / f"{table_id}-{b}").glob("*.log"))
+        return dict(out)
+
+    t0 = time.monotonic()
+    started = http(cluster, "POST")
+    assert started["status"] == "REBALANCING" and started["replica_moves"] > 0, started
+    samples: list[tuple[float, dict[int, int]]] = []
+    last: dict = {}
+
+    def done() -> bool:
+        samples.append((time.monotonic() - t0, on_target()))
+        last.update(http(cluster, "GET"))
+        return last.get("status") != "REBALANCING"
+
+    cluster.wait_until(done, 120, lambda: f"rebalance finished; now {last}")
+    assert last["status"] == "COMPLETED", last
+    # token bucket: over any window at most rate * window + burst + one batch (a read's overshoot)
+    for i, (ti, before) in enumerate(samples):
+        for tj, after in samples[i + 1 :]:
+            for leader, copied in after.items():
+                moved = copied - before.get(leader, 0)
+                bound = 1.25 * THROTTLE * (tj - ti) + BURST + FETCH_MAX
+                assert moved <= bound, f"leader {leader} served {moved} bytes in {ti:.2f}..{tj:.2f}s (> {bound:.0f})"
+    total = sum(samples[-1][1].values())
+    assert total > 4 * THROTTLE, samples[-1]  # enough to tell a throttled copy from an unthrottled one
