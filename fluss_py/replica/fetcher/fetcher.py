@@ -10,6 +10,9 @@ Per-bucket state::
 
 The body is ``maybe_truncate(); maybe_fetch()``: one OffsetsForLeaderEpoch call for every Truncating bucket,
 then one FetchLog for every Fetching bucket. Errors back a bucket off for ``replica.fetch.backoff.ms``.
+Adding buckets abandons a FetchLog long poll in flight (its buckets are fetched again from the same offsets
+in the next round): a bucket whose leader just moved here must not wait up to ``replica.fetch.wait.max.ms``
+for its first fetch while acks=all writes to it wait for this follower.
 A response is applied only if the bucket still has the same fetch state object (not removed or re-added
 meanwhile) and the replica is still a follower of this leader at that epoch.
 """
@@ -17,6 +20,7 @@ meanwhile) and the replica is still a follower of this leader at that epoch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +29,14 @@ from enum import Enum
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.isr import truncation_offset
-from fluss_py.replica.messages import NO_EPOCH, EpochRequest, FetchBucketRequest, FetchBucketResult, FetchRequest
+from fluss_py.replica.messages import (
+    NO_EPOCH,
+    EpochRequest,
+    FetchBucketRequest,
+    FetchBucketResult,
+    FetchRequest,
+    FetchResult,
+)
 from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
 
@@ -76,6 +87,7 @@ class ReplicaFetcher:
         self.settings = settings
         self._states: dict[TableBucket, BucketFetchState] = {}
         self._changed = asyncio.Event()
+        self._added = asyncio.Event()  # set by add_buckets: ends a long poll in flight
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.rounds = 0
@@ -91,6 +103,7 @@ class ReplicaFetcher:
         for tb, epoch in buckets.items():
             self._states[tb] = BucketFetchState(epoch)
         self._changed.set()
+        self._added.set()
 
     def remove_buckets(self, buckets: list[TableBucket]) -> None:
         for tb in buckets:
@@ -247,8 +260,11 @@ class ReplicaFetcher:
                 FetchBucketRequest(tb, offset, s.max_bytes, state.leader_epoch, NO_EPOCH if latest is None else latest)
             )
         request = FetchRequest(self.server_id, s.wait_max_s, s.min_bytes, s.max_bytes, tuple(requests))
+        self._added.clear()
         try:
-            results = await self.endpoint.fetch(request)
+            results = await self._fetch_unless_added(request)
+            if results is None:
+                return True  # buckets were added: a new round fetches them with the others
         except ApiError as e:
             self._call_failed("FetchLog", e)
             for state, _ in sent.values():
@@ -270,6 +286,22 @@ class ReplicaFetcher:
                 state.phase = FetchPhase.TRUNCATING
                 self._back_off(state)
         return True
+
+    async def _fetch_unless_added(self, request: FetchRequest) -> FetchResult | None:
+        """The FetchLog answer, or None when ``add_buckets`` ran before it came (the call is cancelled)."""
+        fetch = asyncio.ensure_future(self.endpoint.fetch(request))
+        added = asyncio.ensure_future(self._added.wait())
+        try:
+            await asyncio.wait((fetch, added), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this task is cancelled (close): neither may outlive it
+            added.cancel()
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetch
+        if fetch.cancelled():
+            return None
+        return fetch.result()
 
     def _apply(self, tb: TableBucket, state: BucketFetchState, replica: Replica, result: FetchBucketResult) -> None:
         if result.error is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
@@ -224,6 +225,23 @@ async def test_buckets_added_and_removed_while_the_fetcher_runs(clock, tmp_path)
         await c.managers[2].fetchers.remove_buckets([tb2])
         assert c.managers[2].fetchers.fetchers == {}  # idle fetcher closed
         assert fetcher.endpoint.closed
+    finally:
+        await c.close()
+
+
+async def test_a_bucket_added_during_a_long_poll_is_fetched_at_once(clock, tmp_path) -> None:
+    """A bucket added to a fetcher whose long poll is in flight (a leader moved to a server this follower
+    already fetches from: controlled shutdown, failover) must not wait for that poll to end: acks=all
+    writes to it wait for this follower."""
+    fetch = dataclasses.replace(SETTINGS.fetch, wait_max_s=30.0)
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, fetch=fetch))
+    tb2 = TableBucket(8, 0)
+    try:
+        await c.create(TB, (1, 2))
+        await asyncio.sleep(0.05)  # the follower's fetch of TB is parked at leader 1 for up to 30 s
+        await c.create(tb2, (1, 2))
+        result = await asyncio.wait_for(c.managers[1].append(-1, 30.0, {tb2: batch(b"y")}), 5.0)
+        assert result[tb2].error is None and c.log_managers[2].get(tb2).log_end_offset == 1
     finally:
         await c.close()
 
