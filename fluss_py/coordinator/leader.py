@@ -35,6 +35,7 @@ from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
+from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
@@ -100,6 +101,7 @@ class LeaderServices:
         self.tables: TableProcessor | None = None
         self.liveness: LivenessMonitor | None = None
         self.rebalance: RebalanceExecutor | None = None
+        self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
 
     async def start(self) -> None:
         """Create the leader resources in order, then register the leader node and the default database.
@@ -119,7 +121,9 @@ class LeaderServices:
         tablet_channel = self.tablet_channel = TabletChannel(GrpcTabletGateway(self.pool))
         self.tables = TableProcessor(self._zk, ctx, tablet_channel, **self._table_options)
         self.tables.install(self.event_loop, drop_database=self.handlers.drop_database)
-        self.rebalance = RebalanceExecutor(self.tables, **self._rebalance_options)  # resumes on the first startup
+        # the planner's bucket sizes come with the liveness heartbeats (none without proof-of-death streams)
+        options = {"sizes": self.bucket_sizes, **self._rebalance_options}
+        self.rebalance = RebalanceExecutor(self.tables, **options)  # resumes on the first startup
         self.rebalance.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
@@ -128,7 +132,7 @@ class LeaderServices:
         watcher = None
         if self._proof_of_death:
             self.liveness = LivenessMonitor(
-                GrpcLivenessStream(self.pool, ctx.coordinator_id, ctx.epoch),
+                GrpcLivenessStream(self.pool, ctx.coordinator_id, ctx.epoch, self.bucket_sizes.report),
                 lambda sid, reg, why: self.event_loop.put(TabletServerDeathProven(sid, reg, why)),
                 report_alive=lambda sid, reg: self.event_loop.put(TabletServerAliveAgain(sid, reg)),
             )

@@ -39,6 +39,7 @@ import grpc.aio
 
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
+from fluss_py.types import TableBucket
 from fluss_py.zk.paths import TabletServerRegistration
 
 log = logging.getLogger("fluss_py.coordinator.LivenessMonitor")
@@ -95,11 +96,18 @@ class LivenessStream(Protocol):
     async def follow(self, server_id: int, reg: TabletServerRegistration, on_heartbeat: Callable[[], None]) -> str: ...
 
 
-class GrpcLivenessStream:
-    """LivenessStream over ``TabletService.WatchLiveness`` on the leader's ChannelPool (owned by the caller)."""
+SizesReport = Callable[[int, dict[TableBucket, int]], None]
 
-    def __init__(self, pool: ChannelPool, coordinator_id: int, coordinator_epoch: int) -> None:
+
+class GrpcLivenessStream:
+    """LivenessStream over ``TabletService.WatchLiveness`` on the leader's ChannelPool (owned by the caller).
+    Heartbeats that carry the server's led-bucket sizes are handed to ``on_sizes`` (docs/rebalance.md §2)."""
+
+    def __init__(
+        self, pool: ChannelPool, coordinator_id: int, coordinator_epoch: int, on_sizes: SizesReport | None = None
+    ) -> None:
         self._pool = pool
+        self._on_sizes = on_sizes
         self._request = tablet_pb2.WatchLivenessRequest(
             coordinator_epoch=coordinator_epoch, coordinator_id=coordinator_id, interval_ms=HEARTBEAT_INTERVAL_MS
         )
@@ -114,6 +122,8 @@ class GrpcLivenessStream:
                     # new one reaches us through ZooKeeper. Not a proof (see the module docstring).
                     return f"answered by server {beat.server_id} incarnation {beat.incarnation!r}"
                 on_heartbeat()
+                if beat.sizes_included and self._on_sizes is not None:
+                    self._on_sizes(server_id, sizes_of(beat))
             return "stream ended by the server"
         except asyncio.CancelledError:
             call.cancel()
@@ -122,6 +132,11 @@ class GrpcLivenessStream:
             return _short(e)
         finally:
             call.cancel()
+
+
+def sizes_of(beat: tablet_pb2.LivenessHeartbeat) -> dict[TableBucket, int]:
+    """The led-bucket sizes a heartbeat carries (pure)."""
+    return {TableBucket(s.table_bucket.table_id, s.table_bucket.bucket): s.size_bytes for s in beat.led_bucket_sizes}
 
 
 def _short(e: BaseException) -> str:

@@ -246,6 +246,10 @@ class ReplicaManager:
             self.throttle.bytes_total, self.throttle.deferred_total,
         )  # fmt: skip
 
+    def led_sizes(self) -> list[tuple[TableBucket, int]]:
+        """(bucket, log bytes) of every bucket this server leads (the liveness heartbeat's size report)."""
+        return [(tb, r.log.size_in_bytes) for tb, r in self._replicas.items() if r.state is ReplicaState.LEADER]
+
     def _count_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         if set(after) < set(before):
             self.isr_shrinks += 1

@@ -5,7 +5,9 @@ this process's lifetime, carrying a heartbeat at once and then every ``interval_
 the server id and this process's *incarnation* (a random id drawn once per process start and written into
 the ``tabletservers/ids/<id>`` registration), so the coordinator knows which life of the server answers.
 The stream changes no state; it exists so that the kernel closing this process's sockets (kill -9, crash,
-exit) breaks it at once on the coordinator's side.
+exit) breaks it at once on the coordinator's side. It also carries, on its first heartbeat and then every
+``sizes_interval_s``, the log sizes of the buckets this server leads (the rebalance planner's input,
+docs/rebalance.md §2): one pass over the replicas, nothing per record.
 
 ``is_own_stale_registration`` is the pure rule a restarting server uses to take over the registration of
 its dead predecessor without waiting for that session to expire.
@@ -17,17 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-from fluss_py.rpc.pb import tablet_pb2
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
+from fluss_py.types import TableBucket
 from fluss_py.zk.paths import TabletServerRegistration
 
 log = logging.getLogger("fluss_py.tablet.LivenessBeacon")
 
 DEFAULT_INTERVAL_MS = 1000
 MIN_INTERVAL_MS = 50
+SIZES_INTERVAL_S = 2.0
+
+LedSizes = Callable[[], Iterable[tuple[TableBucket, int]]]
 
 
 def new_incarnation() -> str:
@@ -51,10 +58,33 @@ def is_own_stale_registration(
 class LivenessBeacon:
     """Serves WatchLiveness streams for one process (one incarnation). Owned by the tablet server."""
 
-    def __init__(self, server_id: int, incarnation: str) -> None:
+    def __init__(
+        self,
+        server_id: int,
+        incarnation: str,
+        led_sizes: LedSizes | None = None,
+        sizes_interval_s: float = SIZES_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.server_id = server_id
         self.incarnation = incarnation
+        self.led_sizes = led_sizes  # (bucket, bytes) of the buckets this server leads; None: never reported
+        self.sizes_interval_s = sizes_interval_s
+        self._clock = clock
         self.streams = 0  # open streams (for /health and tests)
+
+    def heartbeat(self, sequence: int, with_sizes: bool) -> Any:
+        """One heartbeat; with the led buckets' sizes when ``with_sizes`` and a provider is set."""
+        beat = tablet_pb2.LivenessHeartbeat(server_id=self.server_id, incarnation=self.incarnation, sequence=sequence)
+        if with_sizes and self.led_sizes is not None:
+            beat.sizes_included = True
+            beat.led_bucket_sizes.extend(
+                tablet_pb2.BucketSize(
+                    table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket), size_bytes=size
+                )
+                for tb, size in self.led_sizes()
+            )
+        return beat
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         interval = (request.interval_ms if request.interval_ms > 0 else DEFAULT_INTERVAL_MS) / 1000
@@ -65,11 +95,14 @@ class LivenessBeacon:
         )  # fmt: skip
         self.streams += 1
         sequence = 0
+        sizes_due = self._clock()
         try:
             while True:
-                yield tablet_pb2.LivenessHeartbeat(
-                    server_id=self.server_id, incarnation=self.incarnation, sequence=sequence
-                )
+                now = self._clock()
+                with_sizes = now >= sizes_due
+                if with_sizes:
+                    sizes_due = now + self.sizes_interval_s
+                yield self.heartbeat(sequence, with_sizes)
                 sequence += 1
                 await asyncio.sleep(interval)
         finally:

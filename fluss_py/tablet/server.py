@@ -211,7 +211,8 @@ class TabletServer:
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
             servicer = TabletServicer(self.fence, self.replica_layer)
-            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation)
+            rm = self.replica_manager  # its led buckets' sizes ride on the heartbeats (docs/rebalance.md §2)
+            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, rm.led_sizes if rm else None)
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,

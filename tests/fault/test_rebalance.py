@@ -139,6 +139,7 @@ def test_two_new_servers_are_filled_by_an_automatic_rebalance_under_load(cluster
         cluster.wait_until(done, 120, lambda: f"rebalance finished; now {last}")
         assert last["status"] == "COMPLETED", last
         assert "new-server" in last["reason"]
+        assert last["bytes_total"] > 0, last  # planned with the sizes the leaders report on their heartbeats
         producer.wait_acked_after(time.monotonic(), 100, 30)
         sent = producer.stop()
         final = watch.sample()

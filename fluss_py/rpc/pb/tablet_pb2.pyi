@@ -284,11 +284,23 @@ class WatchLivenessRequest(_message.Message):
     def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., interval_ms: _Optional[int] = ...) -> None: ...
 
 class LivenessHeartbeat(_message.Message):
-    __slots__ = ("server_id", "incarnation", "sequence")
+    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SIZES_INCLUDED_FIELD_NUMBER: _ClassVar[int]
+    LED_BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     incarnation: str
     sequence: int
-    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    sizes_included: bool
+    led_bucket_sizes: _containers.RepeatedCompositeFieldContainer[BucketSize]
+    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ...) -> None: ...
+
+class BucketSize(_message.Message):
+    __slots__ = ("table_bucket", "size_bytes")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    size_bytes: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...

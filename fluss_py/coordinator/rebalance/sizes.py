@@ -1,0 +1,44 @@
+"""Bucket log sizes for the rebalance planner (docs/rebalance.md §2), as the tablet servers report them.
+
+Every tablet server puts the log sizes of the buckets it leads on its liveness heartbeat (the first one of
+a stream, then every few seconds: ``tablet/liveness.py``); the coordinator leader's liveness stream hands
+each report to ``BucketSizes.report``. A report replaces that server's previous one (a bucket it no
+longer leads drops out of it); reports older than ``max_age_s`` are ignored (a dead server's). Per
+bucket the largest fresh report counts (two servers may both claim a bucket for a moment around a
+leadership change; the leader's log is the one that holds everything).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from fluss_py.types import TableBucket
+
+MAX_AGE_S = 60.0
+
+
+class BucketSizes:
+    """The latest size report per tablet server. Owned by LeaderServices; ``report`` is called by the
+    liveness stream tasks and ``__call__`` by the rebalance executor (its ``sizes`` provider), both on the
+    leader's asyncio loop."""
+
+    def __init__(self, max_age_s: float = MAX_AGE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._reports: dict[int, tuple[float, dict[TableBucket, int]]] = {}
+
+    def report(self, server_id: int, sizes: Mapping[TableBucket, int]) -> None:
+        self._reports[server_id] = (self._clock(), dict(sizes))
+
+    def __call__(self) -> dict[TableBucket, int]:
+        """Bytes per bucket from the fresh reports (a bucket no server reported is absent: 0 to the planner)."""
+        oldest = self._clock() - self.max_age_s
+        out: dict[TableBucket, int] = {}
+        for at, sizes in self._reports.values():
+            if at < oldest:
+                continue
+            for tb, size in sizes.items():
+                if size > out.get(tb, -1):
+                    out[tb] = size
+        return out
