@@ -4,8 +4,10 @@ Everything above this module (metadata, admin, sender, fetcher) talks to servers
 ``Transport`` Protocol, so unit tests plug in an in-memory fake cluster and no socket is ever opened.
 
 ``GrpcTransport`` is the real implementation: one ``grpc.aio`` channel per address (created lazily,
-cached, 64 MiB messages, short reconnect backoff so a restarted server is found again quickly). gRPC
-failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
+cached, 64 MiB messages). A channel that failed to connect (TRANSIENT_FAILURE) is dropped after the failed
+call: gRPC would refuse every call on it at once until its reconnect backoff (growing to 1 s) ends, even
+after the server is back, so a restarted server is reached by the next call instead (callers back off
+themselves). gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
 
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
@@ -133,7 +135,17 @@ class GrpcTransport:
         try:
             return await self._stub(address, rpc)(request, timeout=timeout)
         except grpc.aio.AioRpcError as e:
+            if e.code() is grpc.StatusCode.UNAVAILABLE:
+                await self._drop_if_unreachable(address)
             raise map_grpc_error(address, rpc, e.code(), e.details()) from None
+
+    async def _drop_if_unreachable(self, address: str) -> None:
+        channel = self._channels.get(address)
+        if channel is None or channel.get_state() is not grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            return
+        del self._channels[address]
+        self._stubs = {key: stub for key, stub in self._stubs.items() if key[0] != address}
+        await channel.close()  # it has no connection: nothing in flight on it can succeed
 
     async def close(self) -> None:
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
