@@ -3,13 +3,13 @@ per bucket):
 
     fluss_tablet_request_latency_seconds{request}  histogram of the time spent in the replica layer
     fluss_tablet_request_errors_total{request}     requests that failed as a whole (response ``error``)
-    fluss_tablet_request_bytes_total{request}      produce: request bytes in; fetch: response bytes out
 
 ``request`` is ``produce``, ``fetch_client`` (``replica_id`` -1), ``fetch_follower`` (a follower's replica
 fetch), ``list_offsets`` or ``offsets_for_leader_epoch``. The rate is ``rate(..._latency_seconds_count)``.
 A fetch's latency includes its long poll (up to ``max_wait_ms`` when no data arrives); an acks=all produce's
 includes the wait for the followers. Per-bucket errors travel in the bucket results and are not counted.
-The byte counts are the protobuf sizes (computed by upb in C, no per-bucket Python work).
+No byte counts: upb's ``ByteSize()`` encodes the message (75 µs for a 160 KB produce request) and summing
+the records per bucket would be per-bucket work on every request.
 
 Who may call: ``TabletServicer`` handlers, on the server's loop (``MeteredReplicaLayer`` wraps the layer).
 """
@@ -41,22 +41,13 @@ class RequestMetrics:
         errors = Counter(
             "fluss_tablet_request_errors", "Data-path requests that failed as a whole", ["request"], registry=registry
         )
-        size = Counter(
-            "fluss_tablet_request_bytes",
-            "Produce request bytes received and fetch response bytes sent",
-            ["request"],
-            registry=registry,
-        )
         self.latency = {r: latency.labels(r) for r in REQUESTS}
         self.errors = {r: errors.labels(r) for r in REQUESTS}
-        self.bytes = {r: size.labels(r) for r in REQUESTS}
 
-    def observe(self, request: str, seconds: float, failed: bool, nbytes: int = 0) -> None:
+    def observe(self, request: str, seconds: float, failed: bool) -> None:
         self.latency[request].observe(seconds)
         if failed:
             self.errors[request].inc()
-        if nbytes:
-            self.bytes[request].inc(nbytes)
 
 
 class MeteredReplicaLayer:
@@ -70,37 +61,25 @@ class MeteredReplicaLayer:
     def __getattr__(self, name: str) -> Any:  # control requests, get_metadata, the inner layer's attributes
         return getattr(self.inner, name)
 
-    async def _timed(
-        self, request: str, call: Callable[[Any], Awaitable[Any]], req: Any, size: Callable[[Any, Any], int] | None
-    ) -> Any:
+    async def _timed(self, request: str, call: Callable[[Any], Awaitable[Any]], req: Any) -> Any:
         start = self._clock()
         try:
             response = await call(req)
         except Exception:  # the servicer turns it into a gRPC error: still one failed request
             self.metrics.observe(request, self._clock() - start, True)
             raise
-        elapsed = self._clock() - start
-        failed = response.error.code != 0
-        self.metrics.observe(request, elapsed, failed, size(req, response) if size is not None and not failed else 0)
+        self.metrics.observe(request, self._clock() - start, response.error.code != 0)
         return response
 
     async def produce_log(self, request: Any) -> Any:
-        return await self._timed("produce", self.inner.produce_log, request, _request_size)
+        return await self._timed("produce", self.inner.produce_log, request)
 
     async def fetch_log(self, request: Any) -> Any:
         kind = "fetch_follower" if request.replica_id >= 0 else "fetch_client"
-        return await self._timed(kind, self.inner.fetch_log, request, _response_size)
+        return await self._timed(kind, self.inner.fetch_log, request)
 
     async def list_offsets(self, request: Any) -> Any:
-        return await self._timed("list_offsets", self.inner.list_offsets, request, None)
+        return await self._timed("list_offsets", self.inner.list_offsets, request)
 
     async def offsets_for_leader_epoch(self, request: Any) -> Any:
-        return await self._timed("offsets_for_leader_epoch", self.inner.offsets_for_leader_epoch, request, None)
-
-
-def _request_size(request: Any, response: Any) -> int:
-    return int(request.ByteSize())
-
-
-def _response_size(request: Any, response: Any) -> int:
-    return int(response.ByteSize())
+        return await self._timed("offsets_for_leader_epoch", self.inner.offsets_for_leader_epoch, request)

@@ -269,8 +269,6 @@ async def test_the_metered_layer_counts_each_request_once_by_kind() -> None:
     assert sample(s, "fluss_tablet_request_errors_total", request="produce") == 1
     assert sample(s, "fluss_tablet_request_errors_total", request="list_offsets") == 1
     assert sample(s, "fluss_tablet_request_errors_total", request="fetch_follower") == 0
-    assert sample(s, "fluss_tablet_request_bytes_total", request="produce") == 2 * produce.ByteSize()
-    assert sample(s, "fluss_tablet_request_bytes_total", request="fetch_follower") > 4 * 200
 
 
 # ---------------------------------------------------------------- ZooKeeper session
