@@ -20,7 +20,7 @@ Who may call: ``TabletServicer`` handlers, on the server's loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fluss_py import config as cfg
@@ -31,6 +31,7 @@ from fluss_py.replica.messages import (
     BucketState,
     EpochRequest,
     FetchBucketRequest,
+    FetchBucketResult,
     ListOffsetsRequest,
     OffsetSpec,
     StopReplicaItem,
@@ -45,6 +46,31 @@ log = logging.getLogger("fluss_py.tablet.ReplicaLayer")
 
 def _error(e: BaseException | None) -> common_pb2.ErrorInfo:
     return convert.ok() if e is None else convert.error_info(e)
+
+
+# convert.ok() as constructor fields: ``buckets.add(error=<dict>)`` builds in place, a message would be copied
+OK_FIELDS = {"code": int(ErrorCode.NONE), "leader_id": -1}
+
+
+def fetch_response(results: Mapping[TableBucket, FetchBucketResult]) -> Any:
+    """FetchLogResponse of per-bucket results, built in place with ``buckets.add`` (the same bytes as building
+    each FetchBucketResult and passing the list, at less than half the cost: an idle follower round of ~667
+    buckets arrives twice a second from each follower)."""
+    response = tablet_pb2.FetchLogResponse(error=convert.ok())
+    add = response.buckets.add
+    for tb, r in results.items():
+        pb = add(
+            table_bucket={"table_id": tb.table_id, "bucket": tb.bucket},
+            error=OK_FIELDS if r.error is None else convert.error_info(r.error),
+            high_watermark=r.high_watermark,
+            log_start_offset=r.log_start_offset,
+            log_end_offset=r.log_end_offset,
+            records=r.records,
+        )
+        if r.diverging_epoch is not None:
+            pb.diverging_epoch.epoch = r.diverging_epoch.epoch
+            pb.diverging_epoch.end_offset = r.diverging_epoch.end_offset
+    return response
 
 
 def _request_failed(what: str, e: Exception) -> common_pb2.ErrorInfo:
@@ -114,21 +140,7 @@ class ManagerReplicaLayer:
             )
         except Exception as e:
             return tablet_pb2.FetchLogResponse(error=_request_failed("FetchLog", e))
-        out = []
-        for tb, r in results.items():
-            pb = tablet_pb2.FetchBucketResult(
-                table_bucket=convert.table_bucket_to_pb(tb),
-                error=_error(r.error),
-                high_watermark=r.high_watermark,
-                log_start_offset=r.log_start_offset,
-                log_end_offset=r.log_end_offset,
-                records=r.records,
-            )
-            if r.diverging_epoch is not None:
-                pb.diverging_epoch.epoch = r.diverging_epoch.epoch
-                pb.diverging_epoch.end_offset = r.diverging_epoch.end_offset
-            out.append(pb)
-        return tablet_pb2.FetchLogResponse(error=convert.ok(), buckets=out)
+        return fetch_response(results)
 
     async def list_offsets(self, request: Any) -> Any:
         try:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -37,6 +37,28 @@ class LeaderEndpoint(Protocol):
     async def close(self) -> None: ...
 
 
+def fetch_request_pb(request: FetchRequest) -> Any:
+    """The FetchLogRequest of ``request``, built in place with ``buckets.add`` (the same bytes as a list of
+    FetchBucket messages, which protobuf copies, at half the cost: an idle follower sends ~667 buckets to
+    each leader twice a second at 2000 buckets on 3 servers)."""
+    pb = tablet_pb2.FetchLogRequest(
+        replica_id=request.replica_id,
+        max_wait_ms=int(request.max_wait_s * 1000),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+    )
+    add = pb.buckets.add
+    for b in request.buckets:
+        add(
+            table_bucket={"table_id": b.table_bucket.table_id, "bucket": b.table_bucket.bucket},
+            fetch_offset=b.fetch_offset,
+            max_bytes=b.max_bytes,
+            current_leader_epoch=b.current_leader_epoch,
+            last_fetched_epoch=b.last_fetched_epoch,
+        )
+    return pb
+
+
 class GrpcLeaderEndpoint:
     """FetchLog / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one ReplicaFetcher task."""
 
@@ -48,22 +70,7 @@ class GrpcLeaderEndpoint:
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
-        pb = tablet_pb2.FetchLogRequest(
-            replica_id=request.replica_id,
-            max_wait_ms=int(request.max_wait_s * 1000),
-            min_bytes=request.min_bytes,
-            max_bytes=request.max_bytes,
-            buckets=[
-                tablet_pb2.FetchBucket(
-                    table_bucket=wire.pb_bucket(b.table_bucket),
-                    fetch_offset=b.fetch_offset,
-                    max_bytes=b.max_bytes,
-                    current_leader_epoch=b.current_leader_epoch,
-                    last_fetched_epoch=b.last_fetched_epoch,
-                )
-                for b in request.buckets
-            ],
-        )
+        pb = fetch_request_pb(request)
         try:
             response = await self._stub.FetchLog(pb, timeout=request.max_wait_s + self._timeout_s)
         except grpc.aio.AioRpcError as e:

@@ -212,3 +212,56 @@ async def test_update_metadata_replaces_the_view_that_get_metadata_serves(cluste
     layer.metadata.observe_coordinator(CoordinatorLeaderInfo(8, 3, "127.0.0.1", 9200))
     md = (await layer.get_metadata(common_pb2.MetadataRequest())).metadata
     assert (md.coordinator.id, md.coordinator.port, md.coordinator_epoch) == (8, 9200, 3)
+
+
+def test_fetch_messages_built_in_place_are_the_same_bytes() -> None:
+    """fetch_response / fetch_request_pb build with ``buckets.add`` for speed; the wire bytes must equal the
+    plain construction (a list of messages), errors and diverging epochs included."""
+    from fluss_py.errors import NotLeaderOrFollowerError
+    from fluss_py.replica.fetcher.leader_endpoint import fetch_request_pb
+    from fluss_py.replica.messages import EpochEndOffset, FetchBucketRequest, FetchBucketResult, FetchRequest
+    from fluss_py.tablet.replica_layer import OK_FIELDS, fetch_response
+
+    assert common_pb2.ErrorInfo(**OK_FIELDS) == convert.ok()
+    results = {
+        TB: FetchBucketResult(TB, None, 5, 0, 7, b"abc"),
+        OTHER: FetchBucketResult(OTHER, NotLeaderOrFollowerError("moved"), 1, 0, 2),
+        TableBucket(5, 2): FetchBucketResult(TableBucket(5, 2), None, 3, 0, 4, b"", EpochEndOffset(2, 3)),
+    }
+    plain = []
+    for tb, r in results.items():
+        pb = tablet_pb2.FetchBucketResult(
+            table_bucket=convert.table_bucket_to_pb(tb),
+            error=convert.ok() if r.error is None else convert.error_info(r.error),
+            high_watermark=r.high_watermark,
+            log_start_offset=r.log_start_offset,
+            log_end_offset=r.log_end_offset,
+            records=r.records,
+        )
+        if r.diverging_epoch is not None:
+            pb.diverging_epoch.epoch = r.diverging_epoch.epoch
+            pb.diverging_epoch.end_offset = r.diverging_epoch.end_offset
+        plain.append(pb)
+    expected = tablet_pb2.FetchLogResponse(error=convert.ok(), buckets=plain)
+    assert fetch_response(results).SerializeToString() == expected.SerializeToString()
+
+    request = FetchRequest(
+        2, 0.5, 1, 1 << 20, (FetchBucketRequest(TB, 9, 4096, 3, 2), FetchBucketRequest(OTHER, 0, 1, 0))
+    )
+    plain_request = tablet_pb2.FetchLogRequest(
+        replica_id=2,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        buckets=[
+            tablet_pb2.FetchBucket(
+                table_bucket=convert.table_bucket_to_pb(b.table_bucket),
+                fetch_offset=b.fetch_offset,
+                max_bytes=b.max_bytes,
+                current_leader_epoch=b.current_leader_epoch,
+                last_fetched_epoch=b.last_fetched_epoch,
+            )
+            for b in request.buckets
+        ],
+    )
+    assert fetch_request_pb(request).SerializeToString() == plain_request.SerializeToString()
