@@ -156,13 +156,17 @@ def _build(cls: Any, base: dict[str, Any], overrides: dict[str, Any]) -> Any:
 
 class Backoff:
     """Exponential backoff state for one retry sequence: 0 for the first retry after a leader hint,
-    then ``backoff``, doubling up to ``backoff_max``. Pure; owned by one caller."""
+    then ``backoff``, doubling up to ``backoff_max``. Hinted retries do not double the next backoff: two
+    servers with stale views naming each other as leader (a leader move in flight) are retried at once
+    several times, and the first unhinted failure after that still waits only ``backoff``. Pure; owned by one
+    caller."""
 
-    __slots__ = ("_attempts", "_options")
+    __slots__ = ("_attempts", "_backoffs", "_options")
 
     def __init__(self, options: RetryOptions) -> None:
         self._options = options
         self._attempts = 0
+        self._backoffs = 0
 
     @property
     def attempts(self) -> int:
@@ -173,8 +177,10 @@ class Backoff:
         self._attempts += 1
         if hinted:
             return 0.0
-        exponent = min(self._attempts - 1, 62)  # 2.0**1024 overflows a float: thousands of hinted retries did
+        self._backoffs += 1
+        exponent = min(self._backoffs - 1, 62)  # 2.0**1024 overflows a float
         return min(self._options.backoff * (2**exponent), self._options.backoff_max)
 
     def reset(self) -> None:
         self._attempts = 0
+        self._backoffs = 0

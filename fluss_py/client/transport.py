@@ -7,7 +7,7 @@ Everything above this module (metadata, admin, sender, fetcher) talks to servers
 cached, 64 MiB messages). A channel that failed to connect (TRANSIENT_FAILURE) is dropped after the failed
 call: gRPC would refuse every call on it at once until its reconnect backoff (growing to 1 s) ends, even
 after the server is back, so a restarted server is reached by the next call instead (callers back off
-themselves). gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
+themselves). Subchannels are local to each channel for the same reason (gRPC shares them process-wide). gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
 
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
@@ -105,6 +105,9 @@ _CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
+    # subchannels of their own: gRPC shares them process-wide by default, and a shared one still waiting out
+    # its reconnect backoff made a fresh channel to a restarted server fail at once too
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 

@@ -1,17 +1,19 @@
 """GrpcTransport against a real gRPC server on loopback: a server that comes back on the same port is reached
-by the next call, not after gRPC's reconnect backoff (found by tests/fault/test_rolling_restart.py: a
-producer retried for ~0.3 s at a tablet server restarted a second earlier, every call refused at once).
+by the next call, not after gRPC's reconnect backoff — neither the transport's own channel nor a subchannel
+shared with another channel of the process may keep it waiting (found by tests/fault/test_rolling_restart.py:
+a producer retried for ~0.3-0.6 s at a tablet server restarted a second earlier, every call refused at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import grpc
 import grpc.aio
 
-from fluss_py.client.transport import TABLET_GET_METADATA, GrpcTransport
+from fluss_py.client.transport import _CHANNEL_OPTIONS, TABLET_GET_METADATA, GrpcTransport
 from fluss_py.errors import NetworkExceptionError
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.testing.ports import default_allocator
@@ -40,18 +42,24 @@ async def test_a_restarted_server_is_reached_by_the_next_call_not_after_the_reco
     port = default_allocator().allocate()
     address = f"127.0.0.1:{port}"
     transport = GrpcTransport()
+    # another channel of this process to the same server, left in its reconnect backoff (gRPC shares
+    # subchannels process-wide by default: a fresh channel would inherit that backoff)
+    shared = [o for o in _CHANNEL_OPTIONS if o[0] != "grpc.use_local_subchannel_pool"]
+    other = grpc.aio.insecure_channel(address, options=shared)
+    ping = other.unary_unary(TABLET_GET_METADATA.path, request_serializer=lambda m: m.SerializeToString())
     request = common_pb2.MetadataRequest()
     server = await _serve(port)
     try:
         await transport.call(address, TABLET_GET_METADATA, request, 5.0)
+        await ping(request, timeout=5.0)
         await server.stop(0)
-        # the server is down for ~1.5 s while the caller retries every 50 ms: gRPC's reconnect backoff grows
+        # the server is down for ~1.5 s while callers retry every 50 ms: gRPC's reconnect backoff grows
         down_until = time.monotonic() + 1.5
         while time.monotonic() < down_until:
-            try:
+            with contextlib.suppress(NetworkExceptionError):
                 await transport.call(address, TABLET_GET_METADATA, request, 1.0)
-            except NetworkExceptionError:
-                pass
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await ping(request, timeout=1.0)
             await asyncio.sleep(0.05)
         server = await _serve(port)
         t0 = time.monotonic()
@@ -67,4 +75,5 @@ async def test_a_restarted_server_is_reached_by_the_next_call_not_after_the_reco
         assert failures == 0, f"reached after {time.monotonic() - t0:.3f}s and {failures} refused calls"
     finally:
         await transport.close()
+        await other.close()
         await server.stop(0)

@@ -303,8 +303,9 @@ class Fetcher:
                 hinted = self._metadata.apply_leader_hint(tb, error.leader_id, error.leader_address)
             if not hinted:
                 self._metadata.request_update()
-        p.attempts += 1
         retry = self._options.retry
-        delay = 0.0 if hinted else min(retry.backoff * 2 ** (p.attempts - 1), retry.backoff_max)
+        if not hinted:  # hinted retries go at once and do not double the next backoff (see Backoff)
+            p.attempts += 1
+        delay = 0.0 if hinted else min(retry.backoff * 2 ** min(p.attempts - 1, 62), retry.backoff_max)
         p.retry_at = time.monotonic() + delay
         log.debug("bucket %s: fetch error %s, retry in %.3fs", tb, error, delay)

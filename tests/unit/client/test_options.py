@@ -50,3 +50,6 @@ def test_backoff_grows_and_caps_and_hints_skip_it() -> None:
     assert b.next_delay(hinted=True) == 0.0
     b.reset()
     assert b.next_delay() == 0.02
+    b.reset()
+    assert [b.next_delay(hinted=True) for _ in range(6)] == [0.0] * 6  # stale servers naming each other
+    assert b.next_delay() == 0.02 and b.attempts == 7  # hinted retries do not double the backoff
