@@ -8,6 +8,8 @@ over the replicas) and renders (docs/observability.md has the full list)
     fluss_replica_under_replicated_buckets           led buckets whose ISR is smaller than their assignment
     fluss_replica_under_min_isr                      led buckets whose ISR is below min.insync.replicas
     fluss_replica_isr_shrinks_total / _expands_total ISR changes of led buckets since the process started
+    fluss_rebalance_throttled_bytes_total            bytes served to followers being added (docs/rebalance.md §6)
+    fluss_rebalance_throttle_deferred_total          their reads answered empty for want of throttle budget
   per led bucket {bucket,table_id}:
     fluss_replica_isr_count                          ISR size
     fluss_replica_under_replicated                   1 while the ISR is smaller than the assignment, else 0
@@ -42,6 +44,16 @@ _COUNTS = (
     ("fluss_replica_under_min_isr", "gauge", "Led buckets whose ISR is below min.insync.replicas"),
     ("fluss_replica_isr_shrinks_total", "counter", "ISR shrinks of buckets led here (since start)"),
     ("fluss_replica_isr_expands_total", "counter", "ISR expansions of buckets led here (since start)"),
+    (
+        "fluss_rebalance_throttled_bytes_total",
+        "counter",
+        "Bytes served as leader to followers being added, within the throttle (docs/rebalance.md §6)",
+    ),
+    (
+        "fluss_rebalance_throttle_deferred_total",
+        "counter",
+        "Reads of followers being added answered empty for want of throttle budget",
+    ),
 )
 ISR_COUNT = ("fluss_replica_isr_count", "ISR size of each bucket this server leads")
 UNDER_REPLICATED = (
@@ -73,7 +85,8 @@ def render(stats: ReplicaStats | None) -> bytes:
         return b""
     s = stats
     out: list[str] = []
-    values = (s.leader_count, s.follower_count, s.under_replicated, s.under_min_isr, s.isr_shrinks, s.isr_expands)
+    values = (s.leader_count, s.follower_count, s.under_replicated, s.under_min_isr, s.isr_shrinks, s.isr_expands,
+              s.throttled_bytes, s.throttle_deferred)  # fmt: skip
     for (name, kind, help_), v in zip(_COUNTS, values, strict=True):
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n{name} {v}\n")
     isr: list[str] = []

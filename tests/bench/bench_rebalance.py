@@ -2,10 +2,12 @@
 from 3 tablet servers onto 5 after adding 2, and a steady acks=all producer's latency (one record every
 10 ms, waiting for each) before the rebalance versus during it.
 
-Environment: ``REBALANCE_BENCH_BYTES``, ``REBALANCE_BENCH_MAX_CONCURRENT`` (default 5).
-Rows: rebalance time, replica moves, bytes copied (segment bytes on the new servers when it ended: tablet
-servers do not report sizes yet, so the plan itself counts replicas), copy rate, producer p50/p99 before
-and during, failed sends.
+Environment: ``REBALANCE_BENCH_BYTES``, ``REBALANCE_BENCH_MAX_CONCURRENT`` (default 5),
+``REBALANCE_BENCH_THROTTLE`` (tablet-server.rebalance.throttle-bytes-per-second per leader server; default
+the option's default, 10 MiB/s; 0 = unthrottled).
+Rows: rebalance time, replica moves, bytes copied (segment bytes on the new servers when it ended, what
+actually moved; the plan's own estimate uses the sizes reported on the liveness heartbeats), copy rate,
+producer p50/p99 before and during, failed sends.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import uvloop
 
+from fluss_py import config as cfg
 from fluss_py.client import ProducerOptions
 from fluss_py.client.producer import Producer
 from fluss_py.testing.cluster import LocalCluster
@@ -56,10 +59,12 @@ def _http(cluster: LocalCluster, method: str) -> dict:
 def run() -> list[dict]:
     total = int(os.environ.get("REBALANCE_BENCH_BYTES", str(1024**3)))
     cap = os.environ.get("REBALANCE_BENCH_MAX_CONCURRENT", "5")  # tablet-server.rebalance.max-concurrent-migrations
+    throttle = int(os.environ.get("REBALANCE_BENCH_THROTTLE", str(cfg.REBALANCE_THROTTLE.default)))
     coordinator = {"coordinator.rebalance.auto": "false", "tablet-server.rebalance.max-concurrent-migrations": cap}
+    tablet = {"tablet-server.rebalance.throttle-bytes-per-second": str(throttle)}
     with tempfile.TemporaryDirectory(prefix="bench-rebalance-") as d:
         cluster = LocalCluster(Path(d), coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True,
-                               coordinator_overrides=coordinator)  # fmt: skip
+                               coordinator_overrides=coordinator, tablet_overrides=tablet)  # fmt: skip
         try:
             cluster.start(timeout=60)
             create_table(cluster, TABLE, buckets=BUCKETS, rf=3)
@@ -94,7 +99,8 @@ def run() -> list[dict]:
     seconds = ended - started
     b50, b99 = p50_p99_ms(before) if before else (0.0, 0.0)
     d50, d99 = p50_p99_ms(during) if during else (0.0, 0.0)
-    what = f"rebalance {total / 1024**3:.2f} GiB RF3, 3 -> 5 servers, cap {cap}"
+    limit = f"throttle {throttle / 1024**2:g} MiB/s" if throttle else "no throttle"
+    what = f"rebalance {total / 1024**3:.2f} GiB RF3, 3 -> 5 servers, cap {cap}, {limit}"
     failed = sum(1 for s in sent if s.error)
     return [
         row(

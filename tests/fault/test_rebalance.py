@@ -286,3 +286,10 @@ def test_the_throttle_holds_while_a_new_server_is_filled(cluster_factory):
                 assert moved <= bound, f"leader {leader} served {moved} bytes in {ti:.2f}..{tj:.2f}s (> {bound:.0f})"
     total = sum(samples[-1][1].values())
     assert total > 4 * THROTTLE, samples[-1]  # enough to tell a throttled copy from an unthrottled one
+    served = {}  # and the leaders' own count (fluss_rebalance_throttled_bytes_total) agrees
+    for sid in set(leaders.values()):
+        metrics = fetch_text(f"{cluster.get(server_name(sid)).http_url}/metrics")
+        served[sid] = next(float(line.split()[-1]) for line in metrics.splitlines()
+                           if line.startswith("fluss_rebalance_throttled_bytes_total "))  # fmt: skip
+        assert served[sid] >= samples[-1][1].get(sid, 0), (served, samples[-1])
+        assert served[sid] <= 1.25 * THROTTLE * samples[-1][0] + BURST + FETCH_MAX, (served, samples[-1])
