@@ -11,8 +11,9 @@ Per-bucket state::
 The body is ``maybe_truncate(); maybe_fetch()``: one OffsetsForLeaderEpoch call for every Truncating bucket,
 then one FetchLog for every Fetching bucket. Errors back a bucket off for ``replica.fetch.backoff.ms``.
 Adding buckets abandons a FetchLog long poll in flight (its buckets are fetched again from the same offsets
-in the next round): a bucket whose leader just moved here must not wait up to ``replica.fetch.wait.max.ms``
-for its first fetch while acks=all writes to it wait for this follower.
+in the next round), and a long poll lasts at most until the first backed-off bucket's retry: a bucket whose
+leader just moved here must not wait up to ``replica.fetch.wait.max.ms`` for its first fetch while acks=all
+writes to it wait for this follower.
 A response is applied only if the bucket still has the same fetch state object (not removed or re-added
 meanwhile) and the replica is still a follower of this leader at that epoch.
 """
@@ -259,7 +260,7 @@ class ReplicaFetcher:
             requests.append(
                 FetchBucketRequest(tb, offset, s.max_bytes, state.leader_epoch, NO_EPOCH if latest is None else latest)
             )
-        request = FetchRequest(self.server_id, s.wait_max_s, s.min_bytes, s.max_bytes, tuple(requests))
+        request = FetchRequest(self.server_id, self._poll_wait(), s.min_bytes, s.max_bytes, tuple(requests))
         self._added.clear()
         try:
             results = await self._fetch_unless_added(request)
@@ -286,6 +287,13 @@ class ReplicaFetcher:
                 state.phase = FetchPhase.TRUNCATING
                 self._back_off(state)
         return True
+
+    def _poll_wait(self) -> float:
+        """The long poll ends when the first backed-off bucket may be tried again (e.g. refused because the
+        follower heard of the new leader before the leader did), not after ``wait_max_s`` regardless."""
+        now = asyncio.get_running_loop().time()
+        retries = [st.retry_at - now for st in self._states.values() if st.retry_at > now]
+        return min([self.settings.wait_max_s, *retries])
 
     async def _fetch_unless_added(self, request: FetchRequest) -> FetchResult | None:
         """The FetchLog answer, or None when ``add_buckets`` ran before it came (the call is cancelled)."""

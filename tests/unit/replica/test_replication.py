@@ -246,6 +246,27 @@ async def test_a_bucket_added_during_a_long_poll_is_fetched_at_once(clock, tmp_p
         await c.close()
 
 
+async def test_a_bucket_backed_off_during_a_long_poll_is_fetched_when_its_backoff_ends(clock, tmp_path) -> None:
+    """The follower learns of a new leader before the leader does (NotifyLeaderAndIsr races): its first call
+    is refused and the bucket backs off while the fetcher long-polls the leader for its other buckets; the
+    poll must end with the backoff, not after replica.fetch.wait.max.ms."""
+    fetch = dataclasses.replace(SETTINGS.fetch, wait_max_s=30.0)
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, fetch=fetch))
+    tb2 = TableBucket(8, 0)
+    try:
+        await c.create(TB, (1, 2))
+        lai = LeaderAndIsr(1, 0, (1, 2), c.coordinator_epoch, 0)
+        c.coordinator.state[tb2] = lai
+        state = [BucketState(tb2, lai, (1, 2), {})]
+        await c.managers[2].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
+        await asyncio.sleep(0.1)  # leader 1 does not know tb2 yet: refused, backed off, TB long-polled again
+        await c.managers[1].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
+        result = await asyncio.wait_for(c.managers[1].append(-1, 30.0, {tb2: batch(b"y")}), 5.0)
+        assert result[tb2].error is None and c.log_managers[2].get(tb2).log_end_offset == 1
+    finally:
+        await c.close()
+
+
 async def test_leader_failover_without_loss_of_acknowledged_writes(clock, tmp_path) -> None:
     c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)
