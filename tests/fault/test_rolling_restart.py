@@ -32,6 +32,7 @@ from fluss_py.zk.paths import LeaderIsrZNode, TabletServerZNode
 from tests.fault.replication_support import (
     DATABASE,
     FAULT_OVERRIDES,
+    SLOW_MS,
     Sent,
     SteadyProducer,
     TailingConsumer,
@@ -41,6 +42,7 @@ from tests.fault.replication_support import (
     create_table,
     leader_isr,
     server_name,
+    slow_sends,
 )
 
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
@@ -154,6 +156,7 @@ def test_rolling_restart_in_seed_order_causes_no_producer_error(cluster_factory)
                 t0 = time.monotonic()
                 shutdown = sigterm_and_watch(cluster, zk, table_id, sid)
                 assert_handed_over(shutdown)
+                t_exit = time.monotonic()
                 cluster.start_process(name)
                 cluster.wait_ready([name], timeout=30)
                 cluster.wait_until(lambda: _full_isr(zk, cluster, table_id), 30, f"every ISR full after {name}")
@@ -161,8 +164,9 @@ def test_rolling_restart_in_seed_order_causes_no_producer_error(cluster_factory)
                 t1 = time.monotonic()
                 report.append(
                     f"{name}: led {shutdown.led} -> moved {shutdown.moved()}, exited {shutdown.exit_s:.2f}s "
-                    f"after SIGTERM, ISR full again {t1 - t0:.2f}s after, "
-                    f"longest producer stall {longest_stall_ms(producer.sent, t0, t1):.0f} ms"
+                    f"after SIGTERM, ISR full again {t1 - t0:.2f}s after; longest producer stall "
+                    f"{longest_stall_ms(producer.sent, t0, t_exit):.0f} ms while stopping, "
+                    f"{longest_stall_ms(producer.sent, t_exit, t1):.0f} ms while rejoining"
                 )
 
             # 2. coordinators: standbys first, the leader last
@@ -189,7 +193,9 @@ def test_rolling_restart_in_seed_order_causes_no_producer_error(cluster_factory)
         for line in report:
             print("  " + line)
         failed = [s for s in sent if s.error is not None]
-        print(f"  {len(sent)} sends, {len(failed)} failed, longest send {max(s.latency_ms for s in sent):.0f} ms")
+        slow = slow_sends(sent)
+        print(f"  {len(sent)} sends, {len(failed)} failed, longest send {max(s.latency_ms for s in sent):.0f} ms, "
+              f"{len(slow)} slower than {SLOW_MS:g} ms {[(s.seq, round(s.latency_ms)) for s in slow]}")  # fmt: skip
         assert not failed, f"{len(failed)} failed sends, first: {failed[0].error}"
 
         for b in range(BUCKETS):
