@@ -36,6 +36,7 @@ from tests.fault.replication_support import (
     Sent,
     SteadyProducer,
     TailingConsumer,
+    assert_every_ack_read_once,
     assert_exactly_once_in_order,
     bootstrap,
     bucket_offsets,
@@ -222,3 +223,39 @@ def test_sigterm_of_a_leader_moves_its_leaders_then_exits_in_bounded_time(cluste
     assert shutdown.exit_s < EXIT_BOUND_S
     assert_handed_over(shutdown)
     assert f"Controlled shutdown of tablet server {victim} complete" in cluster.log_text(server_name(victim))
+
+
+def test_sigterm_of_a_server_leading_nothing_does_not_stall_acks_all(cluster_factory):
+    """A server that leads nothing still asks for a controlled shutdown: it leaves the ISRs before it stops
+    fetching (it used to skip it and stay in the ISR until its death was noticed: a ~0.5 s acks=all stall).
+    The acks=all producer writing to the bucket it follows sees no error while it stops and rejoins."""
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES)
+    table = "follower_stop"
+    table_id = create_table(cluster, table, buckets=1, rf=3, properties={"min.insync.replicas": str(MIN_ISR)})
+    tb = TableBucket(table_id, 0)
+    with ZkView(cluster.zookeeper_address) as zk:
+        cluster.wait_until(lambda: len(leader_isr(zk, cluster, tb).isr) == 3, 20, "a full ISR after the create")
+        leader = leader_isr(zk, cluster, tb).leader
+        follower = next(cluster.get(n).id for n in cluster.names(TABLET_SERVER) if cluster.get(n).id != leader)
+        producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", PRODUCER, interval=0.015).start()
+        try:
+            producer.wait_acked_after(time.monotonic(), 20, 15)
+            t0 = time.monotonic()
+            assert cluster.stop_process(server_name(follower), timeout=EXIT_BOUND_S) == "stopped"
+            exit_s = time.monotonic() - t0
+            cluster.wait_until(lambda: follower not in leader_isr(zk, cluster, tb).isr, 10, "the ISR without it")
+            producer.wait_acked_after(time.monotonic(), 10, 15)
+            t1 = time.monotonic()
+            cluster.start_process(server_name(follower))
+            cluster.wait_until(lambda: len(leader_isr(zk, cluster, tb).isr) == 3, 30, "the ISR full again")
+            producer.wait_acked_after(time.monotonic(), 10, 15)
+            t2 = time.monotonic()
+        finally:
+            sent = producer.stop()
+        assert leader_isr(zk, cluster, tb).leader == leader, "the leader changed"
+    log = cluster.log_text(server_name(follower))
+    assert f"Controlled shutdown of tablet server {follower} complete" in log
+    print(f"\nSIGTERM of follower {follower} (leads nothing): exited after {exit_s:.2f}s; longest producer stall "
+          f"{longest_stall_ms(sent, t0, t1):.0f} ms while it stopped, {longest_stall_ms(sent, t1, t2):.0f} ms "
+          f"while it rejoined; {len(sent)} sends")  # fmt: skip
+    assert_every_ack_read_once(cluster, table, sent)
