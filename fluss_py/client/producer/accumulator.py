@@ -223,6 +223,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.closing = False
         self.incomplete: set[ProducerBatch] = set()  # created and not yet completed or failed
+        # a batch filled up since the producer last yielded to the event loop (``Producer.send`` yields then)
+        self.filled = False
 
     def append(
         self, tb: TableBucket, key: bytes | None, value: bytes | None, timestamp_ms: int | None, size: int
@@ -235,8 +237,10 @@ class RecordAccumulator:
             fut = last.try_append(key, value, timestamp_ms, size)
             if fut is not None:
                 if last.is_full(self.batch_size):
+                    self.filled = True
                     self.wakeup.set()
                 return fut, last
+            self.filled = True  # ``last`` could not take the record: it is complete
         batch = ProducerBatch(tb, self.batch_size, self.compression, self.delivery_timeout)
         fut = batch.try_append(key, value, timestamp_ms, size)
         assert fut is not None  # an empty batch takes any record

@@ -103,8 +103,15 @@ class Producer:
         elif not 0 <= bucket < n:
             raise InvalidRequestError(f"bucket {bucket} out of range: {info.path} has {n} buckets")
         size = record_size(key, value)
+        acc = self._accumulator
+        if acc.filled:
+            # A batch filled up since the last yield: let the sender ship it now, while this caller goes on
+            # filling the next one (a caller that never blocks would otherwise hold the loop until the
+            # buffer memory is exhausted, and no request would overlap with its appends).
+            acc.filled = False
+            await asyncio.sleep(0)
         await self._pool.reserve(size, self.options.max_block)
-        fut, batch = self._accumulator.append(TableBucket(info.table_id, bucket), key, value, timestamp_ms, size)
+        fut, batch = acc.append(TableBucket(info.table_id, bucket), key, value, timestamp_ms, size)
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut

@@ -379,3 +379,18 @@ async def test_leader_death_is_a_pause_not_an_error() -> None:
     assert offsets == list(range(60))
     assert values(cluster, tb) == [f"r{i}".encode() for i in range(60)]
     assert 0.3 < longest < 2.0  # the pause is the election delay plus at most one backoff
+
+
+async def test_a_caller_that_never_blocks_lets_full_batches_go_while_it_appends() -> None:
+    """``send`` yields to the event loop after a batch filled up, so requests overlap with the appends of
+    a caller that never waits (it would otherwise hold the loop until the buffer memory ran out)."""
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t", num_buckets=1)
+    async with make(cluster, batch_size=1024) as p:
+        await p.send_and_wait("t", b"warm-up")
+        sent_before = len(produce_calls(cluster))
+        futs = [await p.send("t", b"x" * 100) for _ in range(100)]  # ~9 records per batch
+        sent_while_appending = len(produce_calls(cluster)) - sent_before
+        await p.flush()
+    assert sent_while_appending >= 5
+    assert [f.result().offset for f in futs] == list(range(1, 101))
