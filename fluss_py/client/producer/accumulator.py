@@ -168,6 +168,13 @@ class BufferPool:
         self.used = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
 
+    def try_reserve(self, size: int) -> bool:
+        """Reserve at once if there is room and nobody waits (the per-record fast path of ``reserve``)."""
+        if not self._waiters and self.used + size <= self.limit:
+            self.used += size
+            return True
+        return False
+
     async def reserve(self, size: int, timeout: float) -> None:
         size = min(size, self.limit)  # one record larger than the pool still goes, alone
         if not self._waiters and self.used + size <= self.limit:

@@ -66,6 +66,11 @@ class Producer:
         writer_ids = WriterIdAllocator(gateway, opts.request_timeout) if opts.idempotence else None
         self._sender = Sender(self._accumulator, self._pool, self.metadata, self._transport, opts, writer_ids)
         self._paths: dict[str, TablePath] = {}
+        # per-record lookups, cached: table name -> info while the metadata version is unchanged, and each
+        # table id's TableBucket objects (one object per bucket: cheaper dict lookups in the accumulator)
+        self._infos: dict[TablePath | str, TableInfo] = {}
+        self._infos_version = -1
+        self._buckets: dict[int, tuple[TableBucket, ...]] = {}
         self._sticky: dict[int, tuple[int, ProducerBatch | None]] = {}
         self._closed = False
         self._sender.start()
@@ -96,7 +101,9 @@ class Producer:
             raise ProducerClosedError("the producer is closed")
         if self._sender.error is not None:
             raise self._sender.error
-        info = await self._table(table)
+        info = self._infos.get(table) if self._infos_version == self.metadata.version else None
+        if info is None:
+            info = await self._table(table)
         n = info.num_buckets
         if bucket is None:
             bucket = bucket_for_key(key, n) if key is not None else self._sticky_bucket(info)
@@ -110,8 +117,12 @@ class Producer:
             # buffer memory is exhausted, and no request would overlap with its appends).
             acc.filled = False
             await asyncio.sleep(0)
-        await self._pool.reserve(size, self.options.max_block)
-        fut, batch = acc.append(TableBucket(info.table_id, bucket), key, value, timestamp_ms, size)
+        if not self._pool.try_reserve(size):
+            await self._pool.reserve(size, self.options.max_block)
+        tbs = self._buckets.get(info.table_id)
+        if tbs is None or len(tbs) != n:
+            tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
+        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size)
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut
@@ -127,9 +138,13 @@ class Producer:
         else:
             path = table
         info = self.metadata.table(path)
-        if info is not None:
-            return info
-        return await self.metadata.wait_for_table(path, self.options.max_block)
+        if info is None:
+            info = await self.metadata.wait_for_table(path, self.options.max_block)
+        if self._infos_version != self.metadata.version:
+            self._infos.clear()  # any metadata change may have dropped or recreated a table
+            self._infos_version = self.metadata.version
+        self._infos[table] = info
+        return info
 
     def _sticky_bucket(self, info: TableInfo) -> int:
         current = self._sticky.get(info.table_id)

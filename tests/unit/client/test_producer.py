@@ -381,6 +381,21 @@ async def test_leader_death_is_a_pause_not_an_error() -> None:
     assert 0.3 < longest < 2.0  # the pause is the election delay plus at most one backoff
 
 
+async def test_a_recreated_table_is_written_under_its_new_id_after_a_metadata_refresh() -> None:
+    """``send`` caches table lookups per metadata version: a refresh that recreated a table must not
+    leave records going to the old table id."""
+    cluster = FakeCluster()
+    old = cluster.create_table("fluss", "t", num_buckets=2)
+    async with make(cluster) as p:
+        first = await p.send_and_wait("t", b"a")
+        cluster.tables.pop(("fluss", "t"))
+        new = cluster.create_table("fluss", "t", num_buckets=3)
+        await p.metadata.request_update()
+        second = await p.send_and_wait("t", b"b")
+    assert first.bucket.table_id == old and second.bucket.table_id == new
+    assert [v for tb in cluster.buckets if tb.table_id == new for v in values(cluster, tb)] == [b"b"]
+
+
 async def test_a_caller_that_never_blocks_lets_full_batches_go_while_it_appends() -> None:
     """``send`` yields to the event loop after a batch filled up, so requests overlap with the appends of
     a caller that never waits (it would otherwise hold the loop until the buffer memory ran out)."""
