@@ -7,7 +7,8 @@ Everything above this module (metadata, admin, sender, fetcher) talks to servers
 cached, 64 MiB messages). A channel that failed to connect (TRANSIENT_FAILURE) is dropped after the failed
 call: gRPC would refuse every call on it at once until its reconnect backoff (growing to 1 s) ends, even
 after the server is back, so a restarted server is reached by the next call instead (callers back off
-themselves). Subchannels are local to each channel for the same reason (gRPC shares them process-wide). gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
+themselves). Subchannels are local to each channel for the same reason (gRPC shares them process-wide).
+gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
 
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
@@ -76,8 +77,29 @@ FETCH_OFFSETS = Rpc(COORDINATOR_SERVICE, "FetchOffsets", coordinator_pb2.FetchOf
 LIST_GROUPS = Rpc(COORDINATOR_SERVICE, "ListGroups", coordinator_pb2.ListGroupsResponse)
 
 
+class EncodedRequest:
+    """A request message already serialized (the producer's ProduceLog, see ``producer/request.py``).
+
+    Passed to ``Transport.call`` in place of the message: gRPC sends ``data`` as is (``SerializeToString``);
+    in-memory transports read it back with ``decode()``.
+    """
+
+    __slots__ = ("data", "message_type")
+
+    def __init__(self, data: bytes, message_type: Any) -> None:
+        self.data = data
+        self.message_type = message_type
+
+    def SerializeToString(self) -> bytes:
+        return self.data
+
+    def decode(self) -> Any:
+        return self.message_type.FromString(self.data)
+
+
 class Transport(Protocol):
-    """Sends one request to one server and returns its response message, or raises an ``ApiError``.
+    """Sends one request (a message or an ``EncodedRequest``) to one server and returns its response
+    message, or raises an ``ApiError``.
 
     Implementations must be safe to call from many tasks of one event loop at once.
     """

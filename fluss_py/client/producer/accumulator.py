@@ -129,14 +129,15 @@ class ProducerBatch:
             self.payload = bytearray(self.builder.build())
             self.builder = None
 
-    def wire_bytes(self, writer_epoch: int) -> bytes:
-        """The batch as sent now, with the current writer fields stamped in."""
+    def wire_bytes(self, writer_epoch: int) -> bytearray:
+        """The batch as sent now, with the current writer fields stamped in: the payload itself, not a copy
+        (the request encoder copies it; a resend may stamp it again)."""
         assert self.payload is not None
         stamp = (self.writer_id, self.base_sequence)
         if self.writer_id != NO_WRITER_ID and self.sent_writer != stamp:
             stamp_writer(self.payload, self.writer_id, writer_epoch, self.base_sequence)
             self.sent_writer = stamp
-        return bytes(self.payload)
+        return self.payload
 
     def complete(self, base_offset: int) -> None:
         tb = self.table_bucket

@@ -28,11 +28,11 @@ from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import Backoff, ProducerOptions
 from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdAllocator
+from fluss_py.client.producer.request import encode_produce_request
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import PRODUCE_LOG, Transport, error_from_info
 from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, RequestTimedOutError
 from fluss_py.record import NO_WRITER_ID
-from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
@@ -268,16 +268,10 @@ class Sender:
     async def _send(self, server_id: int, batches: list[ProducerBatch]) -> None:
         node = self._metadata.servers.get(server_id)
         opts = self._options
-        request = tablet_pb2.ProduceLogRequest(
-            acks=opts.acks,
-            timeout_ms=int(opts.request_timeout * 1000),
-            buckets=[
-                tablet_pb2.ProduceBucket(
-                    table_bucket=common_pb2.TableBucket(table_id=b.table_bucket.table_id, bucket=b.table_bucket.bucket),
-                    records=b.wire_bytes(0),
-                )
-                for b in batches
-            ],
+        request = encode_produce_request(
+            opts.acks,
+            int(opts.request_timeout * 1000),
+            [(b.table_bucket.table_id, b.table_bucket.bucket, b.wire_bytes(0)) for b in batches],
         )
         sends = []
         for b in batches:

@@ -115,6 +115,8 @@ class FakeCluster:
 
     # ---------------------------------------------------------------- Transport
     async def call(self, address: str, rpc: rpcs.Rpc, request: Any, timeout: float) -> Any:
+        if isinstance(request, rpcs.EncodedRequest):
+            request = request.decode()
         self.calls.append((address, rpc.name, request))
         await asyncio.sleep(self.latency)
         if address in self.dead:
