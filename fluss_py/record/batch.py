@@ -58,11 +58,11 @@ _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-_CRC_COVERED = struct.Struct(">hiqqqhii")  # attributes .. record_count
 RECORD_HEADER = struct.Struct(">qii")
 RECORD_OVERHEAD = RECORD_HEADER.size  # 16
 _COMPRESSION_MASK = 0x07
 _INT32_MAX = 2**31 - 1
+_HEADER_PLACEHOLDER = bytes(BATCH_HEADER_SIZE)
 
 
 class CompressionType(IntEnum):
@@ -368,7 +368,7 @@ class RecordBatchBuilder:
         self._writer_epoch = writer_epoch
         self._base_sequence = base_sequence
         self._max_bytes = max_bytes
-        self._parts: list[bytes] = []
+        self._parts: list[bytes] = [_HEADER_PLACEHOLDER]  # the header is written over it by build_buffer
         self._count = 0
         self._size = BATCH_HEADER_SIZE
         self._first_ts = -1
@@ -411,22 +411,35 @@ class RecordBatchBuilder:
 
     def build(self) -> bytes:
         """The complete batch: base offset 0, leader epoch -1, CRC filled. Needs at least one record."""
+        return bytes(self.build_buffer())
+
+    def build_buffer(self) -> bytearray:
+        """``build()`` as a bytearray, made with one copy of the records (large fresh buffers are costly:
+        each 256 KiB one costs up to ~0.15 ms of page faults on the benchmark machine)."""
         if not self._count:
             raise ValueError("cannot build an empty record batch")
-        payload = _compress(self._compression, b"".join(self._parts))
+        if self._compression is CompressionType.NONE:
+            buf = bytearray().join(self._parts)
+        else:
+            buf = bytearray(_HEADER_PLACEHOLDER)
+            buf += _compress(self._compression, b"".join(self._parts[1:]))
         count = self._count
-        max_ts = max(self._max_ts, self._first_ts)
-        covered = _CRC_COVERED.pack(
+        HEADER.pack_into(
+            buf,
+            0,
+            0,
+            len(buf) - LOG_OVERHEAD,
+            NO_LEADER_EPOCH,
+            MAGIC,
+            0,
             int(self._compression),
             count - 1,
             self._first_ts,
-            max_ts,
+            max(self._max_ts, self._first_ts),
             self._writer_id,
             self._writer_epoch,
             self._base_sequence,
             count,
         )
-        crc = crc32c.crc32c(payload, crc32c.crc32c(covered))
-        length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload)
-        head = struct.pack(">qiibI", 0, length, NO_LEADER_EPOCH, MAGIC, crc)
-        return b"".join((head, covered, payload))
+        _UINT32.pack_into(buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+        return buf

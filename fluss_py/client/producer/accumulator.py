@@ -126,7 +126,7 @@ class ProducerBatch:
     def close(self) -> None:
         """No more appends: build the bytes."""
         if self.builder is not None:
-            self.payload = bytearray(self.builder.build())
+            self.payload = self.builder.build_buffer()
             self.builder = None
 
     def wire_bytes(self, writer_epoch: int) -> bytearray:

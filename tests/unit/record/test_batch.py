@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,3 +141,22 @@ def test_property_round_trip(records: list[tuple[bytes | None, bytes]], compress
     batch = RecordBatch(b.build())
     batch.ensure_valid()
     assert [(r.key, r.value) for r in batch.records()] == records
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+def test_build_buffer_writes_the_documented_layout(compression: CompressionType) -> None:
+    """The header as laid out in the module docstring, computed independently of the builder."""
+    b = RecordBatchBuilder(compression=compression, writer_id=7, writer_epoch=2, base_sequence=40)
+    b.append(b"v1", b"k1", 1_000)
+    b.append(None, None, 990)
+    b.append(b"v3" * 100, None, 1_005)
+    buf = b.build_buffer()
+    assert isinstance(buf, bytearray) and bytes(buf) == b.build()
+    records = struct.pack(">qii", 0, 2, 2) + b"k1v1" + struct.pack(">qii", -10, -1, -1)
+    records += struct.pack(">qii", 5, -1, 200) + b"v3" * 100
+    if compression is CompressionType.NONE:
+        assert buf[61:] == records
+    covered = struct.pack(">hiqqqhii", int(compression), 2, 1_000, 1_005, 7, 2, 40, 3) + bytes(buf[61:])
+    head = struct.pack(">qiibI", 0, len(buf) - 12, -1, 0, crc32c.crc32c(covered))
+    assert bytes(buf[:61]) == head + covered[:40]
+    assert [r.value for r in RecordBatch(buf).records()] == [b"v1", None, b"v3" * 100]
