@@ -120,6 +120,9 @@ class ClusterView:
         self.replica_states: StateTable[tuple[TableBucket, int], ReplicaState] = StateTable(ReplicaState.NON_EXISTENT)
         self.shutting_down: set[int] = set()
         self.failed_replicas: set[tuple[TableBucket, int]] = set()  # reported a storage failure
+        # replicas a rebalance move is adding, per bucket: set by the rebalance executor from its progress
+        # (durable in ZooKeeper), sent in every BucketLeaderAndIsr (docs/rebalance.md §6)
+        self.adding_replicas: dict[TableBucket, tuple[int, ...]] = {}
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
@@ -133,6 +136,7 @@ class ClusterView:
         self.replica_states.clear()
         self.shutting_down.clear()
         self.failed_replicas.clear()
+        self.adding_replicas.clear()
 
     def add_table(self, info: TableInfo, assignment: Mapping[int, tuple[int, ...]]) -> None:
         self.tables[info.table_id] = info
@@ -172,7 +176,8 @@ class ClusterView:
     def bucket_pb(self, tb: TableBucket) -> common_pb2.BucketLeaderAndIsr:
         bucket = self.buckets[tb]
         lai = bucket.leader_and_isr or LeaderAndIsr(-1, -1, (), -1, -1)
-        return convert.leader_and_isr_to_pb(tb, lai, bucket.replicas)
+        adding = tuple(r for r in self.adding_replicas.get(tb, ()) if r in bucket.replicas)
+        return convert.leader_and_isr_to_pb(tb, lai, bucket.replicas, adding)
 
     def table_metadata_pb(self, table_id: int) -> common_pb2.TableMetadata:
         info = self.tables[table_id]

@@ -62,7 +62,7 @@ class ReplicaSettings:
     checkpoint_interval_s: float = 1.0
     isr_retry_backoff_s: float = 0.5
     fetch: FetchSettings = field(default_factory=FetchSettings)
-    throttle_bytes_per_s: int = 0  # followers being added (docs/rebalance.md §6); 0: unlimited
+    throttle_bytes_per_s: int = 0  # followers a rebalance move is adding (docs/rebalance.md §6); 0: unlimited
 
     @classmethod
     def from_config(cls, config: cfg.Config) -> ReplicaSettings:
@@ -357,6 +357,7 @@ class ReplicaManager:
                             log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
                 elif self.fetchers.fetcher_of(tb) is None and lai.leader in self._servers:
                     follow[tb] = (self._servers[lai.leader], lai.leader_epoch)  # its address is known now
+                replica.adding_replicas = state.adding_replicas  # the coordinator's latest word (in-order requests)
                 errors[tb] = None
             except Exception as e:
                 errors[tb] = _as_api_error(e, f"become leader/follower of {tb}")
@@ -523,13 +524,13 @@ class ReplicaManager:
         previous: Mapping[TableBucket, FetchBucketResult] | None = None,
     ) -> dict[TableBucket, FetchBucketResult]:
         """Read ``to_read`` within the response byte budget (the first bucket with data always gets a batch).
-        A follower's buckets it is being added to (not in the ISR) are read last, within the throttle."""
+        A follower's buckets a rebalance move is adding it to (not in the ISR) are read last, within the throttle."""
         used = sum(len(r.records) for r in (previous or {}).values())
         out: dict[TableBucket, FetchBucketResult] = {}
         throttled: list[FetchBucketRequest] = []
         for request in to_read:
             tb = request.table_bucket
-            if replica_id >= 0 and self.throttle.enabled and self._catching_up(tb, replica_id):
+            if replica_id >= 0 and self.throttle.enabled and self._throttled(tb, replica_id):
                 throttled.append(request)
                 continue
             used -= len(previous[tb].records) if previous and tb in previous else 0
@@ -547,9 +548,9 @@ class ReplicaManager:
             out[tb] = result
         return out
 
-    def _catching_up(self, tb: TableBucket, follower_id: int) -> bool:
+    def _throttled(self, tb: TableBucket, follower_id: int) -> bool:
         replica = self._replicas.get(tb)
-        return replica is not None and replica.is_catching_up(follower_id)
+        return replica is not None and replica.is_throttled(follower_id)
 
     def _read_one(
         self, replica_id: int, request: FetchBucketRequest, budget: int, must_fill: bool

@@ -23,12 +23,14 @@ def _code(error: ApiError | None) -> ErrorCode:
 
 @dataclass(frozen=True, slots=True)
 class BucketState:
-    """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment and table properties."""
+    """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment, table properties and the
+    replicas a rebalance move is adding (their catch-up is throttled by the leader, docs/rebalance.md §6)."""
 
     table_bucket: TableBucket
     leader_and_isr: LeaderAndIsr
     replicas: tuple[int, ...]
     table_properties: Mapping[str, str] = field(default_factory=dict)
+    adding_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

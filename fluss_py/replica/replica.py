@@ -87,6 +87,7 @@ class Replica:
         self.bucket_epoch = -1
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
+        self.adding_replicas: tuple[int, ...] = ()  # a rebalance move is adding them (docs/rebalance.md §6)
         self.pending_isr: tuple[int, ...] | None = None
         self.isr_retry_at = 0.0
         self.followers: dict[int, FollowerProgress] = {}
@@ -277,11 +278,15 @@ class Replica:
             return EpochEndOffset(epoch, end)
         return None
 
-    def is_catching_up(self, follower_id: int) -> bool:
-        """Leader: ``follower_id`` is assigned but not in the maximal ISR (being added, or back after a
-        restart); its fetches are throttled (docs/rebalance.md §6)."""
+    def is_throttled(self, follower_id: int) -> bool:
+        """Leader: ``follower_id`` is not in the maximal ISR and either a replica a rebalance move is adding
+        (the coordinator's last NotifyLeaderAndIsr named it in ``adding_replicas``) or not assigned as far as
+        we know (a move's target told before us): its fetches are throttled (docs/rebalance.md §6). A follower
+        back from a restart is assigned and not being added: never throttled."""
         return (
-            self.state is ReplicaState.LEADER and follower_id in self.followers and follower_id not in self.maximal_isr
+            self.state is ReplicaState.LEADER
+            and follower_id not in self.maximal_isr
+            and (follower_id in self.adding_replicas or follower_id not in self.followers)
         )
 
     def update_follower_fetch(self, follower_id: int, fetch_offset: int) -> tuple[bool, tuple[int, ...] | None]:

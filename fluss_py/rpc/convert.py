@@ -74,7 +74,7 @@ def table_bucket_from_pb(pb: common_pb2.TableBucket) -> TableBucket:
 
 
 def leader_and_isr_to_pb(
-    tb: TableBucket, lai: LeaderAndIsr, replicas: tuple[int, ...] = ()
+    tb: TableBucket, lai: LeaderAndIsr, replicas: tuple[int, ...] = (), adding_replicas: tuple[int, ...] = ()
 ) -> common_pb2.BucketLeaderAndIsr:
     return common_pb2.BucketLeaderAndIsr(
         table_bucket=table_bucket_to_pb(tb),
@@ -84,6 +84,7 @@ def leader_and_isr_to_pb(
         coordinator_epoch=lai.coordinator_epoch,
         bucket_epoch=lai.bucket_epoch,
         replicas=list(replicas),
+        adding_replicas=list(adding_replicas),
     )
 
 

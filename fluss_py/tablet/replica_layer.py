@@ -207,7 +207,7 @@ class ManagerReplicaLayer:
             props = properties.get(tb.table_id)
             if props is None:
                 props = self.metadata.table_properties(tb.table_id) or {}
-            states.append(BucketState(tb, lai, replicas, props))
+            states.append(BucketState(tb, lai, replicas, props, tuple(b.adding_replicas)))
         self._apply_log_configs(states)
         servers = [convert.server_node_from_pb(s) for s in request.servers]
         try:

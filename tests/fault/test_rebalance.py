@@ -293,3 +293,39 @@ def test_the_throttle_holds_while_a_new_server_is_filled(cluster_factory):
                            if line.startswith("fluss_rebalance_throttled_bytes_total "))  # fmt: skip
         assert served[sid] >= samples[-1][1].get(sid, 0), (served, samples[-1])
         assert served[sid] <= 1.25 * THROTTLE * samples[-1][0] + BURST + FETCH_MAX, (served, samples[-1])
+
+
+def test_a_restarted_follower_catches_up_unthrottled(cluster_factory):
+    """docs/rebalance.md §6: only replicas a rebalance move is adding are throttled. A follower killed and
+    restarted with a backlog catches up at full speed: with a 64 KiB/s budget the ~3 MB it missed would take
+    over 20 s throttled; it rejoins every ISR in well under that, and no leader counts a throttled byte."""
+    throttle = 64 * 1024
+    overrides = {**FAULT_OVERRIDES, "tablet-server.rebalance.throttle-bytes-per-second": str(throttle)}
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=overrides, start=False)
+    cluster.role_overrides[COORDINATOR].update({"coordinator.rebalance.auto": "false"})
+    cluster.start()
+    buckets = 3
+    table_id = create_table(cluster, "restart", buckets=buckets, rf=RF)
+    victim = server_name(3)
+    cluster.kill(victim)
+    record = b"r" * (16 * 1024)
+    options = ProducerOptions(acks=-1, batch_size=64 * 1024, delivery_timeout=60.0)
+    with ZkView(cluster.zookeeper_address) as zk:
+        tbs = [TableBucket(table_id, b) for b in range(buckets)]
+        cluster.wait_until(lambda: all(3 not in leader_isr(zk, cluster, tb).isr for tb in tbs), 30, "3 out of the ISR")
+        with SyncProducer(bootstrap(cluster), options) as producer:  # ~1 MB per bucket while 3 is down
+            futures = [producer.send(f"{DATABASE}.restart", record, bucket=i % buckets) for i in range(buckets * 64)]
+            producer.flush()
+            for f in futures:
+                f.result(timeout=60)
+        t0 = time.monotonic()
+        cluster.start_process(victim)
+        cluster.wait_until(lambda: all(3 in leader_isr(zk, cluster, tb).isr for tb in tbs), 60, "3 back in every ISR")
+        took = time.monotonic() - t0
+    missed = buckets * 64 * len(record)
+    assert took < 0.5 * missed / (2 * throttle), f"rejoined after {took:.1f}s: throttled?"
+    for sid in (1, 2, 3):
+        metrics = fetch_text(f"{cluster.get(server_name(sid)).http_url}/metrics")
+        served = next(float(line.split()[-1]) for line in metrics.splitlines()
+                      if line.startswith("fluss_rebalance_throttled_bytes_total "))  # fmt: skip
+        assert served == 0, (sid, served)

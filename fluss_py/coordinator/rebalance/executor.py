@@ -460,7 +460,9 @@ class RebalanceExecutor:
         lost = sorted({m.to_server for _, m in pr.open_moves() if m.to_server not in live})
         if lost:
             await self._rollback(f"target server(s) {lost} not live after coordinator failover", RebalanceStatus.FAILED)
-        elif any(s is MoveStatus.PENDING for s in (pr.moves[i] for i, _ in pr.batch_moves())):
+            return
+        self._retell_adding()
+        if any(s is MoveStatus.PENDING for s in (pr.moves[i] for i, _ in pr.batch_moves())):
             await self._begin_batch(pr)
         else:
             ready = [i for i, m in pr.open_moves() if self._in_sync(i, m)]
@@ -468,6 +470,19 @@ class RebalanceExecutor:
                 await self._complete(ready)
             elif not pr.open_moves():
                 await self._batch_finished()
+
+    def _retell_adding(self) -> None:
+        """After a failover: the startup NotifyLeaderAndIsr went out before the progress was read, so the
+        buckets of moves still adding are told again, now naming their targets (same epochs: only the
+        leader's throttle list changes, docs/rebalance.md §6)."""
+        assert self.progress is not None
+        adding = self._p.view.adding_replicas = self.progress.adding_replicas()
+        if adding:
+            batch = self._p.new_batch()
+            for tb in sorted(adding):
+                if tb in self._p.view.buckets:
+                    self._p.notify(batch, tb)
+            self._p.send(batch)
 
     # ---------------------------------------------------------------- ZooKeeper and requests
     async def _read_node_version(self) -> int:
@@ -507,6 +522,7 @@ class RebalanceExecutor:
             b.replicas, b.leader_and_isr = replicas, lai
             b.zk_version = getattr(results[lai_at[tb]], "version", b.zk_version + 1)
         self.progress = progress
+        view.adding_replicas = progress.adding_replicas()  # the _tell after a commit names them (throttle)
 
     def _tell(
         self, batch: Any, changes: Mapping[TableBucket, Change], removed: Mapping[TableBucket, int] | None = None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluss_py.coordinator.rebalance.planner import Move, Plan
+from fluss_py.types import TableBucket
 
 
 class RebalanceStatus(enum.Enum):
@@ -71,6 +72,16 @@ class RebalanceProgress:
 
     def count(self, status: MoveStatus) -> int:
         return sum(1 for s in self.moves if s is status)
+
+    def adding_replicas(self) -> dict[TableBucket, tuple[int, ...]]:
+        """Per bucket, the targets of its moves in step 1 (*adding*) while the rebalance runs: what
+        NotifyLeaderAndIsr names in ``adding_replicas`` so the leader throttles only them (docs/rebalance.md §6)."""
+        out: dict[TableBucket, tuple[int, ...]] = {}
+        if self.running:
+            for i, m in self.open_moves():
+                if self.moves[i] is MoveStatus.ADDING:
+                    out[m.bucket] = (*out.get(m.bucket, ()), m.to_server)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

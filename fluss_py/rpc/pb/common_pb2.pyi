@@ -78,7 +78,7 @@ class TableInfo(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., path: _Optional[_Union[TablePath, _Mapping]] = ..., descriptor: _Optional[_Union[TableDescriptor, _Mapping]] = ..., created_ms: _Optional[int] = ...) -> None: ...
 
 class BucketLeaderAndIsr(_message.Message):
-    __slots__ = ("table_bucket", "leader", "leader_epoch", "isr", "coordinator_epoch", "bucket_epoch", "replicas")
+    __slots__ = ("table_bucket", "leader", "leader_epoch", "isr", "coordinator_epoch", "bucket_epoch", "replicas", "adding_replicas")
     TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class BucketLeaderAndIsr(_message.Message):
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BUCKET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     table_bucket: TableBucket
     leader: int
     leader_epoch: int
@@ -93,7 +94,8 @@ class BucketLeaderAndIsr(_message.Message):
     coordinator_epoch: int
     bucket_epoch: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, table_bucket: _Optional[_Union[TableBucket, _Mapping]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., coordinator_epoch: _Optional[int] = ..., bucket_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, table_bucket: _Optional[_Union[TableBucket, _Mapping]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., coordinator_epoch: _Optional[int] = ..., bucket_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TableMetadata(_message.Message):
     __slots__ = ("info", "buckets")

@@ -1,5 +1,6 @@
 """Leader-side throttle of followers being added (docs/rebalance.md §6): the token bucket alone, then the
-ReplicaManager fetch path (ISR buckets first and never throttled, catching-up buckets within the budget)."""
+ReplicaManager fetch path (ISR buckets first and never throttled, buckets a rebalance move is adding the
+follower to within the budget, a follower catching up after a restart never throttled)."""
 
 from __future__ import annotations
 
@@ -53,19 +54,21 @@ def test_served_bytes_never_exceed_rate_times_time_plus_burst_and_one_batch(step
         assert t.bytes_total <= rate * (clock.now - start) + burst + batch_max
 
 
-TB_NEW = TableBucket(7, 0)  # server 3 is being added: assigned, not in the ISR
+TB_NEW = TableBucket(7, 0)  # a rebalance move is adding server 3: assigned, not in the ISR, named adding
 TB_ISR = TableBucket(7, 1)  # server 3 is in the ISR
+TB_BACK = TableBucket(7, 2)  # server 3 is back from a restart: assigned, not in the ISR, not being added
 
 
 async def _leader_with_a_catching_up_follower(tmp_path: Path, rate: int) -> tuple[ReplicaCluster, FakeClock]:
     clock = FakeClock()
     c = ReplicaCluster(1, clock, tmp_path, dataclasses.replace(SETTINGS, throttle_bytes_per_s=rate))
     m = c.managers[1]
-    for tb, isr in ((TB_NEW, (1,)), (TB_ISR, (1, 3))):
+    for tb, isr, adding in ((TB_NEW, (1,), (3,)), (TB_ISR, (1, 3), ()), (TB_BACK, (1,), ())):
         lai = LeaderAndIsr(1, 0, isr, 1, 0)
-        await m.become_leader_or_follower(1, [BucketState(tb, lai, (1, 3))], [node(1), node(3)])
+        await m.become_leader_or_follower(1, [BucketState(tb, lai, (1, 3), {}, adding)], [node(1), node(3)])
     for _ in range(10):
-        assert (await m.append(1, 1.0, {TB_NEW: batch(b"x" * 1000)}))[TB_NEW].error is None
+        for tb in (TB_NEW, TB_BACK):
+            assert (await m.append(1, 1.0, {tb: batch(b"x" * 1000)}))[tb].error is None
     assert (await m.append(1, 1.0, {TB_ISR: batch(b"y" * 1000)}))[TB_ISR].error is None
     return c, clock
 
@@ -78,7 +81,7 @@ async def test_fetches_of_a_follower_being_added_are_throttled_but_its_isr_bucke
     c, clock = await _leader_with_a_catching_up_follower(tmp_path, rate=3000)
     m = c.managers[1]
     try:
-        assert m.replica(TB_NEW).is_catching_up(3) and not m.replica(TB_ISR).is_catching_up(3)
+        assert m.replica(TB_NEW).is_throttled(3) and not m.replica(TB_ISR).is_throttled(3)
         out = await m.fetch(3, 0, 1, 1 << 20, _requests(0))
         assert list(out) == [TB_ISR, TB_NEW]  # ISR buckets are read first
         assert out[TB_ISR].records and 0 < len(out[TB_NEW].records) <= 3000
@@ -107,5 +110,50 @@ async def test_no_throttle_when_the_rate_is_zero(tmp_path: Path) -> None:
     try:
         out = await c.managers[1].fetch(3, 0, 1, 1 << 20, _requests(0))
         assert len(out[TB_NEW].records) > 10_000
+    finally:
+        await c.close()
+
+
+async def test_a_follower_back_from_a_restart_catches_up_unthrottled(tmp_path: Path) -> None:
+    """Assigned and out of the ISR but not named in adding_replicas: never throttled, even with no tokens."""
+    c, _ = await _leader_with_a_catching_up_follower(tmp_path, rate=1000)
+    m = c.managers[1]
+    try:
+        assert not m.replica(TB_BACK).is_throttled(3) and 3 not in m.replica(TB_BACK).maximal_isr
+        first = await m.fetch(3, 0, 1, 1 << 20, [FetchBucketRequest(TB_NEW, 0, 1 << 20)])
+        assert 0 < len(first[TB_NEW].records) <= 1000 + 1100  # the budget is spent on the added replica
+        back = await m.fetch(3, 0, 1, 1 << 20, [FetchBucketRequest(TB_BACK, 0, 1 << 20)])
+        assert len(back[TB_BACK].records) > 10_000  # all ten batches at once
+        assert m.throttle.bytes_total == len(first[TB_NEW].records)  # TB_BACK's bytes were not charged
+    finally:
+        await c.close()
+
+
+async def test_the_move_ending_lifts_the_throttle_and_a_same_epoch_notify_sets_it(tmp_path: Path) -> None:
+    """adding_replicas is the coordinator's latest word: applied from a NotifyLeaderAndIsr of the same epochs
+    (a new coordinator re-telling an in-flight move) and cleared by the next one."""
+    c, _ = await _leader_with_a_catching_up_follower(tmp_path, rate=1000)
+    m = c.managers[1]
+    try:
+        lai = LeaderAndIsr(1, 0, (1,), 1, 0)
+        await m.become_leader_or_follower(1, [BucketState(TB_BACK, lai, (1, 3), {}, (3,))], [node(1), node(3)])
+        assert m.replica(TB_BACK).is_throttled(3)
+        await m.become_leader_or_follower(1, [BucketState(TB_NEW, lai, (1, 3), {}, ())], [node(1), node(3)])
+        assert not m.replica(TB_NEW).is_throttled(3)
+        out = await m.fetch(3, 0, 1, 1 << 20, [FetchBucketRequest(TB_NEW, 0, 1 << 20)])
+        assert len(out[TB_NEW].records) > 10_000
+    finally:
+        await c.close()
+
+
+async def test_a_follower_the_leader_has_not_been_told_of_is_throttled(tmp_path: Path) -> None:
+    """A move's target may hear of step 1 before its leader does (one outbox per server) and fetch at once:
+    until the leader knows it is being added it counts as one, not as an unthrottled stranger."""
+    c, _ = await _leader_with_a_catching_up_follower(tmp_path, rate=1000)
+    m = c.managers[1]
+    try:
+        assert m.replica(TB_BACK).is_throttled(4) and 4 not in m.replica(TB_BACK).replicas
+        out = await m.fetch(4, 0, 1, 1 << 20, [FetchBucketRequest(TB_BACK, 0, 1 << 20)])
+        assert 0 < len(out[TB_BACK].records) <= 1000 + 1100 and m.throttle.bytes_total == len(out[TB_BACK].records)
     finally:
         await c.close()

@@ -408,3 +408,65 @@ async def test_a_table_dropped_mid_rebalance_skips_its_moves(grown):
         await rig.ex.tick()
     assert rig.ex.progress.status is RebalanceStatus.COMPLETED
     assert rig.ex.progress.count(MoveStatus.SKIPPED) == len(pr.plan.moves)
+
+
+def _last_told(rig: Rig, server: int, tb) -> common_pb2.BucketLeaderAndIsr:
+    told = [b for r in rig.gateway.of(NOTIFY, server) for b in r.buckets if b.table_bucket.bucket == tb.bucket]
+    assert told, (server, tb)
+    return told[-1]
+
+
+async def test_notify_names_the_replicas_being_added_until_the_move_ends(grown):
+    """docs/rebalance.md §6: only a move's target is throttled, so NotifyLeaderAndIsr names it while the move
+    is adding, and a move's end (done or rolled back) tells the leader with an empty list."""
+    rig, _ = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    await rig.drain()
+    pr = rig.ex.progress
+    adding = [(i, m) for i, m in pr.batch_moves(0) if pr.moves[i] is MoveStatus.ADDING]
+    assert adding
+    for _, m in adding:
+        leader = rig.proc.view.buckets[m.bucket].leader_and_isr.leader
+        assert list(_last_told(rig, leader, m.bucket).adding_replicas) == [m.to_server]
+    untouched = [tb for tb in rig.proc.view.buckets if tb not in {m.bucket for _, m in adding}]
+    assert all(not rig.proc.view.bucket_pb(tb).adding_replicas for tb in untouched)
+    await rig.catch_up()
+    for _, m in adding:
+        leader = rig.proc.view.buckets[m.bucket].leader_and_isr.leader
+        told = _last_told(rig, leader, m.bucket).adding_replicas  # done: its target is not throttled any more
+        assert m.to_server not in told and tuple(told) == rig.proc.view.adding_replicas.get(m.bucket, ())
+    await rig.run_to_end()
+    assert rig.ex.progress.status is RebalanceStatus.COMPLETED and not rig.proc.view.adding_replicas
+
+
+async def test_rollback_clears_the_replicas_being_added(grown):
+    rig, _ = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    await rig.drain()
+    pr = rig.ex.progress
+    adding = [m for i, m in pr.batch_moves(0) if pr.moves[i] is MoveStatus.ADDING]
+    await rig.ex.cancel_rebalance(CancelRebalance())
+    await rig.drain()
+    assert not rig.proc.view.adding_replicas
+    for m in adding:
+        leader = rig.proc.view.buckets[m.bucket].leader_and_isr.leader
+        assert not _last_told(rig, leader, m.bucket).adding_replicas
+
+
+async def test_a_new_coordinator_tells_leaders_which_replicas_are_being_added(grown):
+    """Derived from the durable progress after a failover, not from the old leader's memory."""
+    rig, _ = grown
+    await rig.ex.start_rebalance(StartRebalance())
+    pr = rig.ex.progress
+    adding = {m.bucket: m.to_server for i, m in pr.batch_moves(0) if pr.moves[i] is MoveStatus.ADDING}
+    new = Rig(rig.zk, {s: "" for s in (1, 2, 3, 4, 5)}, rig.zk.bump_epoch())
+    await new.start()
+    await new.drain()
+    assert new.proc.view.adding_replicas == {tb: (t,) for tb, t in adding.items()}
+    for tb, target in adding.items():
+        leader = new.proc.view.buckets[tb].leader_and_isr.leader
+        assert list(_last_told(new, leader, tb).adding_replicas) == [target]
+    await new.run_to_end()
+    assert not new.proc.view.adding_replicas
+    await rig.channel.close()
+    await new.channel.close()
