@@ -307,6 +307,8 @@ class ReplicaFetcher:
                 fetch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await fetch
+            elif not fetch.cancelled():
+                fetch.exception()  # marks a failure retrieved when this task is cancelled before reading it below
         if fetch.cancelled():
             return None
         return fetch.result()
