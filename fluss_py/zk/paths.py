@@ -44,6 +44,17 @@ def _load(data: bytes) -> dict[str, Any]:
     return value
 
 
+def _versioned_encode(obj: dict[str, Any]) -> bytes:
+    """A JSON object with ``"version": 1`` added (the format of every free-form metadata node)."""
+    return _dump({"version": 1, **obj})
+
+
+def _versioned_decode(data: bytes) -> dict[str, Any]:
+    d = _load(data)
+    d.pop("version", None)
+    return d
+
+
 def _int_encode(value: int) -> bytes:
     return str(int(value)).encode("ascii")
 
@@ -231,15 +242,8 @@ class TableZNode:
     def path(cls, root: str, database: str, table: str) -> str:
         return f"{cls.parent(root, database)}/{table}"
 
-    @staticmethod
-    def encode(registration: dict[str, Any]) -> bytes:
-        return _dump({"version": 1, **registration})
-
-    @staticmethod
-    def decode(data: bytes) -> dict[str, Any]:
-        d = _load(data)
-        d.pop("version", None)
-        return d
+    encode = staticmethod(_versioned_encode)
+    decode = staticmethod(_versioned_decode)
 
 
 class SchemaZNode:
@@ -249,15 +253,8 @@ class SchemaZNode:
     def path(root: str, database: str, table: str, schema_id: int) -> str:
         return f"{TableZNode.path(root, database, table)}/schemas/{schema_id}"
 
-    @staticmethod
-    def encode(schema: dict[str, Any]) -> bytes:
-        return _dump({"version": 1, **schema})
-
-    @staticmethod
-    def decode(data: bytes) -> dict[str, Any]:
-        d = _load(data)
-        d.pop("version", None)
-        return d
+    encode = staticmethod(_versioned_encode)
+    decode = staticmethod(_versioned_decode)
 
 
 class TableIdCounterZNode:
@@ -359,15 +356,8 @@ class RebalanceZNode:
     def path(root: str) -> str:
         return f"{root}/cluster/rebalance"
 
-    @staticmethod
-    def encode(plan: dict[str, Any]) -> bytes:
-        return _dump({"version": 1, **plan})
-
-    @staticmethod
-    def decode(data: bytes) -> dict[str, Any]:
-        d = _load(data)
-        d.pop("version", None)
-        return d
+    encode = staticmethod(_versioned_encode)
+    decode = staticmethod(_versioned_decode)
 
 
 def persistent_parents(root: str) -> list[str]:
