@@ -67,6 +67,8 @@ class ErrorCode(IntEnum):
     INELIGIBLE_REPLICA = 37
     SERVER_ID_CONFLICT = 38
     LOG_CORRUPTED = 39
+    FETCH_SESSION_NOT_FOUND = 40
+    INVALID_FETCH_SESSION_EPOCH = 41
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,8 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.INELIGIBLE_REPLICA: _Spec(False, False, "the replica may not join the ISR"),
     ErrorCode.SERVER_ID_CONFLICT: _Spec(False, False, "another live server has the same id"),
     ErrorCode.LOG_CORRUPTED: _Spec(False, False, "a log file on disk is corrupt"),
+    ErrorCode.FETCH_SESSION_NOT_FOUND: _Spec(True, False, "no such fetch session here: send a full fetch"),
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH: _Spec(True, False, "not the fetch session's next epoch: send a full fetch"),
 }
 
 
@@ -213,6 +217,8 @@ UnsupportedCompressionError: type[ApiError] = _BY_CODE[ErrorCode.UNSUPPORTED_COM
 IneligibleReplicaError: type[ApiError] = _BY_CODE[ErrorCode.INELIGIBLE_REPLICA]
 ServerIdConflictError: type[ApiError] = _BY_CODE[ErrorCode.SERVER_ID_CONFLICT]
 LogCorruptedError: type[ApiError] = _BY_CODE[ErrorCode.LOG_CORRUPTED]
+FetchSessionNotFoundError: type[ApiError] = _BY_CODE[ErrorCode.FETCH_SESSION_NOT_FOUND]
+InvalidFetchSessionEpochError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_FETCH_SESSION_EPOCH]
 
 
 def for_code(code: int) -> type[ApiError]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fluss_py.errors import ApiError
 from fluss_py.types import TableBucket
@@ -84,14 +84,16 @@ class DelayedProduce:
         return sum(len(w) for w in self._by_bucket.values())
 
 
-@dataclass(eq=False)
-class FetchWaiter:
-    """One parked fetch request: which buckets changed since it last looked, and a future to wake it."""
+class Waker:
+    """What a parked long poll waits on: the buckets that changed since it last looked, and a future to wake
+    it. ``wake`` marks a bucket and wakes; ``mark`` only marks (read at the next look, e.g. an HW move a
+    follower learns with its next answer)."""
 
-    buckets: tuple[TableBucket, ...]
-    for_follower: bool
-    dirty: set[TableBucket] = field(default_factory=set)
-    future: asyncio.Future[None] | None = None
+    __slots__ = ("dirty", "future")
+
+    def __init__(self) -> None:
+        self.dirty: set[TableBucket] = set()
+        self.future: asyncio.Future[None] | None = None
 
     def arm(self) -> asyncio.Future[None]:
         """A fresh future to wait on (resolved at once if something changed meanwhile)."""
@@ -104,10 +106,24 @@ class FetchWaiter:
         dirty, self.dirty = self.dirty, set()
         return dirty
 
+    def mark(self, bucket: TableBucket) -> None:
+        self.dirty.add(bucket)
+
     def wake(self, bucket: TableBucket) -> None:
         self.dirty.add(bucket)
         if self.future is not None and not self.future.done():
             self.future.set_result(None)
+
+
+class FetchWaiter(Waker):
+    """One parked sessionless fetch request, registered on its buckets until it answers."""
+
+    __slots__ = ("buckets", "for_follower")
+
+    def __init__(self, buckets: tuple[TableBucket, ...], for_follower: bool) -> None:
+        super().__init__()
+        self.buckets = buckets
+        self.for_follower = for_follower
 
 
 class DelayedFetch:

@@ -40,6 +40,20 @@ def record_fetch(progress: FollowerProgress, fetch_offset: int, leader_leo: int,
     return FollowerProgress(fetch_offset, caught_up, now, leader_leo)
 
 
+def polled_caught_up(progress: FollowerProgress, offset: int, until: float) -> FollowerProgress:
+    """The follower's progress when its fetch session kept polling at ``offset`` (its recorded fetch offset,
+    the leader's LEO) until ``until`` without the leader re-reading the bucket: caught up, and fetching, until
+    then. Unchanged if its recorded offset is not ``offset``."""
+    if progress.log_end_offset != offset:
+        return progress
+    return FollowerProgress(
+        offset,
+        max(progress.last_caught_up_time, until),
+        max(progress.last_fetch_time, until),
+        progress.last_fetch_leader_leo,
+    )
+
+
 def is_caught_up(progress: FollowerProgress, leader_leo: int, now: float, lag_time: float) -> bool:
     """In sync: holds everything the leader holds, or was caught up less than ``lag_time`` ago."""
     return progress.log_end_offset == leader_leo or now - progress.last_caught_up_time <= lag_time

@@ -26,7 +26,8 @@ from fluss_py.errors import (
     UnknownServerError,
     UnknownTableOrBucketError,
 )
-from fluss_py.replica.delayed import DelayedFetch, DelayedProduce
+from fluss_py.replica.delayed import DelayedFetch, DelayedProduce, Waker
+from fluss_py.replica.fetch_session import FetchSession, FetchSessionCache
 from fluss_py.replica.fetcher.fetcher import FetchSettings
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.fetcher.manager import FetcherManager
@@ -38,6 +39,9 @@ from fluss_py.replica.messages import (
     EpochResult,
     FetchBucketRequest,
     FetchBucketResult,
+    FetchRequest,
+    FetchResponse,
+    FetchResult,
     ListOffsetsRequest,
     ListOffsetsResult,
     OffsetSpec,
@@ -150,6 +154,7 @@ class ReplicaManager:
         self.coordinator_epoch = -1
         self.delayed_produce = DelayedProduce()
         self.delayed_fetch = DelayedFetch()
+        self.fetch_sessions = FetchSessionCache(clock)
         self.fetchers = FetcherManager(server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch)
         rate = self.settings.throttle_bytes_per_s  # burst: one second of budget, at most one follower fetch
         self.throttle = ReplicationThrottle(rate, min(rate, self.settings.fetch.max_bytes), clock)
@@ -206,6 +211,7 @@ class ReplicaManager:
         await self.fetchers.close()
         self.delayed_produce.fail_all(NotLeaderOrFollowerError(f"tablet server {self.server_id} is shutting down"))
         self.delayed_fetch.wake_all()
+        self.fetch_sessions.close_all()
         self.log_manager.checkpoint()
 
     # ------------------------------------------------------------ views
@@ -347,7 +353,7 @@ class ReplicaManager:
                 elif replica.make_follower(lai, state.replicas):
                     self._isr_pending.pop(tb, None)
                     self.delayed_produce.fail_bucket(tb, self._not_leader(tb, replica))
-                    self.delayed_fetch.role_changed(tb)
+                    self._role_changed(tb)
                     leader = self._servers.get(lai.leader)
                     if leader is not None:
                         follow[tb] = (leader, lai.leader_epoch)  # (re)starts in Truncating, same fetcher if it can
@@ -381,7 +387,7 @@ class ReplicaManager:
                         replica.check_epoch(item.leader_epoch)  # raises FENCED_LEADER_EPOCH
                     replica.go_offline()
                     self.delayed_produce.fail_bucket(tb, self._not_leader(tb, replica))
-                    self.delayed_fetch.role_changed(tb)
+                    self._role_changed(tb)
                     self._isr_pending.pop(tb, None)
                     del self._replicas[tb]
                 stopped.append(tb)
@@ -411,12 +417,13 @@ class ReplicaManager:
                 if replica is None or not replica.is_leader:
                     raise self._not_leader(tb, replica)
                 hw_before = replica.high_watermark
+                leo_before = replica.log.log_end_offset
                 info = replica.append_as_leader(records, acks)
             except Exception as e:
                 results[tb] = ProduceResult(_as_api_error(e, f"append to {tb}"))
                 continue
             if not info.duplicate:
-                self.delayed_fetch.leo_moved(tb)
+                self._appended(tb, replica, leo_before)
             if replica.high_watermark != hw_before:
                 self._hw_maybe_moved(tb, replica)
             result = ProduceResult(None, info.first_offset, info.last_offset, info.append_time_ms)
@@ -461,9 +468,25 @@ class ReplicaManager:
         return result
 
     def _hw_maybe_moved(self, tb: TableBucket, replica: Replica) -> None:
-        """Complete what the (possibly moved) HW allows: acks=all produces and client long polls."""
+        """Complete what the (possibly moved) HW allows: acks=all produces and client long polls; fetch
+        sessions carry the HW in their next answer."""
         self.delayed_produce.complete_up_to(tb, replica.high_watermark)
         self.delayed_fetch.hw_moved(tb)
+        self.fetch_sessions.hw_moved(tb)
+
+    def _appended(self, tb: TableBucket, replica: Replica, leo_before: int) -> None:
+        """The leader's LEO moved from ``leo_before``: wake follower fetches. A follower whose session held the
+        bucket clean at ``leo_before`` polled caught up until its last request (docs/replication.md "Fetch
+        sessions": the caught-up rule for buckets a session does not re-read)."""
+        self.delayed_fetch.leo_moved(tb)
+        for session in self.fetch_sessions.appended(tb):
+            position = session.positions.get(tb)
+            if position is not None and position.fetch_offset == leo_before:
+                replica.note_caught_up(session.replica_id, leo_before, session.last_used)
+
+    def _role_changed(self, tb: TableBucket) -> None:
+        self.delayed_fetch.role_changed(tb)
+        self.fetch_sessions.role_changed(tb)
 
     # ------------------------------------------------------------ fetch
 
@@ -475,31 +498,81 @@ class ReplicaManager:
         max_bytes: int,
         requests: Sequence[FetchBucketRequest],
     ) -> dict[TableBucket, FetchBucketResult]:
-        """Fetch for a client (``replica_id`` -1: up to HW) or a follower (its server id: up to LEO, recording
-        its progress). Long-polls up to ``max_wait_s`` until ``min_bytes`` are available or a bucket errs."""
+        """A sessionless fetch for a client (``replica_id`` -1: up to HW) or a follower (its server id: up to
+        LEO, recording its progress). Long-polls up to ``max_wait_s`` until ``min_bytes`` are available or a
+        bucket errs."""
         for_follower = replica_id >= 0
-        results = self._read_all(replica_id, max_bytes, requests, requests)
+        results = self._read_all(replica_id, max_bytes, requests)
         if max_wait_s <= 0 or self._fetch_satisfied(results, min_bytes, for_follower):
             return results
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_s
         by_bucket = {r.table_bucket: r for r in requests}
         waiter = self.delayed_fetch.park(by_bucket, for_follower=for_follower)
         try:
-            while not self._closed:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                await asyncio.wait([waiter.arm()], timeout=remaining)
-                dirty = waiter.take_dirty()
-                if not dirty:
-                    break
-                results.update(self._read_all(replica_id, max_bytes, requests, [by_bucket[b] for b in dirty], results))
-                if self._fetch_satisfied(results, min_bytes, for_follower):
-                    break
+            await self._long_poll(waiter, by_bucket, results, replica_id, max_wait_s, min_bytes, max_bytes)
         finally:
             self.delayed_fetch.unpark(waiter)
         return results
+
+    async def fetch_in_session(self, request: FetchRequest) -> FetchResponse:
+        """A follower fetch in an incremental session (``request.session`` set): reads the buckets the request
+        names (all of them when it opens the session, else the added or moved ones) plus those marked since the
+        session's last look, long-polls like ``fetch``, and answers the buckets it read. Raises
+        FETCH_SESSION_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH (the follower then sends a full request)."""
+        replica_id, max_bytes, requests = request.replica_id, request.max_bytes, request.buckets
+        if replica_id < 0 or request.session is None:
+            raise InvalidRequestError("fetch sessions are for followers")
+        session = self.fetch_sessions.begin(replica_id, request.session, requests)
+        to_read = {r.table_bucket: r for r in requests}
+        for tb in session.take_dirty():
+            if tb not in to_read:
+                to_read[tb] = session.positions[tb]
+        results = self._read_all(replica_id, max_bytes, to_read.values())
+        max_wait_s, min_bytes = request.max_wait_s, request.min_bytes
+        if max_wait_s > 0 and not self._fetch_satisfied(results, min_bytes, True):
+            await self._long_poll(session, session.positions, results, replica_id, max_wait_s, min_bytes, max_bytes)
+        self._carry_over(session, results)
+        return FetchResponse(results, session.id)
+
+    async def _long_poll(
+        self,
+        waiter: Waker,
+        positions: Mapping[TableBucket, FetchBucketRequest],
+        results: FetchResult,
+        replica_id: int,
+        max_wait_s: float,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> None:
+        """Wait for ``waiter``'s buckets to change and re-read the ones that did into ``results``, until
+        ``min_bytes``, an error, ``max_wait_s`` or shutdown."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_s
+        while not self._closed:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await asyncio.wait([waiter.arm()], timeout=remaining)
+            dirty = waiter.take_dirty()
+            if not dirty:
+                break
+            changed = [positions[b] for b in dirty if b in positions]
+            results.update(self._read_all(replica_id, max_bytes, changed, results))
+            if self._fetch_satisfied(results, min_bytes, replica_id >= 0):
+                break
+
+    def _carry_over(self, session: FetchSession, results: FetchResult) -> None:
+        """Mark for the session's next request the buckets read without records that still need a look: the
+        follower is behind (the response budget or the throttle ran out), or it is not in the ISR (an
+        expansion refused or backing off is proposed again at a later fetch)."""
+        for tb, r in results.items():
+            if r.records or r.error is not None or r.diverging_epoch is not None:
+                continue  # the follower's next request names it (moved) or drops it (backed off)
+            position = session.positions.get(tb)
+            replica = self._replicas.get(tb)
+            if position is None or replica is None:
+                continue
+            if position.fetch_offset < r.log_end_offset or session.replica_id not in replica.maximal_isr:
+                session.mark(tb)
 
     def _fetch_satisfied(
         self, results: Mapping[TableBucket, FetchBucketResult], min_bytes: int, for_follower: bool
@@ -519,7 +592,6 @@ class ReplicaManager:
         self,
         replica_id: int,
         max_bytes: int,
-        all_requests: Sequence[FetchBucketRequest],
         to_read: Iterable[FetchBucketRequest],
         previous: Mapping[TableBucket, FetchBucketResult] | None = None,
     ) -> dict[TableBucket, FetchBucketResult]:
@@ -676,6 +748,7 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             self.maybe_shrink_isr()
+            self.fetch_sessions.evict_idle()
 
     async def _isr_sender_loop(self) -> None:
         assert self._isr_wakeup is not None

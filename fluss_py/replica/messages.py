@@ -67,15 +67,32 @@ class FetchBucketRequest:
     last_fetched_epoch: int = NO_EPOCH
 
 
+NO_SESSION = 0
+"""``FetchSessionRequest.id`` of a full request that opens a new session."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSessionRequest:
+    """A fetch's place in an incremental fetch session (docs/replication.md "Fetch sessions"): ``id`` 0 opens
+    one (the request names every bucket); otherwise the request's ``epoch`` in session ``id``, its buckets the
+    ones added or moved since the previous request, and ``forgotten`` the ones dropped."""
+
+    id: int = NO_SESSION
+    epoch: int = 0
+    forgotten: tuple[TableBucket, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
-    """A whole fetch as a follower sends it to one leader (``replica_id`` = the follower's server id)."""
+    """A whole fetch as a follower sends it to one leader (``replica_id`` = the follower's server id);
+    ``session`` None is a sessionless full fetch."""
 
     replica_id: int
     max_wait_s: float
     min_bytes: int
     max_bytes: int
     buckets: tuple[FetchBucketRequest, ...]
+    session: FetchSessionRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +121,15 @@ class FetchBucketResult:
 
 
 FetchResult = dict[TableBucket, FetchBucketResult]
-"""A fetch answer, one result per requested bucket."""
+"""A fetch answer: one result per requested bucket (in a session: per bucket read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """A whole fetch answer; ``session_id`` is the session it belongs to (``NO_SESSION``: sessionless)."""
+
+    buckets: FetchResult
+    session_id: int = NO_SESSION
 
 
 class OffsetSpec(IntEnum):

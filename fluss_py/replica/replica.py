@@ -309,6 +309,13 @@ class Replica:
             proposal = isr_rules.expanded_isr(self.isr, follower_id, self.replicas)
         return self.maybe_increment_hw(), proposal
 
+    def note_caught_up(self, follower_id: int, offset: int, until: float) -> None:
+        """A fetch session of ``follower_id`` kept polling at ``offset`` (the LEO before an append) until
+        ``until`` without this bucket being re-read (docs/replication.md "Fetch sessions")."""
+        progress = self.followers.get(follower_id)
+        if progress is not None:
+            self.followers[follower_id] = isr_rules.polled_caught_up(progress, offset, until)
+
     def shrink_proposal(self) -> tuple[int, ...] | None:
         """The ISR without followers lagging more than replica.lag.time.max (None: nothing to do or one in flight)."""
         if self.state is not ReplicaState.LEADER or not self._may_propose():

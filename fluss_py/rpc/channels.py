@@ -23,6 +23,9 @@ CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
+    # subchannels of their own (as the client's transport): gRPC shares them process-wide by default, and a
+    # shared one still waiting out its reconnect backoff makes a fresh channel to a restarted server fail too
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 

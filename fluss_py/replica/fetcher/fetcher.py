@@ -16,6 +16,12 @@ leader just moved here must not wait up to ``replica.fetch.wait.max.ms`` for its
 writes to it wait for this follower.
 A response is applied only if the bucket still has the same fetch state object (not removed or re-added
 meanwhile) and the replica is still a follower of this leader at that epoch.
+
+FetchLog runs in an incremental fetch session (docs/replication.md "Fetch sessions", Kafka KIP-227): ``_sent``
+is what the leader's session holds, and a round compares only the buckets ``_touched`` since (added, removed,
+backed off or back, truncated, appended to) with it, so an idle round costs the same for 1 bucket or 1000.
+Any doubt about the leader's state (a failed or abandoned call, a session error) opens a new session with a
+full request.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -32,11 +38,13 @@ from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.isr import truncation_offset
 from fluss_py.replica.messages import (
     NO_EPOCH,
+    NO_SESSION,
     EpochRequest,
     FetchBucketRequest,
     FetchBucketResult,
     FetchRequest,
-    FetchResult,
+    FetchResponse,
+    FetchSessionRequest,
 )
 from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
@@ -66,6 +74,36 @@ class BucketFetchState:
     retry_at: float = 0.0
 
 
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+
+
+class FollowerSession:
+    """The follower's side of one fetch session: its id and next epoch, and ``sent`` — what the leader's
+    session holds (bucket -> the last request sent for it and the fetch state it was sent for)."""
+
+    __slots__ = ("epoch", "id", "sent")
+
+    def __init__(self) -> None:
+        self.id = NO_SESSION
+        self.epoch = 0
+        self.sent: dict[TableBucket, tuple[FetchBucketRequest, BucketFetchState]] = {}
+
+    def reset(self) -> None:
+        """Forget the session: the next request is a full one that opens a new session."""
+        self.id = NO_SESSION
+        self.epoch = 0
+        self.sent.clear()
+
+    def answered(self, session_id: int) -> None:
+        """A request was answered: the session (new or continued) expects the next epoch."""
+        if session_id == NO_SESSION:  # the leader keeps no session: every request stays full
+            self.reset()
+        elif session_id != self.id:
+            self.id, self.epoch = session_id, 1
+        else:
+            self.epoch += 1
+
+
 class ReplicaFetcher:
     """Replicates every bucket this server follows from ``leader``. Owns one task and the endpoint.
 
@@ -87,12 +125,17 @@ class ReplicaFetcher:
         self._replica_of = replica_of
         self.settings = settings
         self._states: dict[TableBucket, BucketFetchState] = {}
+        self._truncating: set[TableBucket] = set()  # phase Truncating
+        self._backing_off: set[TableBucket] = set()  # retry_at not reached at the last look
+        self._touched: set[TableBucket] = set()  # may differ from what the leader's session holds
+        self.session = FollowerSession()
         self._changed = asyncio.Event()
         self._added = asyncio.Event()  # set by add_buckets: ends a long poll in flight
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.rounds = 0
         self.failed_calls = 0  # consecutive whole-call failures
+        self.full_requests = 0  # requests that opened a session (all buckets named)
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader.id}, buckets={len(self._states)})"
@@ -103,12 +146,18 @@ class ReplicaFetcher:
         """Follow ``{bucket: leader_epoch}`` from this leader, each starting in Truncating."""
         for tb, epoch in buckets.items():
             self._states[tb] = BucketFetchState(epoch)
+            self._truncating.add(tb)
+            self._backing_off.discard(tb)
+            self._touched.add(tb)
         self._changed.set()
         self._added.set()
 
     def remove_buckets(self, buckets: list[TableBucket]) -> None:
         for tb in buckets:
             self._states.pop(tb, None)
+            self._truncating.discard(tb)
+            self._backing_off.discard(tb)
+            self._touched.add(tb)
         self._changed.set()
 
     @property
@@ -143,6 +192,7 @@ class ReplicaFetcher:
         loop = asyncio.get_running_loop()
         while True:
             self._changed.clear()
+            self._end_backoffs(loop.time())
             truncated = await self.maybe_truncate()
             fetched = await self.maybe_fetch()
             self.rounds += 1
@@ -151,9 +201,8 @@ class ReplicaFetcher:
 
     async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
         """Nothing was ready: wait for a membership change or the earliest backoff to end."""
-        now = loop.time()
-        waits = [s.retry_at - now for s in self._states.values() if s.retry_at > now]
-        timeout = min(waits) if waits else None
+        retry = self._next_retry()
+        timeout = None if retry is None else max(0.0, retry - loop.time())
         try:
             # (not asyncio.wait_for: on 3.11 it can swallow a cancel that races with the event being set)
             async with asyncio.timeout(timeout):
@@ -161,16 +210,22 @@ class ReplicaFetcher:
         except TimeoutError:
             pass
 
-    def _ready(self, phase: FetchPhase) -> dict[TableBucket, tuple[BucketFetchState, Replica]]:
-        now = asyncio.get_running_loop().time()
-        ready = {}
-        for tb, state in self._states.items():
-            if state.phase is not phase or state.retry_at > now:
-                continue
-            replica = self._replica_of(tb)
-            if replica is not None and replica.is_follower_of(self.leader.id, state.leader_epoch):
-                ready[tb] = (state, replica)
-        return ready
+    def _next_retry(self) -> float | None:
+        """When the earliest backed-off bucket may be tried again (None: none is backing off)."""
+        return min((self._states[tb].retry_at for tb in self._backing_off), default=None)
+
+    def _end_backoffs(self, now: float) -> None:
+        for tb in [tb for tb in self._backing_off if self._states[tb].retry_at <= now]:
+            self._backing_off.discard(tb)
+            self._touched.add(tb)
+
+    def _set_phase(self, tb: TableBucket, state: BucketFetchState, phase: FetchPhase) -> None:
+        state.phase = phase
+        if phase is FetchPhase.TRUNCATING:
+            self._truncating.add(tb)
+        else:
+            self._truncating.discard(tb)
+        self._touched.add(tb)
 
     def _call_failed(self, what: str, e: ApiError) -> None:
         """Warn once when calls to the leader start failing (then debug: it retries every backoff)."""
@@ -185,8 +240,11 @@ class ReplicaFetcher:
             log.info("leader %d answers again after %d failed calls", self.leader.id, self.failed_calls)
             self.failed_calls = 0
 
-    def _back_off(self, state: BucketFetchState) -> None:
+    def _back_off(self, tb: TableBucket, state: BucketFetchState) -> None:
         state.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
+        if self._states.get(tb) is state:
+            self._backing_off.add(tb)
+            self._touched.add(tb)
 
     def _current(self, tb: TableBucket, state: BucketFetchState) -> Replica | None:
         """The replica, if this response still applies to it (same state object, still following us)."""
@@ -199,14 +257,21 @@ class ReplicaFetcher:
 
     async def maybe_truncate(self) -> bool:
         """Truncate every Truncating bucket by the leader's end offset of its latest epoch (KIP-101/279)."""
-        ready = self._ready(FetchPhase.TRUNCATING)
+        ready: dict[TableBucket, tuple[BucketFetchState, Replica]] = {}
+        for tb in self._truncating:
+            state = self._states[tb]
+            if tb in self._backing_off:
+                continue
+            replica = self._replica_of(tb)
+            if replica is not None and replica.is_follower_of(self.leader.id, state.leader_epoch):
+                ready[tb] = (state, replica)
         if not ready:
             return False
         requests = []
         for tb, (state, replica) in ready.items():
             latest = replica.log.latest_epoch
             if latest is None:  # nothing written under any epoch: nothing can have diverged
-                state.phase = FetchPhase.FETCHING
+                self._set_phase(tb, state, FetchPhase.FETCHING)
                 continue
             requests.append(EpochRequest(tb, latest, state.leader_epoch))
         if not requests:
@@ -215,8 +280,8 @@ class ReplicaFetcher:
             results = await self.endpoint.offsets_for_leader_epoch(self.server_id, requests)
         except ApiError as e:
             self._call_failed("OffsetsForLeaderEpoch", e)
-            for state, _ in ready.values():
-                self._back_off(state)
+            for tb, (state, _) in ready.items():
+                self._back_off(tb, state)
             return True
         self._call_succeeded()
         for request in requests:
@@ -228,7 +293,7 @@ class ReplicaFetcher:
                 continue
             if result is None or result.error is not None:
                 log.info("bucket %s: OffsetsForLeaderEpoch: %s", tb, result.error if result else "no answer")
-                self._back_off(state)
+                self._back_off(tb, state)
                 continue
             self._truncate(tb, state, replica, result.leader_epoch, result.end_offset, request.leader_epoch)
         return True
@@ -242,60 +307,119 @@ class ReplicaFetcher:
         latest = log_.latest_epoch
         if decision.complete or latest is None or latest >= asked:
             # (an incomplete step that removed no epoch cannot make progress by asking again)
-            state.phase = FetchPhase.FETCHING
+            self._set_phase(tb, state, FetchPhase.FETCHING)
         else:
-            state.phase = FetchPhase.TRUNCATING
+            self._set_phase(tb, state, FetchPhase.TRUNCATING)
+
+    # ------------------------------------------------------------ fetch
+
+    def _wanted(self, tb: TableBucket) -> tuple[FetchBucketRequest, BucketFetchState] | None:
+        """What the leader's session should hold for ``tb`` now (None: nothing, it is not being fetched)."""
+        state = self._states.get(tb)
+        if state is None or state.phase is not FetchPhase.FETCHING or tb in self._backing_off:
+            return None
+        replica = self._replica_of(tb)
+        if replica is None or not replica.is_follower_of(self.leader.id, state.leader_epoch):
+            return None
+        latest = replica.log.latest_epoch
+        request = FetchBucketRequest(
+            tb,
+            replica.log.log_end_offset,
+            self.settings.max_bytes,
+            state.leader_epoch,
+            NO_EPOCH if latest is None else latest,
+        )
+        return request, state
+
+    def _next_request(self) -> FetchRequest | None:
+        """The session's next request: every fetched bucket when it opens one, else the buckets touched since
+        the last request whose position changed, and those to forget. None when nothing is fetched."""
+        session = self.session
+        if session.id == NO_SESSION:
+            session.sent.clear()
+            candidates: set[TableBucket] | Iterable[TableBucket] = list(self._states)
+        else:
+            candidates = self._touched
+        self._touched = set()
+        changed: list[FetchBucketRequest] = []
+        forgotten: list[TableBucket] = []
+        for tb in candidates:
+            wanted = self._wanted(tb)
+            sent = session.sent.get(tb)
+            if wanted is None:
+                if sent is not None:
+                    del session.sent[tb]
+                    forgotten.append(tb)
+            elif sent is None or sent[0] != wanted[0] or sent[1] is not wanted[1]:
+                session.sent[tb] = wanted
+                changed.append(wanted[0])
+        if not session.sent:  # nothing to fetch: drop the session (the leader evicts it when idle)
+            session.reset()
+            return None
+        if session.id == NO_SESSION:
+            self.full_requests += 1
+        s = self.settings
+        return FetchRequest(
+            self.server_id,
+            self._poll_wait(),
+            s.min_bytes,
+            s.max_bytes,
+            tuple(changed),
+            FetchSessionRequest(session.id, session.epoch, tuple(forgotten)),
+        )
 
     async def maybe_fetch(self) -> bool:
-        ready = self._ready(FetchPhase.FETCHING)
-        if not ready:
+        request = self._next_request()
+        if request is None:
             return False
-        s = self.settings
-        sent = {}
-        requests = []
-        for tb, (state, replica) in ready.items():
-            latest = replica.log.latest_epoch
-            offset = replica.log.log_end_offset
-            sent[tb] = (state, offset)
-            requests.append(
-                FetchBucketRequest(tb, offset, s.max_bytes, state.leader_epoch, NO_EPOCH if latest is None else latest)
-            )
-        request = FetchRequest(self.server_id, self._poll_wait(), s.min_bytes, s.max_bytes, tuple(requests))
         self._added.clear()
         try:
-            results = await self._fetch_unless_added(request)
-            if results is None:
-                return True  # buckets were added: a new round fetches them with the others
+            response = await self._fetch_unless_added(request)
         except ApiError as e:
+            sent = list(self.session.sent.items())
+            self.session.reset()  # the leader may or may not have applied the request
+            if e.code in SESSION_ERRORS:
+                log.info("fetch session with leader %d ends (%s): opening a new one", self.leader.id, e)
+                return True
             self._call_failed("FetchLog", e)
-            for state, _ in sent.values():
-                self._back_off(state)
+            for tb, (_, state) in sent:
+                self._back_off(tb, state)
+            return True
+        if response is None:  # buckets were added: a new session fetches them with the others
+            self.session.reset()
             return True
         self._call_succeeded()
-        for tb, (state, offset) in sent.items():
-            result = results.get(tb)
-            replica = self._current(tb, state)
-            if replica is None or replica.log.log_end_offset != offset:
+        self._apply_response(response)
+        self.session.answered(response.session_id)
+        return True
+
+    def _apply_response(self, response: FetchResponse) -> None:
+        sent = self.session.sent
+        for tb, result in response.buckets.items():
+            entry = sent.get(tb)
+            if entry is None:
                 continue
-            if result is None:
-                self._back_off(state)
+            request, state = entry
+            self._touched.add(tb)  # its position may move, or it may have to be forgotten
+            replica = self._current(tb, state)
+            if replica is None or replica.log.log_end_offset != request.fetch_offset:
                 continue
             try:
                 self._apply(tb, state, replica, result)
             except ApiError as e:
                 log.error("bucket %s: cannot apply data fetched from leader %d: %s", tb, self.leader.id, e)
-                state.phase = FetchPhase.TRUNCATING
-                self._back_off(state)
-        return True
+                self._set_phase(tb, state, FetchPhase.TRUNCATING)
+                self._back_off(tb, state)
 
     def _poll_wait(self) -> float:
         """The long poll ends when the first backed-off bucket may be tried again (e.g. refused because the
         follower heard of the new leader before the leader did), not after ``wait_max_s`` regardless."""
-        now = asyncio.get_running_loop().time()
-        retries = [st.retry_at - now for st in self._states.values() if st.retry_at > now]
-        return min([self.settings.wait_max_s, *retries])
+        retry = self._next_retry()
+        if retry is None:
+            return self.settings.wait_max_s
+        return max(0.0, min(self.settings.wait_max_s, retry - asyncio.get_running_loop().time()))
 
-    async def _fetch_unless_added(self, request: FetchRequest) -> FetchResult | None:
+    async def _fetch_unless_added(self, request: FetchRequest) -> FetchResponse | None:
         """The FetchLog answer, or None when ``add_buckets`` ran before it came (the call is cancelled)."""
         fetch = asyncio.ensure_future(self.endpoint.fetch(request))
         added = asyncio.ensure_future(self._added.wait())
@@ -336,4 +460,4 @@ class ReplicaFetcher:
                 replica.truncate_fully_and_start_at(result.log_start_offset)
                 return
         log.info("bucket %s: fetch from leader %d: %s", tb, self.leader.id, result.error)
-        self._back_off(state)
+        self._back_off(tb, state)

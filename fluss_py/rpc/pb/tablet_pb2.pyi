@@ -73,19 +73,31 @@ class FetchBucket(_message.Message):
     last_fetched_epoch: int
     def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ...) -> None: ...
 
+class FetchSession(_message.Message):
+    __slots__ = ("id", "epoch", "forgotten")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    epoch: int
+    forgotten: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, id: _Optional[int] = ..., epoch: _Optional[int] = ..., forgotten: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+
 class FetchLogRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "buckets")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "buckets", "session")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     buckets: _containers.RepeatedCompositeFieldContainer[FetchBucket]
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[FetchBucket, _Mapping]]] = ...) -> None: ...
+    session: FetchSession
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[FetchBucket, _Mapping]]] = ..., session: _Optional[_Union[FetchSession, _Mapping]] = ...) -> None: ...
 
 class EpochEndOffset(_message.Message):
     __slots__ = ("epoch", "end_offset")
@@ -114,12 +126,14 @@ class FetchBucketResult(_message.Message):
     def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[EpochEndOffset, _Mapping]] = ...) -> None: ...
 
 class FetchLogResponse(_message.Message):
-    __slots__ = ("error", "buckets")
+    __slots__ = ("error", "buckets", "session_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
     buckets: _containers.RepeatedCompositeFieldContainer[FetchBucketResult]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[FetchBucketResult, _Mapping]]] = ...) -> None: ...
+    session_id: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[FetchBucketResult, _Mapping]]] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsBucket(_message.Message):
     __slots__ = ("table_bucket", "spec", "timestamp_ms")

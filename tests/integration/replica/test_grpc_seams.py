@@ -9,7 +9,13 @@ import pytest
 from fluss_py.errors import ErrorCode, NetworkExceptionError
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorGateway
-from fluss_py.replica.messages import AdjustIsrItem, EpochRequest, FetchBucketRequest, FetchRequest
+from fluss_py.replica.messages import (
+    AdjustIsrItem,
+    EpochRequest,
+    FetchBucketRequest,
+    FetchRequest,
+    FetchSessionRequest,
+)
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.testing.ports import free_port
@@ -29,6 +35,7 @@ class Leader(tablet_pb2_grpc.TabletServiceServicer):
         self.requests.append(request)
         b = request.buckets[0]
         return tablet_pb2.FetchLogResponse(
+            session_id=request.session.id or 77,
             buckets=[
                 tablet_pb2.FetchBucketResult(
                     table_bucket=b.table_bucket,
@@ -42,7 +49,7 @@ class Leader(tablet_pb2_grpc.TabletServiceServicer):
                     table_bucket=common_pb2.TableBucket(table_id=3, bucket=2),
                     error=common_pb2.ErrorInfo(code=int(ErrorCode.NOT_LEADER_OR_FOLLOWER), leader_id=4),
                 ),
-            ]
+            ],
         )
 
     async def OffsetsForLeaderEpoch(self, request, context):
@@ -92,18 +99,34 @@ async def test_leader_endpoint_round_trip() -> None:
     server, port = await serve(lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(leader, s))
     endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port))
     try:
-        request = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 3, 512, 2, 1),))
-        result = await endpoint.fetch(request)
+        request = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 3, 512, 2, 1),), FetchSessionRequest())
+        response = await endpoint.fetch(request)
         sent = leader.requests[0]
         assert (sent.replica_id, sent.max_wait_ms, sent.min_bytes, sent.max_bytes) == (7, 250, 1, 1024)
+        assert sent.HasField("session") and (sent.session.id, sent.session.epoch) == (0, 0)  # opens a session
         b = sent.buckets[0]
         assert (b.fetch_offset, b.max_bytes, b.current_leader_epoch, b.last_fetched_epoch) == (3, 512, 2, 1)
+        assert response.session_id == 77
+        result = response.buckets
         r = result[TB]
         assert (r.error, r.high_watermark, r.log_start_offset, r.log_end_offset, r.records) == (None, 5, 1, 9, b"\1\2")
         assert (r.diverging_epoch.epoch, r.diverging_epoch.end_offset) == (2, 7)
         other = result[TableBucket(3, 2)]
         assert other.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER and other.error.leader_id == 4
         assert other.diverging_epoch is None
+        incremental = FetchRequest(
+            7, 0.25, 1, 1024, (FetchBucketRequest(TB, 4, 512, 2, 1),), FetchSessionRequest(77, 1, (TableBucket(3, 2),))
+        )
+        assert (await endpoint.fetch(incremental)).session_id == 77
+        sent = leader.requests[1]
+        assert (sent.session.id, sent.session.epoch, [(f.table_id, f.bucket) for f in sent.session.forgotten]) == (
+            77,
+            1,
+            [(3, 2)],
+        )
+        sessionless = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 4, 512),))
+        await endpoint.fetch(sessionless)
+        assert not leader.requests[2].HasField("session")
         epochs = await endpoint.offsets_for_leader_epoch(7, [EpochRequest(TB, 1, 2)])
         assert (epochs[TB].leader_epoch, epochs[TB].end_offset, epochs[TB].error) == (1, 42, None)
     finally:

@@ -13,7 +13,7 @@ from fluss_py.errors import (
     NetworkExceptionError,
 )
 from fluss_py.record import RecordBatchBuilder, iter_batches
-from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult, EpochRequest, FetchRequest
+from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult, EpochRequest, FetchRequest, FetchResponse
 from fluss_py.types import LeaderAndIsr, TableBucket
 
 
@@ -56,14 +56,16 @@ class LocalLeaderEndpoint:
             raise NetworkExceptionError(f"server {self.leader_id} is down")
         return self.cluster.managers[self.leader_id]
 
-    async def fetch(self, request: FetchRequest):
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
         self.calls += 1
         await asyncio.sleep(0)
-        result = await self._target().fetch(
-            request.replica_id, request.max_wait_s, request.min_bytes, request.max_bytes, request.buckets
-        )
+        if request.session is None:
+            args = (request.replica_id, request.max_wait_s, request.min_bytes, request.max_bytes, request.buckets)
+            response = FetchResponse(await self._target().fetch(*args))
+        else:
+            response = await self._target().fetch_in_session(request)
         self._target()  # cut off while the fetch was parked: the answer is lost
-        return result
+        return response
 
     async def offsets_for_leader_epoch(self, replica_id: int, requests: Sequence[EpochRequest]):
         self.calls += 1

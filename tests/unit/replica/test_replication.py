@@ -10,7 +10,14 @@ from fluss_py.log.manager import LogManager
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.replica.fetcher.fetcher import FetchPhase
 from fluss_py.replica.manager import ReplicaManager
-from fluss_py.replica.messages import BucketState, EpochEndOffset, EpochResult, FetchBucketRequest, FetchBucketResult
+from fluss_py.replica.messages import (
+    BucketState,
+    EpochEndOffset,
+    EpochResult,
+    FetchBucketRequest,
+    FetchBucketResult,
+    FetchResponse,
+)
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import FakeCoordinator, batch, epochs, log_contents
 from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
@@ -304,8 +311,10 @@ class ScriptedLeader:
         self.fetches.append(request)
         await asyncio.sleep(0.001)
         if self.fetch_answers:
-            return self.fetch_answers.pop(0)(request)
-        return {b.table_bucket: FetchBucketResult(b.table_bucket, None, 0, 0, b.fetch_offset) for b in request.buckets}
+            return FetchResponse(self.fetch_answers.pop(0)(request))  # sessionless: every request stays full
+        return FetchResponse(
+            {b.table_bucket: FetchBucketResult(b.table_bucket, None, 0, 0, b.fetch_offset) for b in request.buckets}
+        )
 
     async def offsets_for_leader_epoch(self, replica_id, requests):
         return {r.table_bucket: self.epoch_answer(r) for r in requests}
