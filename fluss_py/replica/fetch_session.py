@@ -69,6 +69,7 @@ class FetchSessionCache:
         self._new_id = new_id or (lambda: random.getrandbits(31))
         self._sessions: dict[int, FetchSession] = {}
         self._by_bucket: dict[TableBucket, set[FetchSession]] = {}
+        self.opened_total = 0  # full requests: a steady rise while idle means followers keep starting over
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -114,6 +115,7 @@ class FetchSessionCache:
             session_id = self._new_id()
         session = FetchSession(session_id, replica_id, now)
         self._sessions[session_id] = session
+        self.opened_total += 1
         return session
 
     def _track(self, session: FetchSession, request: FetchBucketRequest) -> None:

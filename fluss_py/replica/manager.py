@@ -113,6 +113,8 @@ class ReplicaStats:
     isr_expands: int = 0
     throttled_bytes: int = 0  # served to followers being added (docs/rebalance.md §6), since start
     throttle_deferred: int = 0  # their bucket reads answered empty for want of budget
+    fetch_sessions: int = 0  # followers' fetch sessions held here as leader
+    fetch_sessions_opened: int = 0  # since start
 
 
 def _as_api_error(e: Exception, what: str) -> ApiError:
@@ -249,7 +251,8 @@ class ReplicaManager:
                 buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes))
         return ReplicaStats(
             leaders, followers, under, under_min, isr_sizes, tuple(buckets), self.isr_shrinks, self.isr_expands,
-            self.throttle.bytes_total, self.throttle.deferred_total,
+            self.throttle.bytes_total, self.throttle.deferred_total, len(self.fetch_sessions),
+            self.fetch_sessions.opened_total,
         )  # fmt: skip
 
     def led_sizes(self) -> list[tuple[TableBucket, int]]:

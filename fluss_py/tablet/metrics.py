@@ -10,6 +10,8 @@ over the replicas) and renders (docs/observability.md has the full list)
     fluss_replica_isr_shrinks_total / _expands_total ISR changes of led buckets since the process started
     fluss_rebalance_throttled_bytes_total            bytes served to followers being added (docs/rebalance.md §6)
     fluss_rebalance_throttle_deferred_total          their reads answered empty for want of throttle budget
+    fluss_replica_fetch_sessions                     followers' fetch sessions held here as leader
+    fluss_replica_fetch_sessions_opened_total        fetch sessions opened (each a full request) since start
   per led bucket {bucket,table_id}:
     fluss_replica_isr_count                          ISR size
     fluss_replica_under_replicated                   1 while the ISR is smaller than the assignment, else 0
@@ -54,6 +56,12 @@ _COUNTS = (
         "counter",
         "Reads of followers being added answered empty for want of throttle budget",
     ),
+    ("fluss_replica_fetch_sessions", "gauge", "Followers' incremental fetch sessions held here as leader"),
+    (
+        "fluss_replica_fetch_sessions_opened_total",
+        "counter",
+        "Fetch sessions opened here (each by a full request naming every bucket), since start",
+    ),
 )
 ISR_COUNT = ("fluss_replica_isr_count", "ISR size of each bucket this server leads")
 UNDER_REPLICATED = (
@@ -86,7 +94,7 @@ def render(stats: ReplicaStats | None) -> bytes:
     s = stats
     out: list[str] = []
     values = (s.leader_count, s.follower_count, s.under_replicated, s.under_min_isr, s.isr_shrinks, s.isr_expands,
-              s.throttled_bytes, s.throttle_deferred)  # fmt: skip
+              s.throttled_bytes, s.throttle_deferred, s.fetch_sessions, s.fetch_sessions_opened)  # fmt: skip
     for (name, kind, help_), v in zip(_COUNTS, values, strict=True):
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n{name} {v}\n")
     isr: list[str] = []

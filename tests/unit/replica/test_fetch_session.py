@@ -224,12 +224,15 @@ async def test_idle_follower_rounds_name_no_bucket_and_a_lost_session_starts_ove
     assert all(r.session.id == fetcher.session.id and r.buckets == () for r in sent[1:])
 
     full_before = fetcher.full_requests
+    assert m.stats().fetch_sessions == 2  # one per follower
+    opened_before = m.stats().fetch_sessions_opened
     m.fetch_sessions.close_all()  # as if the leader restarted: the session is gone
     await m.append(-1, 5.0, {TableBucket(7, 3): batch(b"after")})  # acks=all: needs the follower back
     assert fetcher.full_requests == full_before + 1
     assert log_contents(cluster3.log_managers[2].get(TableBucket(7, 3))) == [(0, 0, b"after")]
     errors = [r for r in sent if r.session.id == 0]
     assert errors and len(errors[-1].buckets) == 20
+    await wait_until(lambda: (m.stats().fetch_sessions, m.stats().fetch_sessions_opened) == (2, opened_before + 2))
 
 
 def test_session_errors_are_retriable_without_metadata_refresh() -> None:

@@ -71,6 +71,8 @@ def test_collector_renders_counts_and_per_bucket_series() -> None:
         (led_ok, led_under, followed),
         isr_shrinks=4,
         isr_expands=3,
+        fetch_sessions=2,
+        fetch_sessions_opened=5,
     )
     s = rendered(stats)
     assert sample(s, "fluss_replica_leader_count") == 2
@@ -79,6 +81,7 @@ def test_collector_renders_counts_and_per_bucket_series() -> None:
     assert sample(s, "fluss_replica_under_min_isr") == 0
     assert sample(s, "fluss_replica_isr_shrinks_total") == 4
     assert sample(s, "fluss_replica_isr_expands_total") == 3
+    assert (sample(s, "fluss_replica_fetch_sessions"), sample(s, "fluss_replica_fetch_sessions_opened_total")) == (2, 5)
     assert sample(s, "fluss_replica_under_replicated", table_id=1, bucket=0) == 0
     assert sample(s, "fluss_replica_under_replicated", table_id=1, bucket=1) == 1
     assert sample(s, "fluss_replica_under_replicated", table_id=1, bucket=2) is None  # followed: its leader says
