@@ -12,6 +12,8 @@ Data dir layout::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import shutil
@@ -28,12 +30,22 @@ from fluss_py.log.checkpoint import (
     write_clean_shutdown_marker,
 )
 from fluss_py.log.config import LogConfig
-from fluss_py.log.tablet import LogTablet
+from fluss_py.log.tablet import FlushJob, LogTablet
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
 
 _BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
+
+
+def _sync_and_close(jobs: list[FlushJob]) -> None:
+    """The thread half of ``flush_all_async``: fsync every job's descriptors, close them all."""
+    try:
+        for job in jobs:
+            job.sync()
+    finally:
+        for job in jobs:
+            job.close()
 
 
 def bucket_dir_name(tb: TableBucket) -> str:
@@ -139,6 +151,31 @@ class LogManager:
     def flush_all(self) -> None:
         for t in self.logs.values():
             t.flush()
+
+    async def flush_all_async(self) -> None:
+        """``flush_all`` with the fsyncs in a worker thread, so the event loop keeps serving while the disk
+        syncs (docs/storage.md §7). Cancelled, it still waits for the thread, and moves no recovery point."""
+        jobs: list[FlushJob] = []
+        try:
+            for t in self.logs.values():
+                job = t.begin_flush()
+                if job is not None:
+                    jobs.append(job)
+        except BaseException:
+            for job in jobs:
+                job.close()
+            raise
+        if not jobs:
+            return
+        sync = asyncio.get_running_loop().run_in_executor(None, _sync_and_close, jobs)
+        try:
+            await asyncio.shield(sync)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # the next flush (or close) syncs again
+                await sync
+            raise
+        for job in jobs:
+            job.tablet.end_flush(job)
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint, then write the clean-shutdown marker (last)."""

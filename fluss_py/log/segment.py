@@ -60,6 +60,7 @@ class LogSegment:
         self.first_timestamp: int | None = None
         self._bytes_since_index = 0
         self._dirty = False
+        self._version = 0  # bumped by every change of the file: a sync started before it does not cover it
 
     # --- loading
     def load(self) -> bool:
@@ -146,7 +147,7 @@ class LogSegment:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
         self._read_first_timestamp()
-        self._dirty = True
+        self._changed()
         return truncated, headers
 
     # --- scanning
@@ -240,7 +241,7 @@ class LogSegment:
             self.first_timestamp = batches[0].max_timestamp
         for b in batches:
             self._index_batch(start + b.position, b.size, b.base_offset, b.last_offset, b.max_timestamp)
-        self._dirty = True
+        self._changed()
 
     def _index_batch(self, position: int, size: int, base_offset: int, last_offset: int, max_ts: int) -> None:
         """Account one appended or re-validated batch: end offset, max timestamp, sparse index entries."""
@@ -266,7 +267,7 @@ class LogSegment:
         self.offset_index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(h[0])
         self._rescan_tail_stats()
-        self._dirty = True
+        self._changed()
         return removed
 
     def _rescan_tail_stats(self) -> None:
@@ -302,6 +303,37 @@ class LogSegment:
         except OSError as e:
             raise StorageError(f"{self.log_path}: flush failed: {e}") from e
         self._dirty = not fsync
+
+    def begin_fsync(self) -> tuple[int, list[int]] | None:
+        """Step 1 of a flush whose fsyncs run off the loop (docs/storage.md §7): write the index tails (page
+        cache) and open new descriptors of the log and index files. Returns (write version, descriptors) for
+        the caller to fsync and close, then ``end_fsync(version)``; None when nothing was written since the
+        last fsync."""
+        if not self._dirty or self._fd < 0:
+            return None
+        if self.size:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        fds: list[int] = []
+        try:
+            self.offset_index.flush(fsync=False)
+            self.time_index.flush(fsync=False)
+            fds.append(os.dup(self._fd))
+            for path in (self.offset_index.path, self.time_index.path):
+                fds.append(os.open(path, os.O_RDONLY))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            raise StorageError(f"{self.log_path}: flush failed: {e}") from e
+        return self._version, fds
+
+    def end_fsync(self, version: int) -> None:
+        """The descriptors of ``begin_fsync`` were synced: clean, unless the segment changed since."""
+        if self._version == version:
+            self._dirty = False
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self._version += 1
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluss_py.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
     OffsetOutOfRangeError,
+    StorageError,
 )
 from fluss_py.log.config import LogConfig
 from fluss_py.log.loader import LoadedLog, LogLoader, rebuild_writer_state, reset_log
@@ -81,6 +83,7 @@ class LogTablet:
         self._hw = loaded.high_watermark
         self._recovery_point = loaded.recovery_point
         self._bytes_since_snapshot = 0
+        self._truncations = 0  # a flush begun before a truncation does not move the recovery point
         self._closed = False
 
     @classmethod
@@ -109,6 +112,7 @@ class LogTablet:
         self.segments = reset_log(self.dir, self.segments, offset, self.config, self.epoch_cache, self.writers)
         self._bases = [offset]
         self._leo = self._log_start = self._hw = self._recovery_point = offset
+        self._truncations += 1
 
     # ------------------------------------------------------------------ properties
     @property
@@ -292,6 +296,7 @@ class LogTablet:
         self._rebuild_writer_state()
         self._hw = min(self._hw, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
+        self._truncations += 1
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("%s: deleting the whole log and restarting at %d", self.dir, offset)
@@ -307,13 +312,46 @@ class LogTablet:
             if seg.base_offset >= target and seg is not self.segments[-1]:
                 break
             seg.flush()
+        self._maybe_snapshot_writers()
+        self._recovery_point = max(self._recovery_point, target)
+
+    def _maybe_snapshot_writers(self) -> None:
         if (
             self.writers.changed_since_snapshot
             and self._bytes_since_snapshot >= self.config.writer_snapshot_interval_bytes
         ):
             self.writers.take_snapshot(self._leo)
             self._bytes_since_snapshot = 0
-        self._recovery_point = max(self._recovery_point, target)
+
+    def begin_flush(self) -> FlushJob | None:
+        """Step 1 of ``flush()`` with the fsyncs left to the caller's thread (docs/storage.md §7): None when
+        nothing is new, else a job whose ``descriptors`` are fsynced and closed elsewhere before
+        ``end_flush(job)``."""
+        target = self._leo
+        if self._closed or (target <= self._recovery_point and not self.segments[-1].dirty):
+            return None
+        i = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        job = FlushJob(self, target, self._truncations)
+        try:
+            for seg in self.segments[i:]:
+                began = seg.begin_fsync()
+                if began is not None:
+                    job.segments.append((seg, began[0]))
+                    job.descriptors.extend(began[1])
+        except BaseException:
+            job.close()
+            raise
+        return job
+
+    def end_flush(self, job: FlushJob) -> None:
+        """Step 3: the job's descriptors were synced. Segments unchanged since step 1 are clean; the recovery
+        point moves to the job's target unless the log was truncated meanwhile or is closed."""
+        for seg, version in job.segments:
+            seg.end_fsync(version)
+        if self._closed or self._truncations != job.truncations:
+            return
+        self._maybe_snapshot_writers()
+        self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past ``table.log.ttl`` or over the size limit (only below the HW)."""
@@ -376,3 +414,28 @@ class LogTablet:
 
     def __repr__(self) -> str:
         return f"LogTablet({self.table_bucket}, [{self._log_start}, {self._leo}), hw={self._hw})"
+
+
+@dataclass(eq=False)
+class FlushJob:
+    """One log's flush between ``begin_flush`` and ``end_flush``: the target offset, the truncation count at
+    the start, the segments with their write versions, and the descriptors to fsync (then ``close``)."""
+
+    tablet: LogTablet
+    target: int
+    truncations: int
+    segments: list[tuple[LogSegment, int]] = field(default_factory=list)
+    descriptors: list[int] = field(default_factory=list)
+
+    def sync(self) -> None:
+        """fsync every descriptor (any thread); raises StorageError naming the log on failure."""
+        try:
+            for fd in self.descriptors:
+                os.fsync(fd)
+        except OSError as e:
+            raise StorageError(f"{self.tablet.dir}: flush failed: {e}") from e
+
+    def close(self) -> None:
+        for fd in self.descriptors:
+            os.close(fd)
+        self.descriptors = []

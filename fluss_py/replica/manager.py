@@ -766,5 +766,5 @@ class ReplicaManager:
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.checkpoint_interval_s)
-            self.log_manager.flush_all()  # fsync what is new; advances the recovery points
+            await self.log_manager.flush_all_async()  # fsync what is new (in a thread); advances recovery points
             self.log_manager.checkpoint()
