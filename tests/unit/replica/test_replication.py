@@ -98,6 +98,32 @@ async def test_seed000_divergence_old_leader_truncates_and_converges(clock, tmp_
         await c.close()
 
 
+async def test_a_diverged_tail_as_long_as_the_leaders_log_rejoins_the_isr_after_truncation(clock, tmp_path) -> None:
+    """Model seed 211: the old leader's acks=1 tail (epoch 0) ends at the new leader's LEO, so equal LEOs say
+    nothing; the leader admits the follower to the ISR only from a non-diverging fetch, i.e. after truncation."""
+    c = ReplicaCluster(2, clock, tmp_path)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        assert (await c.managers[1].append(-1, 5.0, {TB: batch(b"m0")}))[TB].error is None
+        c.down.add(1)  # 2 cannot fetch from 1
+        await c.managers[1].append(1, 5.0, {TB: batch(b"a1")})
+        await c.managers[1].append(1, 5.0, {TB: batch(b"a2")})
+        await c.kill(1)
+        await c.elect(TB, (1, 2), leader=2, isr=(2,))  # epoch 1
+        await c.managers[2].append(1, 5.0, {TB: batch(b"b1")})
+        await c.managers[2].append(1, 5.0, {TB: batch(b"b2")})
+        assert contents(c, 1)[-1][0] == contents(c, 2)[-1][0] == 2  # same LEO 3, different records
+        assert contents(c, 1) != contents(c, 2)
+        c.start_server(1)
+        await c.notify(TB, (1, 2))
+        await wait_until(lambda: 1 in c.coordinator.state[TB].isr, message="1 back in the ISR")
+        assert contents(c, 1) == contents(c, 2)
+        assert [v for _, _, v in contents(c, 1)] == [b"m0", b"b1", b"b2"]
+        assert epochs(log_of(c, 1)) == [(0, 0), (1, 1)]
+    finally:
+        await c.close()
+
+
 async def test_seed004_hw_truncation_case(clock, tmp_path) -> None:
     """Seed 004 §4.2/4.3: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
     c = ReplicaCluster(3, clock, tmp_path)
