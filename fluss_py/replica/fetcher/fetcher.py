@@ -337,7 +337,7 @@ class ReplicaFetcher:
         session = self.session
         if session.id == NO_SESSION:
             session.sent.clear()
-            candidates: set[TableBucket] | Iterable[TableBucket] = list(self._states)
+            candidates: Iterable[TableBucket] = list(self._states)
         else:
             candidates = self._touched
         self._touched = set()
