@@ -30,9 +30,9 @@ class FetchSession(Waker):
     """One follower's session. ``positions``: the follower's last request per bucket; ``last_used``: when its
     last request arrived (replica clock), i.e. the last time the follower was known to poll; ``stale``: the
     buckets appended to or changing role since the session last read them (an HW move marks a bucket dirty
-    but not stale)."""
+    but not stale); ``carried``: buckets the last answer left behind, read first at the next request."""
 
-    __slots__ = ("closed", "id", "last_used", "next_epoch", "positions", "replica_id", "stale")
+    __slots__ = ("carried", "closed", "id", "last_used", "next_epoch", "positions", "replica_id", "stale")
 
     def __init__(self, session_id: int, replica_id: int, now: float) -> None:
         super().__init__()
@@ -41,6 +41,7 @@ class FetchSession(Waker):
         self.next_epoch = 1
         self.positions: dict[TableBucket, FetchBucketRequest] = {}
         self.stale: set[TableBucket] = set()
+        self.carried: dict[TableBucket, None] = {}  # an ordered set
         self.last_used = now
         self.closed = False
 
@@ -49,6 +50,14 @@ class FetchSession(Waker):
         dirty = super().take_dirty()
         self.stale.difference_update(dirty)
         return dirty
+
+    def carry(self, bucket: TableBucket) -> None:
+        """Read ``bucket`` first at the next request (without waking a parked one)."""
+        self.carried[bucket] = None
+
+    def take_carried(self) -> list[TableBucket]:
+        carried, self.carried = list(self.carried), {}
+        return carried
 
     def __repr__(self) -> str:
         return f"FetchSession(id={self.id}, replica={self.replica_id}, buckets={len(self.positions)})"
@@ -130,6 +139,7 @@ class FetchSessionCache:
             return
         session.dirty.discard(tb)
         session.stale.discard(tb)
+        session.carried.pop(tb, None)
         watchers = self._by_bucket.get(tb)
         if watchers is not None:
             watchers.discard(session)

@@ -525,10 +525,11 @@ class ReplicaManager:
         if replica_id < 0 or request.session is None:
             raise InvalidRequestError("fetch sessions are for followers")
         session = self.fetch_sessions.begin(replica_id, request.session, requests)
-        to_read = {r.table_bucket: r for r in requests}
-        for tb in session.take_dirty():
-            if tb not in to_read:
-                to_read[tb] = session.positions[tb]
+        # buckets the last answer left behind first, then those marked since, then those named: a bucket with
+        # a steady stream of data (named every time) cannot starve the others of the response budget
+        to_read = {tb: session.positions[tb] for tb in session.take_carried()}
+        to_read.update((tb, session.positions[tb]) for tb in session.take_dirty() if tb not in to_read)
+        to_read.update((r.table_bucket, r) for r in requests if r.table_bucket not in to_read)
         results = self._read_all(replica_id, max_bytes, to_read.values())
         max_wait_s, min_bytes = request.max_wait_s, request.min_bytes
         if max_wait_s > 0 and not self._fetch_satisfied(results, min_bytes, True):
@@ -564,7 +565,7 @@ class ReplicaManager:
                 break
 
     def _carry_over(self, session: FetchSession, results: FetchResult) -> None:
-        """Mark for the session's next request the buckets read without records that still need a look: the
+        """Carry to the front of the session's next request the buckets read without records that still need a look: the
         follower is behind (the response budget or the throttle ran out), or it is not in the ISR (an
         expansion refused or backing off is proposed again at a later fetch)."""
         for tb, r in results.items():
@@ -575,7 +576,7 @@ class ReplicaManager:
             if position is None or replica is None:
                 continue
             if position.fetch_offset < r.log_end_offset or session.replica_id not in replica.maximal_isr:
-                session.mark(tb)
+                session.carry(tb)
 
     def _fetch_satisfied(
         self, results: Mapping[TableBucket, FetchBucketResult], min_bytes: int, for_follower: bool

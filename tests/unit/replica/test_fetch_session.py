@@ -130,10 +130,15 @@ async def test_a_bucket_left_out_by_the_response_budget_is_read_at_the_next_requ
     got = {tb for tb, r in opened.buckets.items() if r.records}
     assert len(got) == 1  # the first bucket with data gets a batch, the budget is then spent
     (left,) = {TB, TB2} - got
-    # the follower appends what it got and names that bucket's new position; the other one is not named
-    moved = position(next(iter(got)), 1)
-    nxt = await m.fetch_in_session(FetchRequest(3, 0, 1, MAX, (moved,), FetchSessionRequest(opened.session_id, 1)))
-    assert nxt.buckets[left].records, "the bucket the budget left out must be read again"
+    # the follower appends what it got and names that bucket's new position, which has more data by then;
+    # the other one is not named: it must be read again, and first (else a busy bucket starves it)
+    (served,) = got
+    await m.append(1, 1.0, {served: batch(b"c" * 100)})
+    nxt = await m.fetch_in_session(
+        FetchRequest(3, 0, 1, 10, (position(served, 1),), FetchSessionRequest(opened.session_id, 1))
+    )
+    assert nxt.buckets[left].records, "the bucket the budget left out must be read again, before the others"
+    assert not nxt.buckets[served].records
 
 
 async def test_an_hw_move_rides_on_the_next_answer(cluster3: ReplicaCluster) -> None:
