@@ -22,22 +22,37 @@ from fluss_py.types import TableBucket
 
 MAX_SESSIONS_PER_FOLLOWER = 2
 """One per fetcher; two leave room for a fetcher being replaced (a leader's address changed)."""
+MAX_CLIENT_SESSIONS = 1000
+"""Consumers' sessions (all ``replica_id`` -1), least recently used evicted (Kafka's cache has 1000 slots)."""
 SESSION_IDLE_S = 60.0
 """A session nobody continued for this long is dropped (its follower died or opened another)."""
 
 
 class FetchSession(Waker):
-    """One follower's session. ``positions``: the follower's last request per bucket; ``last_used``: when its
+    """One follower's (or consumer's: ``replica_id`` -1) session. A follower's is woken by appends and marked
+    by HW moves; a consumer reads below the HW, so HW moves wake its session and appends do not.
+    ``positions``: the follower's last request per bucket; ``last_used``: when its
     last request arrived (replica clock), i.e. the last time the follower was known to poll; ``stale``: the
     buckets appended to or changing role since the session last read them (an HW move marks a bucket dirty
     but not stale); ``carried``: buckets the last answer left behind, read first at the next request."""
 
-    __slots__ = ("carried", "closed", "id", "last_used", "next_epoch", "positions", "replica_id", "stale")
+    __slots__ = (
+        "carried",
+        "closed",
+        "for_follower",
+        "id",
+        "last_used",
+        "next_epoch",
+        "positions",
+        "replica_id",
+        "stale",
+    )
 
     def __init__(self, session_id: int, replica_id: int, now: float) -> None:
         super().__init__()
         self.id = session_id
         self.replica_id = replica_id
+        self.for_follower = replica_id >= 0
         self.next_epoch = 1
         self.positions: dict[TableBucket, FetchBucketRequest] = {}
         self.stale: set[TableBucket] = set()
@@ -69,11 +84,13 @@ class FetchSessionCache:
         clock: Callable[[], float],
         *,
         per_follower: int = MAX_SESSIONS_PER_FOLLOWER,
+        max_clients: int = MAX_CLIENT_SESSIONS,
         idle_s: float = SESSION_IDLE_S,
         new_id: Callable[[], int] | None = None,
     ) -> None:
         self._clock = clock
         self._per_follower = per_follower
+        self._max_clients = max_clients
         self._idle_s = idle_s
         self._new_id = new_id or (lambda: random.getrandbits(31))
         self._sessions: dict[int, FetchSession] = {}
@@ -116,8 +133,9 @@ class FetchSessionCache:
         return session
 
     def _open(self, replica_id: int, now: float) -> FetchSession:
+        room = self._per_follower if replica_id >= 0 else self._max_clients  # consumers share replica id -1
         mine = sorted((s for s in self._sessions.values() if s.replica_id == replica_id), key=lambda s: s.last_used)
-        for old in mine[: max(0, len(mine) - self._per_follower + 1)]:
+        for old in mine[: max(0, len(mine) - room + 1)]:
             self._close(old)
         session_id = self._new_id()
         while session_id == NO_SESSION or session_id in self._sessions:
@@ -172,10 +190,12 @@ class FetchSessionCache:
         return self._by_bucket.get(tb, ())
 
     def appended(self, tb: TableBucket) -> list[FetchSession]:
-        """The bucket's LEO moved: wake its sessions. Returns those in which it was clean (read at the
-        session's last look, not appended to since), for the caught-up rule."""
+        """The bucket's LEO moved: wake its followers' sessions. Returns those in which it was clean (read at
+        the session's last look, not appended to since), for the caught-up rule."""
         clean = []
         for s in self._by_bucket.get(tb, ()):
+            if not s.for_follower:
+                continue  # below the HW nothing changed
             if tb not in s.stale:
                 clean.append(s)
             s.stale.add(tb)
@@ -183,9 +203,13 @@ class FetchSessionCache:
         return clean
 
     def hw_moved(self, tb: TableBucket) -> None:
-        """Mark without waking: the new HW rides on the session's next answer."""
+        """Wake consumers' sessions (new records to read); mark followers' without waking (the new HW rides on
+        their next answer)."""
         for s in self._by_bucket.get(tb, ()):
-            s.mark(tb)
+            if s.for_follower:
+                s.mark(tb)
+            else:
+                s.wake(tb)
 
     def role_changed(self, tb: TableBucket) -> None:
         for s in self._by_bucket.get(tb, ()):

@@ -113,7 +113,7 @@ class ReplicaStats:
     isr_expands: int = 0
     throttled_bytes: int = 0  # served to followers being added (docs/rebalance.md §6), since start
     throttle_deferred: int = 0  # their bucket reads answered empty for want of budget
-    fetch_sessions: int = 0  # followers' fetch sessions held here as leader
+    fetch_sessions: int = 0  # fetch sessions (followers', consumers') held here as leader
     fetch_sessions_opened: int = 0  # since start
 
 
@@ -517,13 +517,15 @@ class ReplicaManager:
         return results
 
     async def fetch_in_session(self, request: FetchRequest) -> FetchResponse:
-        """A follower fetch in an incremental session (``request.session`` set): reads the buckets the request
-        names (all of them when it opens the session, else the added or moved ones) plus those marked since the
-        session's last look, long-polls like ``fetch``, and answers the buckets it read. Raises
-        FETCH_SESSION_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH (the follower then sends a full request)."""
+        """A fetch in an incremental session (``request.session`` set; a follower's or a consumer's): reads the
+        buckets the request names (all of them when it opens the session, else the added or moved ones) plus
+        those carried or marked since the session's last look, long-polls like ``fetch``, and answers the
+        buckets it read. Raises FETCH_SESSION_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH (the fetcher then sends a
+        full request)."""
         replica_id, max_bytes, requests = request.replica_id, request.max_bytes, request.buckets
-        if replica_id < 0 or request.session is None:
-            raise InvalidRequestError("fetch sessions are for followers")
+        if request.session is None:
+            raise InvalidRequestError("not a session fetch")
+        for_follower = replica_id >= 0
         session = self.fetch_sessions.begin(replica_id, request.session, requests)
         # buckets the last answer left behind first, then those marked since, then those named: a bucket with
         # a steady stream of data (named every time) cannot starve the others of the response budget
@@ -532,7 +534,7 @@ class ReplicaManager:
         to_read.update((r.table_bucket, r) for r in requests if r.table_bucket not in to_read)
         results = self._read_all(replica_id, max_bytes, to_read.values())
         max_wait_s, min_bytes = request.max_wait_s, request.min_bytes
-        if max_wait_s > 0 and not self._fetch_satisfied(results, min_bytes, True):
+        if max_wait_s > 0 and not self._fetch_satisfied(results, min_bytes, for_follower):
             await self._long_poll(session, session.positions, results, replica_id, max_wait_s, min_bytes, max_bytes)
         self._carry_over(session, results)
         return FetchResponse(results, session.id)
@@ -565,17 +567,20 @@ class ReplicaManager:
                 break
 
     def _carry_over(self, session: FetchSession, results: FetchResult) -> None:
-        """Carry to the front of the session's next request the buckets read without records that still need a look: the
-        follower is behind (the response budget or the throttle ran out), or it is not in the ISR (an
-        expansion refused or backing off is proposed again at a later fetch)."""
+        """Carry to the front of the session's next request the buckets read without records that still need a
+        look: the fetcher is behind (the response budget or the throttle ran out), or a follower is not in the
+        ISR (an expansion refused or backing off is proposed again at a later fetch)."""
         for tb, r in results.items():
             if r.records or r.error is not None or r.diverging_epoch is not None:
-                continue  # the follower's next request names it (moved) or drops it (backed off)
+                continue  # the next request names it (moved) or drops it (backed off)
             position = session.positions.get(tb)
             replica = self._replicas.get(tb)
             if position is None or replica is None:
                 continue
-            if position.fetch_offset < r.log_end_offset or session.replica_id not in replica.maximal_isr:
+            if not session.for_follower:
+                if position.fetch_offset < r.high_watermark:
+                    session.carry(tb)
+            elif position.fetch_offset < r.log_end_offset or session.replica_id not in replica.maximal_isr:
                 session.carry(tb)
 
     def _fetch_satisfied(

@@ -10,7 +10,7 @@ over the replicas) and renders (docs/observability.md has the full list)
     fluss_replica_isr_shrinks_total / _expands_total ISR changes of led buckets since the process started
     fluss_rebalance_throttled_bytes_total            bytes served to followers being added (docs/rebalance.md §6)
     fluss_rebalance_throttle_deferred_total          their reads answered empty for want of throttle budget
-    fluss_replica_fetch_sessions                     followers' fetch sessions held here as leader
+    fluss_replica_fetch_sessions                     fetch sessions (followers', consumers') held here as leader
     fluss_replica_fetch_sessions_opened_total        fetch sessions opened (each a full request) since start
   per led bucket {bucket,table_id}:
     fluss_replica_isr_count                          ISR size
@@ -56,7 +56,7 @@ _COUNTS = (
         "counter",
         "Reads of followers being added answered empty for want of throttle budget",
     ),
-    ("fluss_replica_fetch_sessions", "gauge", "Followers' incremental fetch sessions held here as leader"),
+    ("fluss_replica_fetch_sessions", "gauge", "Incremental fetch sessions (followers', consumers') held here"),
     (
         "fluss_replica_fetch_sessions_opened_total",
         "counter",

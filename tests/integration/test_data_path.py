@@ -113,6 +113,15 @@ def test_produce_consume_restart_and_identical_replicas(cluster_factory):
             with SyncConsumer(bootstrap, ConsumerOptions(fetch_max_wait=0.2)) as consumer:
                 consumer.assign(TABLE)
                 got = _consume_all(consumer, len(sent), 30)
+                # its fetches run in one fetch session per leader server (docs/replication.md "Fetch
+                # sessions"; a look inside the client, read only)...
+                leaders = {leader for leader, _, _ in _placement(admin).values()}
+                sessions = consumer._client._fetcher._sessions
+                assert {server for server, s in sessions.items() if s.id} == leaders
+                # ...that wake when the HW moves: records produced while its polls name no bucket arrive
+                extra = _produce(producer, 5000, 30)
+                got += _consume_all(consumer, len(extra), 30)
+                sent += extra
             _check_exactly_once_in_order(sent, got)
             assert _fully_replicated(admin)
 

@@ -12,6 +12,11 @@ fetched again from the same position. Each fetch carries the leader epoch the cl
 leader that has not noticed yet answers UNKNOWN_LEADER_EPOCH instead of serving stale data.
 OFFSET_OUT_OF_RANGE resets the bucket by ``auto_offset_reset`` (or is raised by ``poll`` when "none").
 
+Each server's FetchLog runs in an incremental fetch session (docs/replication.md "Fetch sessions"): a request
+names only the buckets whose position or leader epoch changed since the previous one (and forgets those no
+longer fetched from that server, e.g. while their records wait in the buffer), the server answers only what it
+read. A failed or cancelled call, or a session error, drops the session; the next request names every bucket.
+
 Owned by the consumer's event loop; ``poll`` (user task) and the fetch task share the buffer.
 """
 
@@ -57,6 +62,42 @@ class _Completed(NamedTuple):
     next_offset: int
 
 
+class _Session:
+    """The consumer's side of one server's fetch session: id, next epoch, and what the server holds
+    (bucket -> (fetch offset, leader epoch))."""
+
+    __slots__ = ("epoch", "id", "sent")
+
+    def __init__(self) -> None:
+        self.id = 0
+        self.epoch = 0
+        self.sent: dict[TableBucket, tuple[int, int]] = {}
+
+    def reset(self) -> None:
+        self.id, self.epoch, self.sent = 0, 0, {}
+
+    def delta(self, wanted: dict[TableBucket, tuple[int, int]]) -> tuple[list[TableBucket], list[TableBucket]]:
+        """(buckets to name, buckets to forget) for a request fetching ``wanted``; every bucket when opening."""
+        if self.id == 0:
+            named, forgotten = list(wanted), []
+        else:
+            named = [tb for tb, position in wanted.items() if self.sent.get(tb) != position]
+            forgotten = [tb for tb in self.sent if tb not in wanted]
+        self.sent = dict(wanted)
+        return named, forgotten
+
+    def answered(self, session_id: int) -> None:
+        if session_id == 0:  # the server keeps no session: every request stays full
+            self.reset()
+        elif session_id != self.id:
+            self.id, self.epoch = session_id, 1
+        else:
+            self.epoch += 1
+
+
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+
+
 class Fetcher:
     """Background fetch loop and the buffer of completed fetches (see module docstring)."""
 
@@ -69,6 +110,7 @@ class Fetcher:
         self._options = options
         self._buffer: dict[TableBucket, _Completed] = {}
         self._busy_servers: dict[int, float] = {}  # server -> when its in-flight fetch was sent
+        self._sessions: dict[int, _Session] = {}  # server -> its fetch session
         self._resetting: set[TableBucket] = set()
         self._errors: list[FlussError] = []  # non-retriable errors for poll to raise
         self.wakeup = asyncio.Event()  # the fetch loop has something to do
@@ -224,6 +266,9 @@ class Fetcher:
             opts = self._options
             node = self._metadata.servers.get(server_id)
             started = {tb: (p.generation, p.offset) for tb in tbs if (p := self._positions.buckets.get(tb))}
+            session = self._sessions.setdefault(server_id, _Session())
+            wanted = {tb: (offset or 0, self._metadata.leader_epoch(tb)) for tb, (_, offset) in started.items()}
+            named, forgotten = session.delta(wanted)
             request = tablet_pb2.FetchLogRequest(
                 replica_id=-1,
                 max_wait_ms=int(opts.fetch_max_wait * 1000),
@@ -232,13 +277,18 @@ class Fetcher:
                 buckets=[
                     tablet_pb2.FetchBucket(
                         table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
-                        fetch_offset=offset or 0,
+                        fetch_offset=wanted[tb][0],
                         max_bytes=opts.bucket_max_bytes,
-                        current_leader_epoch=self._metadata.leader_epoch(tb),
+                        current_leader_epoch=wanted[tb][1],
                         last_fetched_epoch=-1,
                     )
-                    for tb, (_, offset) in started.items()
+                    for tb in named
                 ],
+                session=tablet_pb2.FetchSession(
+                    id=session.id,
+                    epoch=session.epoch,
+                    forgotten=[common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket) for tb in forgotten],
+                ),
             )
             try:
                 if node is None:
@@ -248,12 +298,20 @@ class Fetcher:
                 )
                 raise_for_error(response.error)
             except FlussError as e:
+                session.reset()  # the server may or may not have applied the request
+                if e.code in _SESSION_ERRORS:
+                    log.debug("fetch session with server %d ends (%s): the next request opens one", server_id, e)
+                    return
                 self._metadata.request_update()
                 for tb, (generation, _) in started.items():
                     p = self._positions.buckets.get(tb)
                     if p is not None and p.generation == generation:
                         self._on_bucket_error(tb, p, e, server_id)
                 return
+            except BaseException:  # cancelled: the server may or may not have applied the request
+                session.reset()
+                raise
+            session.answered(response.session_id)
             for r in response.buckets:
                 tb = TableBucket(r.table_bucket.table_id, r.table_bucket.bucket)
                 p = self._positions.buckets.get(tb)

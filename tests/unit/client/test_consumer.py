@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from fluss_py.client.consumer import Consumer
+from fluss_py.client.consumer.fetcher import _Session
 from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
 from fluss_py.errors import InvalidRequestError, OffsetOutOfRangeError
@@ -201,3 +202,21 @@ async def test_compressed_batches_round_trip() -> None:
         got = await poll_n(c, 50)
     assert [r.value for r in got] == [f"value-{i}".encode() * 10 for i in range(50)]
     assert all(r.key == b"k" for r in got)
+
+
+def test_fetch_session_names_only_moved_buckets_and_starts_over_after_a_reset() -> None:
+    a, b, c = TableBucket(1, 0), TableBucket(1, 1), TableBucket(1, 2)
+    s = _Session()
+    assert s.delta({a: (0, 1), b: (0, 1)}) == ([a, b], [])  # no session yet: a full request
+    s.answered(77)
+    assert (s.id, s.epoch) == (77, 1)
+    assert s.delta({a: (5, 1), b: (0, 1)}) == ([a], [])  # a moved
+    s.answered(77)
+    assert s.delta({b: (0, 2), c: (0, 1)}) == ([b, c], [a])  # b's leader epoch changed, c added, a dropped
+    s.answered(77)
+    assert (s.id, s.epoch) == (77, 3)
+    assert s.delta({b: (0, 2), c: (0, 1)}) == ([], [])  # idle: nothing named
+    s.reset()  # a failed call: the next request names everything again
+    assert s.delta({b: (0, 2), c: (0, 1)}) == ([b, c], [])
+    s.answered(0)  # a server without sessions: every request stays full
+    assert s.id == 0 and s.delta({b: (0, 2)}) == ([b], [])

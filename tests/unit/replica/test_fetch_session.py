@@ -71,6 +71,22 @@ def test_forgotten_buckets_leave_the_index_and_sessions_are_bounded() -> None:
     assert len(cache) == 1 and {s.id for s in cache.sessions_of(TB)} == {other.id}
 
 
+def test_consumers_share_a_bounded_pool_of_sessions() -> None:
+    clock = FakeClock()
+    cache = FetchSessionCache(clock, max_clients=2)
+    a = cache.begin(-1, FetchSessionRequest(), [position(TB, 0)])
+    clock.advance(1)
+    b = cache.begin(-1, FetchSessionRequest(), [position(TB, 0)])
+    follower = cache.begin(2, FetchSessionRequest(), [position(TB, 0)])
+    clock.advance(1)
+    c = cache.begin(-1, FetchSessionRequest(), [position(TB, 0)])
+    assert a.closed and not b.closed and not c.closed and not follower.closed
+    assert cache.appended(TB) == [follower]  # an append is no news for a consumer (it reads below the HW)
+    assert TB not in b.dirty
+    cache.hw_moved(TB)
+    assert TB in b.dirty and TB in c.dirty
+
+
 async def test_appends_wake_hw_moves_only_mark() -> None:
     cache = FetchSessionCache(FakeClock())
     s = cache.begin(2, FetchSessionRequest(), [position(TB, 0), position(TB2, 0)])
@@ -158,6 +174,23 @@ async def test_an_hw_move_rides_on_the_next_answer(cluster3: ReplicaCluster) -> 
     await wait_until(lambda: m.replica(TB).high_watermark == 1)
     answer = await m.fetch_in_session(FetchRequest(3, 0, 1, MAX, (), FetchSessionRequest(sid, 3)))
     assert answer.buckets[TB].high_watermark == 1 and not answer.buckets[TB].records
+
+
+async def test_a_consumer_session_wakes_when_the_hw_moves_not_on_appends(cluster3: ReplicaCluster) -> None:
+    await cluster3.create(TB, R3, {"min.insync.replicas": "1"})
+    await cluster3.kill(2)
+    await cluster3.kill(3)
+    m = cluster3.managers[1]
+    opened = await m.fetch_in_session(FetchRequest(-1, 0, 1, MAX, (position(TB, 0),), FetchSessionRequest()))
+    session = FetchSessionRequest(opened.session_id, 1)
+    poll = asyncio.create_task(m.fetch_in_session(FetchRequest(-1, 5.0, 1, MAX, (), session)))
+    await m.append(1, 1.0, {TB: batch(b"a")})
+    await asyncio.sleep(0.05)
+    assert not poll.done(), "above the HW there is nothing for a consumer"
+    cluster3.clock.advance(LAG_S + 1)
+    assert m.maybe_shrink_isr() == 1  # the dead followers leave the ISR: the HW moves to 1
+    answer = await asyncio.wait_for(poll, 2.0)
+    assert values_of(answer.buckets[TB].records) == [(0, b"a")] and answer.buckets[TB].high_watermark == 1
 
 
 # ---------------------------------------------------------------- the caught-up rule
