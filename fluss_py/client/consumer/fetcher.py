@@ -64,19 +64,21 @@ class _Completed(NamedTuple):
 
 class _Session:
     """The consumer's side of one server's fetch session: id, next epoch, and what the server holds
-    (bucket -> (fetch offset, leader epoch))."""
+    (bucket -> (fetch offset, leader epoch, position generation)). A bucket whose answer was not taken (an
+    error, or the user moved it meanwhile) is ``retry``-marked: the next request names it again, else the
+    server — which believes it answered — would not read it until new records arrive."""
 
     __slots__ = ("epoch", "id", "sent")
 
     def __init__(self) -> None:
         self.id = 0
         self.epoch = 0
-        self.sent: dict[TableBucket, tuple[int, int]] = {}
+        self.sent: dict[TableBucket, tuple[int, ...]] = {}
 
     def reset(self) -> None:
         self.id, self.epoch, self.sent = 0, 0, {}
 
-    def delta(self, wanted: dict[TableBucket, tuple[int, int]]) -> tuple[list[TableBucket], list[TableBucket]]:
+    def delta(self, wanted: dict[TableBucket, tuple[int, ...]]) -> tuple[list[TableBucket], list[TableBucket]]:
         """(buckets to name, buckets to forget) for a request fetching ``wanted``; every bucket when opening."""
         if self.id == 0:
             named, forgotten = list(wanted), []
@@ -85,6 +87,10 @@ class _Session:
             forgotten = [tb for tb in self.sent if tb not in wanted]
         self.sent = dict(wanted)
         return named, forgotten
+
+    def retry(self, tb: TableBucket) -> None:
+        if tb in self.sent:
+            self.sent[tb] = ()
 
     def answered(self, session_id: int) -> None:
         if session_id == 0:  # the server keeps no session: every request stays full
@@ -267,7 +273,10 @@ class Fetcher:
             node = self._metadata.servers.get(server_id)
             started = {tb: (p.generation, p.offset) for tb in tbs if (p := self._positions.buckets.get(tb))}
             session = self._sessions.setdefault(server_id, _Session())
-            wanted = {tb: (offset or 0, self._metadata.leader_epoch(tb)) for tb, (_, offset) in started.items()}
+            wanted = {
+                tb: (offset or 0, self._metadata.leader_epoch(tb), generation)
+                for tb, (generation, offset) in started.items()
+            }
             named, forgotten = session.delta(wanted)
             request = tablet_pb2.FetchLogRequest(
                 replica_id=-1,
@@ -316,8 +325,10 @@ class Fetcher:
                 tb = TableBucket(r.table_bucket.table_id, r.table_bucket.bucket)
                 p = self._positions.buckets.get(tb)
                 if p is None or tb not in started or p.generation != started[tb][0] or p.offset != started[tb][1]:
+                    session.retry(tb)
                     continue  # the user moved this bucket meanwhile
                 if r.error.code != ErrorCode.NONE:
+                    session.retry(tb)
                     self._on_bucket_error(tb, p, error_from_info(r.error), server_id)
                     continue
                 p.attempts = 0

@@ -218,5 +218,13 @@ def test_fetch_session_names_only_moved_buckets_and_starts_over_after_a_reset() 
     assert s.delta({b: (0, 2), c: (0, 1)}) == ([], [])  # idle: nothing named
     s.reset()  # a failed call: the next request names everything again
     assert s.delta({b: (0, 2), c: (0, 1)}) == ([b, c], [])
+    s.answered(5)
+    s.delta({b: (0, 2), c: (0, 1)})
+    s.answered(5)
+    s.retry(c)  # its answer was an error (or dropped): name it again though its position did not move
+    assert s.delta({b: (0, 2), c: (0, 1)}) == ([c], [])
+    s.answered(5)
+    s.retry(c)  # ...or forget it if it is no longer fetched from this server
+    assert s.delta({b: (0, 2)}) == ([], [c])
     s.answered(0)  # a server without sessions: every request stays full
     assert s.id == 0 and s.delta({b: (0, 2)}) == ([b], [])
