@@ -142,6 +142,25 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint()
 
+    def set_aside(self, table_bucket: TableBucket) -> Path | None:
+        """Close a log and rename its dir to ``<table_id>-<bucket>-stray`` (never loaded again; the operator
+        deletes it), as Kafka does with stray replicas: a metadata mistake must not destroy data. Returns the
+        new path (None if there was no dir)."""
+        tablet = self.logs.pop(table_bucket, None)
+        if tablet is not None:
+            tablet.close()
+        path = self.data_dir / bucket_dir_name(table_bucket)
+        if not path.exists():
+            return None
+        aside = path.with_name(path.name + "-stray")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}-stray{n}")
+        path.rename(aside)
+        self.checkpoint()
+        return aside
+
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints (temp file + fsync + rename)."""
         self.hw_checkpoint.write({tb: t.high_watermark for tb, t in self.logs.items()})

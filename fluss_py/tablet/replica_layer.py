@@ -42,6 +42,7 @@ from fluss_py.replica.messages import (
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.tablet.metadata_cache import MetadataCache
+from fluss_py.tablet.strays import stray_buckets
 from fluss_py.types import TableBucket
 
 log = logging.getLogger("fluss_py.tablet.ReplicaLayer")
@@ -248,9 +249,20 @@ class ManagerReplicaLayer:
     async def update_metadata(self, request: Any) -> Any:
         self.metadata.update(request.metadata)
         self.replicas.update_servers(self.metadata.servers)
+        self._set_strays_aside(request.metadata)
         if self._on_metadata is not None:
             self._on_metadata(request.metadata)
         return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
+
+    def _set_strays_aside(self, metadata: common_pb2.ClusterMetadata) -> None:
+        """Close the logs of tables dropped while this server was away (``tablet/strays.py``) and rename their
+        dirs ``...-stray`` for the operator to delete."""
+        logs = self.replicas.log_manager
+        table_ids = {t.info.table_id for t in metadata.tables}
+        for tb in stray_buckets(list(logs.logs), lambda b: self.replicas.replica(b) is not None, table_ids):
+            aside = logs.set_aside(tb)
+            log.warning("Table %d was dropped while this server was away: its log of %s set aside as %s "
+                        "(delete it when sure)", tb.table_id, tb, aside)  # fmt: skip
 
     # ---------------------------------------------------------------- helpers
     def _apply_log_configs(self, states: Iterable[BucketState]) -> None:

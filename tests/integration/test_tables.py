@@ -11,13 +11,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
+from fluss_py.client.sync import SyncAdmin
 from fluss_py.errors import ErrorCode
+from fluss_py.log.manager import bucket_dir_name
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2_grpc
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
+from fluss_py.types import TableBucket
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
@@ -173,3 +178,34 @@ def test_dead_leader_is_replaced_and_a_new_coordinator_keeps_the_state(cluster_f
             writer = stub.AllocateWriterId(coordinator_pb2.AllocateWriterIdRequest(), timeout=3)
             # the old leader's block (1..1000) is never reused: the new leader reserves the next one
             assert (writer.error.code, writer.writer_id) == (ErrorCode.NONE, 1001)
+
+
+def test_a_table_dropped_while_a_server_was_down_is_set_aside_on_its_return(cluster_factory):
+    """tablet/strays.py: the returning server sets aside (renames ``...-stray``) the logs of tables that were
+    dropped meanwhile (found from the coordinator's full UpdateMetadata), once a newer table exists; other
+    logs are kept."""
+    cluster = cluster_factory(coordinators=1, tablet_servers=3)
+    cluster.wait_for_leader(15)
+    servers = cluster.names("tablet-server")
+    bootstrap = ",".join(cluster.get(n).rpc_address for n in servers)
+    victim = "tablet-server-3"
+    data = Path(cluster.get(victim).data_dir)
+
+    def on_victim(table_id: int, buckets: int) -> list[bool]:
+        return [(data / bucket_dir_name(TableBucket(table_id, b))).is_dir() for b in range(buckets)]
+
+    with SyncAdmin(bootstrap, request_timeout=10.0) as admin:
+        kept = admin.create_table("fluss.kept", num_buckets=1, replication_factor=3)
+        dropped = admin.create_table("fluss.dropped", num_buckets=2, replication_factor=3)
+        cluster.wait_until(lambda: all(on_victim(kept, 1) + on_victim(dropped, 2)), 15, "replicas on the victim")
+        cluster.kill(victim)
+        admin.drop_table("fluss.dropped")  # StopReplica(delete) reaches the two live servers only
+        newer = admin.create_table("fluss.newer", num_buckets=1, replication_factor=2)
+        assert newer > dropped
+        cluster.start_process(victim, wait=True, timeout=30)
+        cluster.wait_until(lambda: not any(on_victim(dropped, 2)), 20, "the dropped table's logs set aside")
+        assert sorted(p.name for p in data.glob("*-stray")) == [f"{dropped}-0-stray", f"{dropped}-1-stray"]
+        assert on_victim(kept, 1) == [True]
+        for name in servers[:2]:  # the live servers deleted theirs at the drop
+            live = Path(cluster.get(name).data_dir)
+            assert not any((live / bucket_dir_name(TableBucket(dropped, b))).exists() for b in range(2))

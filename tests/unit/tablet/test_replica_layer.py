@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from fluss_py.errors import ErrorCode
-from fluss_py.log.manager import bucket_dir_name
+from fluss_py.log.manager import LogManager, bucket_dir_name
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
+from fluss_py.tablet.strays import stray_buckets
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket, TablePath
 from tests.unit.replica.fakes import FakeClock, batch, values_of
 from tests.unit.replica.harness import ReplicaCluster, node
@@ -265,3 +266,34 @@ def test_fetch_messages_built_in_place_are_the_same_bytes() -> None:
         ],
     )
     assert fetch_request_pb(request).SerializeToString() == plain_request.SerializeToString()
+
+
+def test_stray_rule_only_names_unhosted_logs_of_tables_below_the_newest_known() -> None:
+    on_disk = [TableBucket(3, 0), TableBucket(5, 0), TableBucket(5, 1), TableBucket(6, 0), TableBucket(9, 0)]
+    hosted = {TableBucket(5, 1)}
+    # 3 and 5 are missing below the newest id 6: dropped (5-1 is hosted, so the coordinator decides); 9 is
+    # newer than this snapshot (created after it was taken): kept
+    assert stray_buckets(on_disk, hosted.__contains__, {4, 6}) == [TableBucket(3, 0), TableBucket(5, 0)]
+    assert stray_buckets(on_disk, hosted.__contains__, set()) == []  # no tables known: no conclusion
+    assert stray_buckets(on_disk, hosted.__contains__, {3, 5, 6, 9}) == []
+
+
+async def test_update_metadata_sets_aside_the_logs_of_tables_dropped_while_away(cluster: ReplicaCluster) -> None:
+    layer = _layer(cluster)
+    logs = cluster.managers[1].log_manager
+    hosted, dropped, newer = TableBucket(5, 0), TableBucket(4, 0), TableBucket(9, 0)
+    await layer.notify_leader_and_isr(_notify(1, [(hosted, LeaderAndIsr(1, 0, (1,), 1, 0), (1,))]))
+    for tb in (dropped, newer):  # logs left on disk from before a restart, not (yet) assigned here
+        logs.get_or_create(tb).append_as_leader(batch(b"x"), 0)
+    dropped_dir = logs.data_dir / bucket_dir_name(dropped)
+    assert dropped_dir.exists()
+
+    await layer.update_metadata(tablet_pb2.UpdateMetadataRequest(coordinator_epoch=1, metadata=_view(1, [5, 6])))
+    assert logs.get(dropped) is None and not dropped_dir.exists()
+    aside = dropped_dir.with_name(dropped_dir.name + "-stray")
+    assert values_of(b"".join(p.read_bytes() for p in sorted(aside.glob("*.log")))) == [(0, b"x")]  # kept aside
+    assert logs.get(hosted) is not None and logs.get(newer) is not None
+    reloaded = LogManager(logs.data_dir, cluster.config)
+    reloaded.load_logs()
+    assert dropped not in reloaded.logs  # never loaded again
+    reloaded.shutdown()
