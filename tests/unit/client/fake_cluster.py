@@ -3,7 +3,8 @@
 It models what the client relies on: tablet servers at addresses, one coordinator, tables whose buckets
 have a leader, leader epoch, replicas and ISR; one shared log per bucket (every replica holds it, as if
 replication were instant); idempotent writer state (duplicates answered with the original offsets,
-OUT_OF_ORDER_SEQUENCE on gaps); HW = LEO; ListOffsets; long-poll-free FetchLog with epoch checks.
+OUT_OF_ORDER_SEQUENCE on gaps); HW = LEO; ListOffsets; long-poll-free FetchLog with epoch checks and fetch
+sessions (a session answers the buckets named plus those that changed since last answered, as a real leader).
 
 Faults are scripted with ``cluster.fault(...)``: the next matching call fails as told (not-leader with or
 without a hint, disconnect, timeout, fenced epoch, append-then-fail = the leader appended but the answer
@@ -73,6 +74,8 @@ class FakeCluster:
         self.faults: list[Fault] = []
         self.calls: list[tuple[str, str, Any]] = []
         self.next_table_id = 1
+        self.next_session_id = 0
+        self.fetch_sessions: dict[int, dict[str, Any]] = {}
         self.next_writer_id = 100
         self.databases: set[str] = {"fluss"}
         self.appended = asyncio.Event() if _has_loop() else None
@@ -286,11 +289,63 @@ class FakeCluster:
             b.writers[batch.writer_id] = [*b.writers.get(batch.writer_id, []), entry][-5:]
         return first, first + n - 1
 
+    def _has_fault(self, rpc: str, address: str, tb: TableBucket) -> bool:
+        return any(
+            f.rpc == rpc
+            and f.kind not in _TRANSPORT_KINDS
+            and (f.address is None or f.address == address)
+            and (f.bucket is None or f.bucket == tb)
+            for f in self.faults
+        )
+
+    def _session_fetches(self, address: str, me: int, request: Any, response: Any) -> list[Any] | None:
+        """Fetch sessions as a real leader keeps them (docs/replication.md "Fetch sessions"), simplified: the
+        buckets to answer are the named ones plus those of the session something happened to since they were
+        last answered (new records, a leader move, a scripted fault). None: a session error was answered."""
+        s = request.session
+        if s.id == 0:
+            self.next_session_id += 1
+            sid, session = self.next_session_id, {"epoch": 1, "pos": {}, "seen": {}}
+            self.fetch_sessions[sid] = session
+        else:
+            sid, session = s.id, self.fetch_sessions.get(s.id)
+            if session is None or s.epoch != session["epoch"]:
+                self.fetch_sessions.pop(s.id, None)
+                code = ErrorCode.FETCH_SESSION_NOT_FOUND if session is None else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+                response.error.CopyFrom(_err(code))
+                return None
+            session["epoch"] += 1
+            for f in s.forgotten:
+                tb = TableBucket(f.table_id, f.bucket)
+                session["pos"].pop(tb, None)
+                session["seen"].pop(tb, None)
+        response.session_id = sid
+        named = {TableBucket(f.table_bucket.table_id, f.table_bucket.bucket): f for f in request.buckets}
+        session["pos"].update(named)
+        out = list(named.values())
+        for tb, fbk in session["pos"].items():
+            b = self.buckets.get(tb)
+            happened = (
+                b is None or (b.leo, b.leader) != session["seen"].get(tb) or self._has_fault("FetchLog", address, tb)
+            )
+            if tb not in named and happened:
+                out.append(fbk)
+        for fbk in out:
+            tb = TableBucket(fbk.table_bucket.table_id, fbk.table_bucket.bucket)
+            b = self.buckets.get(tb)
+            session["seen"][tb] = None if b is None else (b.leo, b.leader)
+        return out
+
     async def _h_FetchLog(self, address: str, request: Any, timeout: float) -> Any:
         await self._transport_fault("FetchLog", address, timeout)
         me = self._server_id(address)
         response = tablet_pb2.FetchLogResponse()
-        for fbk in request.buckets:
+        fetches = list(request.buckets)
+        if request.HasField("session"):
+            fetches = self._session_fetches(address, me, request, response)
+            if fetches is None:
+                return response
+        for fbk in fetches:
             tb = TableBucket(fbk.table_bucket.table_id, fbk.table_bucket.bucket)
             result = response.buckets.add(table_bucket=fbk.table_bucket)
             b = self.buckets.get(tb)
