@@ -1,13 +1,14 @@
 """Incremental fetch sessions on the leader (docs/replication.md "Fetch sessions", after Kafka KIP-227).
 
-A ``FetchSession`` is one follower's standing fetch: its last position in every bucket it follows from this
-server, and the buckets something happened to since the follower last saw them (``dirty``). It stays
+A ``FetchSession`` is one follower's (or consumer's) standing fetch: its last position in every bucket it
+fetches from this server, and the buckets something happened to since it last saw them (``dirty``). It stays
 registered on its buckets between requests, so appends, HW moves and role changes mark it whether or not a
-request is parked on it; a request then reads only the buckets it names plus the dirty ones.
+request is parked on it; a request then reads only the buckets it names plus the carried and dirty ones.
 
 ``FetchSessionCache`` applies requests to sessions (opening, continuing, epoch checks), keeps the bucket index,
-and bounds the cache: at most ``per_follower`` sessions per follower server (least recently used evicted) and
-none unused for ``idle_s``. Event-loop thread only; owned by ``ReplicaManager``.
+and bounds the cache: at most ``per_follower`` sessions per follower server and ``max_clients`` for all
+consumers together (least recently used evicted), none unused for ``idle_s``. Event-loop thread only; owned by
+``ReplicaManager``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ SESSION_IDLE_S = 60.0
 class FetchSession(Waker):
     """One follower's (or consumer's: ``replica_id`` -1) session. A follower's is woken by appends and marked
     by HW moves; a consumer reads below the HW, so HW moves wake its session and appends do not.
-    ``positions``: the follower's last request per bucket; ``last_used``: when its
-    last request arrived (replica clock), i.e. the last time the follower was known to poll; ``stale``: the
+    ``positions``: the last request per bucket; ``last_used``: when its last request arrived (replica clock),
+    i.e. the last time the follower was known to poll; ``stale``: the
     buckets appended to or changing role since the session last read them (an HW move marks a bucket dirty
     but not stale); ``carried``: buckets the last answer left behind, read first at the next request."""
 
