@@ -255,14 +255,17 @@ class ManagerReplicaLayer:
         return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
 
     def _set_strays_aside(self, metadata: common_pb2.ClusterMetadata) -> None:
-        """Close the logs of tables dropped while this server was away (``tablet/strays.py``) and rename their
-        dirs ``...-stray`` for the operator to delete."""
+        """Close the logs no longer assigned here (their table dropped, or their bucket moved away, while this
+        server was away: ``tablet/strays.py``) and rename their dirs ``...-stray`` for the operator to delete."""
         logs = self.replicas.log_manager
-        table_ids = {t.info.table_id for t in metadata.tables}
-        for tb in stray_buckets(list(logs.logs), lambda b: self.replicas.replica(b) is not None, table_ids):
+        assignments = {
+            t.info.table_id: {b.table_bucket.bucket: tuple(b.replicas) for b in t.buckets} for t in metadata.tables
+        }
+        hosted = self.replicas.replica
+        for tb in stray_buckets(list(logs.logs), lambda b: hosted(b) is not None, assignments, self.replicas.server_id):
             aside = logs.set_aside(tb)
-            log.warning("Table %d was dropped while this server was away: its log of %s set aside as %s "
-                        "(delete it when sure)", tb.table_id, tb, aside)  # fmt: skip
+            why = "was dropped" if tb.table_id not in assignments else "no longer has a replica here"
+            log.warning("Log of %s set aside as %s: table %d %s (delete it when sure)", tb, aside, tb.table_id, why)
 
     # ---------------------------------------------------------------- helpers
     def _apply_log_configs(self, states: Iterable[BucketState]) -> None:

@@ -268,27 +268,40 @@ def test_fetch_messages_built_in_place_are_the_same_bytes() -> None:
     assert fetch_request_pb(request).SerializeToString() == plain_request.SerializeToString()
 
 
-def test_stray_rule_only_names_unhosted_logs_of_tables_below_the_newest_known() -> None:
-    on_disk = [TableBucket(3, 0), TableBucket(5, 0), TableBucket(5, 1), TableBucket(6, 0), TableBucket(9, 0)]
-    hosted = {TableBucket(5, 1)}
-    # 3 and 5 are missing below the newest id 6: dropped (5-1 is hosted, so the coordinator decides); 9 is
-    # newer than this snapshot (created after it was taken): kept
-    assert stray_buckets(on_disk, hosted.__contains__, {4, 6}) == [TableBucket(3, 0), TableBucket(5, 0)]
-    assert stray_buckets(on_disk, hosted.__contains__, set()) == []  # no tables known: no conclusion
-    assert stray_buckets(on_disk, hosted.__contains__, {3, 5, 6, 9}) == []
+def test_stray_rule_names_unhosted_logs_no_longer_assigned_here() -> None:
+    on_disk = [TableBucket(3, 0), TableBucket(5, 0), TableBucket(5, 1), TableBucket(6, 0), TableBucket(6, 1)]
+    on_disk.append(TableBucket(9, 0))
+    hosted = {TableBucket(5, 1)}.__contains__
+    me = 1
+    snapshot = {4: {0: (1, 2)}, 6: {0: (1, 2, 3), 1: (2, 3, 4)}}
+    # 3 and 5 are missing below the newest id 6: dropped (5-1 is hosted, so the coordinator decides); 6-1 moved
+    # away from server 1; 9 is newer than this snapshot (created after it was taken): kept
+    assert stray_buckets(on_disk, hosted, snapshot, me) == [TableBucket(3, 0), TableBucket(5, 0), TableBucket(6, 1)]
+    assert stray_buckets(on_disk, hosted, {}, me) == []  # no tables known: no conclusion
+    everything = {t: {0: (1,), 1: (1,)} for t in (3, 5, 6, 9)}
+    assert stray_buckets(on_disk, hosted, everything, me) == []
+    assert stray_buckets([TableBucket(6, 7)], hosted, snapshot, me) == []  # a bucket not listed: no conclusion
 
 
 async def test_update_metadata_sets_aside_the_logs_of_tables_dropped_while_away(cluster: ReplicaCluster) -> None:
     layer = _layer(cluster)
     logs = cluster.managers[1].log_manager
     hosted, dropped, newer = TableBucket(5, 0), TableBucket(4, 0), TableBucket(9, 0)
+    moved_away, still_mine = TableBucket(6, 1), TableBucket(6, 0)
     await layer.notify_leader_and_isr(_notify(1, [(hosted, LeaderAndIsr(1, 0, (1,), 1, 0), (1,))]))
-    for tb in (dropped, newer):  # logs left on disk from before a restart, not (yet) assigned here
+    for tb in (dropped, newer, moved_away, still_mine):  # logs left on disk from before a restart, not hosted
         logs.get_or_create(tb).append_as_leader(batch(b"x"), 0)
     dropped_dir = logs.data_dir / bucket_dir_name(dropped)
     assert dropped_dir.exists()
 
-    await layer.update_metadata(tablet_pb2.UpdateMetadataRequest(coordinator_epoch=1, metadata=_view(1, [5, 6])))
+    view = _view(1, [5, 6])
+    lai = LeaderAndIsr(2, 0, (2,), 1, 0)
+    view.tables[1].buckets.extend(
+        [convert.leader_and_isr_to_pb(still_mine, lai, (2, 1)), convert.leader_and_isr_to_pb(moved_away, lai, (2,))]
+    )
+    await layer.update_metadata(tablet_pb2.UpdateMetadataRequest(coordinator_epoch=1, metadata=view))
+    assert logs.get(moved_away) is None and (logs.data_dir / (bucket_dir_name(moved_away) + "-stray")).is_dir()
+    assert logs.get(still_mine) is not None
     assert logs.get(dropped) is None and not dropped_dir.exists()
     aside = dropped_dir.with_name(dropped_dir.name + "-stray")
     assert values_of(b"".join(p.read_bytes() for p in sorted(aside.glob("*.log")))) == [(0, b"x")]  # kept aside
