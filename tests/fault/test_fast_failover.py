@@ -101,6 +101,18 @@ def _leaders_in_zk(zk: ZkView, root: str, table_id: int) -> dict[int, int]:
     return {b: (zk.get_json(LeaderIsrZNode.path(root, table_id, b)) or {}).get("leader", -1) for b in range(BUCKETS)}
 
 
+def _replicated_table_and_victim(
+    cluster: LocalCluster, admin: SyncAdmin, zk: ZkView, root: str
+) -> tuple[int, dict[int, int], int, list[int]]:
+    """Create the table, wait until fully replicated; (table id, bucket -> leader, the leader of bucket 0, the
+    buckets it leads)."""
+    table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
+    cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
+    leaders = _leaders_in_zk(zk, root, table_id)
+    victim_id = leaders[0]
+    return table_id, leaders, victim_id, [b for b, leader in leaders.items() if leader == victim_id]
+
+
 def _produce(producer: SyncProducer, start: int, count: int) -> list[tuple[int, int, bytes]]:
     futures: list[tuple[bytes, concurrent.futures.Future]] = []
     for i in range(start, start + count):
@@ -237,11 +249,7 @@ def test_sigstop_gives_no_proof_and_waits_for_session_expiry(make_cluster):
     root, bootstrap = cluster.zk_root, _bootstrap(cluster)
     coordinator = cluster.names("coordinator")[0]
     with SyncAdmin(bootstrap, request_timeout=10.0) as admin, ZkView(cluster.zookeeper_address) as zk:
-        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
-        cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
-        leaders = _leaders_in_zk(zk, root, table_id)
-        victim_id = leaders[0]
-        led = [b for b, leader in leaders.items() if leader == victim_id]
+        table_id, leaders, victim_id, led = _replicated_table_and_victim(cluster, admin, zk, root)
         victim = f"{TABLET_SERVER}-{victim_id}"
         with paused(cluster, victim) as t_stop:
             quiet_until = t_stop + SHORT_SESSION_S - 1.0
@@ -268,11 +276,7 @@ def test_a_new_coordinator_leader_proves_a_death_that_happened_while_none_was_le
     root, bootstrap = cluster.zk_root, _bootstrap(cluster)
     coordinator = cluster.names("coordinator")[0]
     with SyncAdmin(bootstrap, request_timeout=10.0) as admin, ZkView(cluster.zookeeper_address) as zk:
-        table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
-        cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
-        leaders = _leaders_in_zk(zk, root, table_id)
-        victim_id = leaders[0]
-        led = [b for b, leader in leaders.items() if leader == victim_id]
+        table_id, _, victim_id, led = _replicated_table_and_victim(cluster, admin, zk, root)
         assert cluster.stop_process(coordinator, timeout=10) == "stopped"  # closes its session: no leader now
         kill9(cluster, f"{TABLET_SERVER}-{victim_id}")
         t_start = time.monotonic()
