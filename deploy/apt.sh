@@ -16,9 +16,11 @@ apt_install() {
     return 1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  if ! $sudo apt-get install -y -q "$@" >/tmp/fluss-py-apt.log 2>&1; then
+  # Wait for another apt/dpkg run (a second install on the same machine) instead of failing on its lock.
+  local lock="-o DPkg::Lock::Timeout=300"
+  if ! $sudo apt-get $lock install -y -q "$@" >/tmp/fluss-py-apt.log 2>&1; then
     echo "apt-get install $* failed from the current package lists; running apt-get update first ..."
-    if ! { $sudo apt-get update -q && $sudo apt-get install -y -q "$@"; } >>/tmp/fluss-py-apt.log 2>&1; then
+    if ! { $sudo apt-get $lock update -q && $sudo apt-get $lock install -y -q "$@"; } >>/tmp/fluss-py-apt.log 2>&1; then
       tail -n 20 /tmp/fluss-py-apt.log >&2
       echo "error: 'apt-get install -y $*' failed (full log: /tmp/fluss-py-apt.log)." >&2
       return 1
