@@ -6,7 +6,7 @@ Against a running local cluster (its cluster.json gives the PIDs): creates T (de
 ``fluss.failover_demo``, 1 bucket, RF 3) if missing, then writes bucket 0 synchronously with acks=all and
 idempotence, one record every 20 ms, and measures each send. After ``--warmup`` seconds it kills the
 tablet server leading bucket 0 with SIGKILL; once a new leader took writes and ``--settle`` seconds
-passed, it reports (as seed 001 does for Kafka): the slow requests with their latency, success and
+passed, it reports (as Kafka failover write-ups do): the slow requests with their latency, success and
 failure counts, leader and ISR before/after, the new leader's ``leader-epoch-checkpoint`` lines and which
 record the new epoch starts at. With ``--kills N`` the killed server is restarted, the demo waits until
 it is back in the ISR and kills the current leader again. At the end the killed server is restarted

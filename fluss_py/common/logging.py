@@ -1,6 +1,6 @@
 """Log file setup for server processes: ``<log.dir>/coordinator-server.log`` or ``tablet-server.log``.
 
-Format (one line per record; the logger name is the component, as in seed 000 §6.1)::
+Format (one line per record; the logger name is the component)::
 
     2026-11-29 12:00:00,123 INFO  [main] CoordinatorServer - Became coordinator leader with epoch 1
 

@@ -1,6 +1,6 @@
 """The coordinator's lifecycle state machine and the leader's in-memory view of the cluster.
 
-Coordinator lifecycle (seed 000 §3, ``docs/coordinator-ha.md``)::
+Coordinator lifecycle (``docs/coordinator-ha.md``)::
 
     (start) ──▶ Standby ──elect──▶ Electing ──smallest + fenced + services up──▶ Leader
                    ▲                  │                                          │

@@ -9,7 +9,7 @@ File (Kafka's ``CheckpointFile`` text format, byte-for-byte)::
 
 Invariant: epochs and start offsets are both strictly increasing. ``assign`` removes entries that would
 break it (a new entry wins over conflicting older ones, as Kafka's ``LeaderEpochFileCache``).
-Semantics of ``end_offset_for`` follow KIP-279 (see ``docs/storage.md`` and reference/kafka.md §4.2).
+Semantics of ``end_offset_for`` follow KIP-279 (see ``docs/storage.md``).
 """
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:
     return max(1, min(min_insync_replicas, replication_factor))
 
 
-# ---------------------------------------------------------------- truncation (reference/kafka.md §4.6)
+# ---------------------------------------------------------------- truncation (docs/replication.md)
 
 
 @dataclass(frozen=True, slots=True)

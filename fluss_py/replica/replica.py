@@ -1,6 +1,6 @@
 """Replica: one bucket on this tablet server — its role, leader epoch, ISR, follower progress and HW.
 
-Lifecycle (per bucket, DESIGN.md §4)::
+Lifecycle (per bucket, docs/design.md)::
 
     New ──► Online ──► Leader ◄──► Follower
      │        ▲          │            │

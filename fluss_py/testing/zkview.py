@@ -1,6 +1,6 @@
 """A test's own read-only view of ZooKeeper (raw kazoo, independent of fluss_py.zk), and ``wchc`` parsing.
 
-Acceptance tests check the server's state against the *documented* znode layout (DESIGN.md §2) with their
+Acceptance tests check the server's state against the *documented* znode layout (docs/design.md) with their
 own client, so a bug in fluss_py.zk cannot hide itself. The view never sets watches (that would show up
 in ``wchc``). ``parse_wchc`` is pure.
 

@@ -1,5 +1,5 @@
 """The data path through a real local cluster, and the same workloads against the peer (NATS JetStream R3)
-when ``nats-server`` and nats-py are installed (reference/env-perf.md §6; tests/bench/peers/).
+when ``nats-server`` and nats-py are installed (docs/performance.md; tests/bench/peers/).
 
 fluss_py: ZooKeeper, 1 coordinator and 3 tablet-server processes with the deploy/conf settings, the Python
 client over gRPC on loopback, everything sharing the machine's 2 cores with this process. acks=all with

@@ -3,10 +3,10 @@ what bench_cluster.py does not measure.
 
 - pipelined acks=all produce into ONE bucket with replication factor 3 (one leader, two followers: the
   per-bucket replication pipeline), 100 B and 1 KiB records, client defaults;
-- (d) seed 001's failover: an idempotent acks=all producer sending one record every 20 ms and waiting for
+- (d) the steady-producer failover: an idempotent acks=all producer sending one record every 20 ms and waiting for
   each, kill -9 of the bucket leader, TRIALS times (the killed server restarts and rejoins the ISR in between);
   the longest send (the stall) per trial, median and max, failed sends, and every acknowledged record read
-  back exactly once (lost, duplicated). The peer, when installed: NATS JetStream R3 by reference/env-perf.md
+  back exactly once (lost, duplicated). The peer, when installed: NATS JetStream R3 as in docs/performance.md
   §6 (c), a fresh cluster per trial (tests/bench/peers/nats_load.py).
 
 One-at-a-time latency p50/p99, 3-bucket throughput and produce->consume latency are bench_cluster.py's.
@@ -59,7 +59,7 @@ async def _single_bucket(servers: str) -> list[dict]:
 
 
 def _failover(cluster: LocalCluster) -> dict[str, float]:
-    """Seed 001, TRIALS kills; runs on this thread (processes are killed and restarted from here)."""
+    """Steady-producer failover, TRIALS kills; runs on this thread (processes are killed and restarted from here)."""
     table_id = create_table(cluster, FAILOVER_TABLE)
     tb = TableBucket(table_id, 0)
     options = ProducerOptions(acks=-1, idempotence=True, request_timeout=30.0, delivery_timeout=120.0)

@@ -1,5 +1,5 @@
 """Replica layer in one process: 3 ReplicaManagers over real logs (tmp dir), followers fetching through
-in-memory endpoints (no gRPC), seed-000 fetch settings (min 1KB, wait 500 ms). Measures what the replica layer
+in-memory endpoints (no gRPC), the production fetch settings (min 1KB, wait 500 ms). Measures what the replica layer
 itself costs: acks=all latency one at a time, acks=all throughput (100 B / 1 KiB records, batches of 100,
 8 requests in flight), and one idle follower fetch round over 1000 buckets."""
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the replication fault tests: a seed-001 style steady producer, read-only views of a
+"""Shared pieces of the replication fault tests: a steady producer (one acks=all send at a time), read-only views of a
 replica's files, ZooKeeper's leader_isr, raw ProduceLog calls, and checks (exactly once in order,
 byte-identical replicas).
 
@@ -34,7 +34,7 @@ from fluss_py.zk.paths import LeaderIsrZNode, TabletServerZNode
 
 DATABASE = "fluss"
 TABLET = "tablet-server"
-SLOW_MS = 100.0  # seed 001 lists every request slower than this
+SLOW_MS = 100.0  # the failover report lists every request slower than this
 
 # Short settings for fault tests: failover within the 2 s test session, a follower leaves the ISR after 2 s.
 FAULT_OVERRIDES = {
@@ -281,7 +281,7 @@ class Sent:
 
 @dataclass
 class SteadyProducer:
-    """Seed 001's producer: one record every ``interval`` s, waiting for each (``send(...).get()``).
+    """The steady producer: one record every ``interval`` s, waiting for each (``send(...).get()``).
 
     Runs an asyncio ``Producer`` on its own thread; ``sent`` grows as records complete.
     """

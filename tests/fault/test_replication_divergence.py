@@ -1,9 +1,9 @@
-"""Divergent logs on real processes: truncation by leader epoch (DESIGN.md §4 invariant 4, KIP-101/279).
+"""Divergent logs on real processes: truncation by leader epoch (docs/design.md invariant 4, KIP-101/279).
 
-- seed 000 §4.3: a leader appends records (acks=1) that its SIGSTOPped followers never fetch, dies
+- divergence after an unclean tail: a leader appends records (acks=1) that its SIGSTOPped followers never fetch, dies
   (kill -9); a follower becomes leader and writes different records at the same offsets; the old leader
   returns, truncates to where its epoch ends on the new leader, and converges.
-- seed 004 §4.2: a follower that fetched more than the next leader (which was paused) must truncate those
+- HW truncation is not enough: a follower that fetched more than the next leader (which was paused) must truncate those
   records when it returns; later the leader dies too and every acknowledged record is still there.
 
 After every scenario all replicas hold the same bytes at every offset they share, their epoch checkpoints

@@ -1,10 +1,10 @@
 """Issue 4 acceptance on real processes: ZooKeeper, coordinators and three tablet servers, real signals.
 
-- seed 001 replayed: one bucket, RF 3, an idempotent acks=all producer sending one record every 20 ms and
+- the steady-producer leader kill: one bucket, RF 3, an idempotent acks=all producer sending one record every 20 ms and
   waiting for each; kill -9 of the leader, restart, full ISR, kill -9 of the new leader. 0 failed sends,
   every acknowledged record exactly once and in order, the new leader's leader-epoch-checkpoint gains the
   line (new epoch, first offset written after the kill), and the three replicas end byte-identical.
-  A seed-001 style report (stall, slow requests > 100 ms, counts, leader/ISR, checkpoint) is printed.
+  A failover report (stall, slow requests > 100 ms, counts, leader/ISR, checkpoint) is printed.
 - coordinator leader kill -9 during steady producing: no producer error, nothing lost or duplicated.
 
 Divergence, HW truncation, ISR and zombie-leader scenarios are in test_replication_divergence.py and
@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
 REPLICAS = (1, 2, 3)
 FAILOVER_TIMEOUT_S = SESSION_TIMEOUT_S + 10.0  # generous: the budget is checked by the failover-speed issue
-# Seed 001's producer: acks=all, idempotent, default-like retries. Timeouts far above any failover.
+# The steady producer: acks=all, idempotent, default-like retries. Timeouts far above any failover.
 STEADY = ProducerOptions(acks=-1, idempotence=True, request_timeout=10.0, delivery_timeout=60.0)
 
 
@@ -116,9 +116,9 @@ def _kill_the_leader(cluster, zk, tb: TableBucket, producer: SteadyProducer, num
 
 
 def _report(trials: list[Trial], sent: list[Sent], checkpoints: dict[str, list[tuple[int, int]]], hw: int) -> str:
-    """Seed 001's report: per trial the kill time, slow requests with latencies, counts, leader/ISR change,
+    """The failover report: per trial the kill time, slow requests with latencies, counts, leader/ISR change,
     the new leader's checkpoint and the batches around the new epoch's start."""
-    lines = ["", "seed 001 replayed: 3 tablet servers, 1 bucket RF 3, acks=all + idempotence, one record / 20 ms"]
+    lines = ["", "leader kill: 3 tablet servers, 1 bucket RF 3, acks=all + idempotence, one record / 20 ms"]
     for t in trials:
         window = t.sends
         slow = slow_sends(window)
@@ -149,7 +149,7 @@ def _report(trials: list[Trial], sent: list[Sent], checkpoints: dict[str, list[t
 
 
 def _assert_epoch_cache_matches_batches(files: ReplicaFiles) -> None:
-    """DESIGN §4/storage invariant 5: the checkpoint is the batches' epoch boundaries, plus at most an
+    """Design invariant 4 / storage invariant 5: the checkpoint is the batches' epoch boundaries, plus at most an
     election entry at the log end."""
     batches = files.batches()
     leo = batches[-1].last_offset + 1 if batches else 0
@@ -174,7 +174,7 @@ def test_seed001_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_facto
         try:
             producer.wait_acked_after(t0, 75, 30)  # ~1.5 s of steady traffic before the first kill
             trials.append(_kill_the_leader(cluster, zk, tb, producer, 1))
-            # Seed 001's second trial: the killed broker restarts and is back in the ISR, then the new leader dies.
+            # The second trial: the killed broker restarts and is back in the ISR, then the new leader dies.
             cluster.start_process(trials[0].killed, wait=True, timeout=30)
             wait_full_isr(zk, cluster, tb, REPLICAS, 30)
             t_second = time.monotonic()

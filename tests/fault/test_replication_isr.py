@@ -1,4 +1,4 @@
-"""ISR changes and a zombie leader on real processes (DESIGN.md §4 invariants 3, 5, 6).
+"""ISR changes and a zombie leader on real processes (docs/design.md invariants 3, 5, 6).
 
 - A SIGSTOPped follower leaves the ISR in ZooKeeper after replica.lag.time.max.ms (the leader shrinks it:
   same leader epoch, its ZooKeeper session still alive) while acks=all producing goes on; after SIGCONT it

@@ -1,4 +1,4 @@
-"""Rolling restart with SIGTERM on real processes (issue 7 item 3, seed 000 §7.3, docs/tablet-server.md).
+"""Rolling restart with SIGTERM on real processes (issue 7 item 3, docs/operations.md, docs/tablet-server.md).
 
 3 coordinators, 3 tablet servers, a table with RF 3, several buckets, min.insync.replicas 2; a steady
 one-at-a-time acks=all idempotent producer (``replication_support.SteadyProducer``) and a tailing consumer
@@ -206,7 +206,7 @@ def test_rolling_restart_in_seed_order_causes_no_producer_error(cluster_factory)
             producer.wait_acked_after(time.monotonic(), 20, 15)
         finally:
             sent = producer.stop()
-        print("\nrolling restart (seed 000 §7.3 order), steady acks=all producer:")
+        print("\nrolling restart (runbook order), steady acks=all producer:")
         for line in report:
             print("  " + line)
         failed = [s for s in sent if s.error is not None]

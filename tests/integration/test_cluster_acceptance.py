@@ -1,5 +1,5 @@
 """Issue 2 acceptance on real processes: election of three coordinators (checked on ZooKeeper itself with
-`wchc`), tablet-server membership after kill -9, the seed's runbook commands, and start order that does not
+`wchc`), tablet-server membership after kill -9, the runbook's commands, and start order that does not
 matter (tablet servers before coordinators, everything before ZooKeeper)."""
 
 import re

@@ -1,6 +1,6 @@
 """The rebalance planner: current placement + live servers + bucket sizes -> a plan of moves. Pure.
 
-Objective (seed 000 §5.1): minimise moved bytes (moved replicas x their size) subject to
+Objective (docs/rebalance.md): minimise moved bytes (moved replicas x their size) subject to
 
 1. a bucket's replicas stay on distinct servers, and its rack spread never shrinks (with racks on every
    server: a bucket on 3 racks stays on 3 racks; one on 2 of 3 racks may only gain racks);

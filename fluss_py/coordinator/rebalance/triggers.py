@@ -1,4 +1,4 @@
-"""When to start a rebalance by itself (seed 000 §5.1). Pure: the executor calls ``decide`` on the event
+"""When to start a rebalance by itself (docs/rebalance.md). Pure: the executor calls ``decide`` on the event
 loop after every membership change and every ``coordinator.rebalance.check-interval``.
 
     new server    a live tablet server that hosts no replica (a restarted server still hosts its

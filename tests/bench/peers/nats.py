@@ -1,4 +1,4 @@
-"""A 3-node NATS JetStream cluster on loopback, the peer of the benchmark suite (reference/env-perf.md §6).
+"""A 3-node NATS JetStream cluster on loopback, the peer of the benchmark suite (docs/performance.md).
 
 ``NatsCluster(directory)`` writes one ``nats.conf`` per node (client, HTTP monitor and route ports from the
 suite's ``PortAllocator``, file store under ``directory``), starts ``nats-server -c`` for each, and waits (with

@@ -1,4 +1,4 @@
-"""The benchmark workloads against NATS JetStream (a 3-node R3 file stream "F", reference/env-perf.md §6):
+"""The benchmark workloads against NATS JetStream (a 3-node R3 file stream "F", docs/performance.md):
 the same shapes as the fluss_py workloads so the suite can print the ratio.
 
 - ``throughput``: ``js.publish_async`` with at most 1000 pending, ``count`` records of ``size`` bytes;

@@ -21,7 +21,7 @@ def cache(tmp_path: Path, *pairs: tuple[int, int]) -> LeaderEpochCache:
 def test_checkpoint_is_kafka_format_byte_for_byte(tmp_path: Path) -> None:
     cache(tmp_path, (0, 0), (3, 1500))
     path = tmp_path / "leader-epoch-checkpoint"
-    assert path.read_bytes() == b"0\n2\n0 0\n3 1500\n"  # the example of reference/kafka.md §1.3
+    assert path.read_bytes() == b"0\n2\n0 0\n3 1500\n"  # Kafka's own example of the file
     again = LeaderEpochCache.load(path)
     assert again.entries() == [EpochEntry(0, 0), EpochEntry(3, 1500)]
     again.flush()

@@ -57,7 +57,7 @@ class Model:
             self.acked[result.base_offset] = value
 
     async def diverge(self, i: int) -> None:
-        """The leader takes acks=1 writes its followers cannot fetch, then dies (seed 000 §4.3)."""
+        """The leader takes acks=1 writes its followers cannot fetch, then dies."""
         leader = self.state.leader
         if leader not in self.c.managers:
             return

@@ -73,7 +73,7 @@ async def test_followers_replicate_byte_identical_batches(clock, tmp_path) -> No
 
 
 async def test_seed000_divergence_old_leader_truncates_and_converges(clock, tmp_path) -> None:
-    """Seed 000 §4.3: A (epoch 0) appends records nobody fetched, dies; B (epoch 1) writes different records at
+    """Unclean tail: A (epoch 0) appends records nobody fetched, dies; B (epoch 1) writes different records at
     the same offsets; A returns, truncates by epoch and converges."""
     c = ReplicaCluster(2, clock, tmp_path)
     try:
@@ -125,7 +125,7 @@ async def test_a_diverged_tail_as_long_as_the_leaders_log_rejoins_the_isr_after_
 
 
 async def test_seed004_hw_truncation_case(clock, tmp_path) -> None:
-    """Seed 004 §4.2/4.3: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
+    """HW truncation is not enough: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
     c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)
     try:
@@ -377,7 +377,7 @@ async def test_follower_truncates_on_a_diverging_epoch_in_a_fetch_answer(clock, 
 
 
 async def test_idempotent_retry_after_failover_gets_the_original_offsets(clock, tmp_path) -> None:
-    """DESIGN.md §4 invariant 7 across a leader change: followers keep writer state."""
+    """docs/design.md invariant 7 across a leader change: followers keep writer state."""
     c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)
     try:

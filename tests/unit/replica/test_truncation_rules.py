@@ -1,4 +1,4 @@
-"""The follower's truncation decision (reference/kafka.md §4.6) on real epoch caches: seed 004 §4.3, KIP-279."""
+"""The follower's truncation decision (docs/replication.md) on real epoch caches: KIP-101, KIP-279."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ def decide(leader_epoch: int, leader_end: int, follower: LeaderEpochCache, *, le
     return t.offset, t.complete
 
 
-def test_seed_004_section_4_3_divergence(tmp_path: Path) -> None:
-    """Seed 004 §4.3: old leader B1 has epoch 0 = msg0-2, epoch 1 = msg3..msg6 (LEO 7); new leader B2 has only
+def test_textbook_divergence_truncates_to_last_common_offset(tmp_path: Path) -> None:
+    """Epoch lookup: old leader B1 has epoch 0 = msg0-2, epoch 1 = msg3..msg6 (LEO 7); new leader B2 has only
     up to msg5 (LEO 6) and leads epoch 2. B1 asks for the end of epoch 1: B2 says (1, 6), so B1 keeps msg0-msg5
-    (the seed's "truncate to offset 5" = last kept offset 5 = truncate_to(6))."""
+    (the usual "truncate to offset 5" = last kept offset 5 = truncate_to(6))."""
     b1 = LeaderEpochCache(tmp_path / "b1", [EpochEntry(0, 0), EpochEntry(1, 3)])
     b2 = LeaderEpochCache(tmp_path / "b2", [EpochEntry(0, 0), EpochEntry(1, 3), EpochEntry(2, 6)])
     l_epoch, l_end = b2.end_offset_for(1, 6)
@@ -26,7 +26,7 @@ def test_seed_004_section_4_3_divergence(tmp_path: Path) -> None:
 
 
 def test_seed_004_follower_epoch_3_ends_at_4_on_new_leader(tmp_path: Path) -> None:
-    """Seed 004 §4.3 (HW case): the follower's epoch 3 started at 2; the new leader (epoch 4 from 4) says epoch 3
+    """Epoch lookup (HW case): the follower's epoch 3 started at 2; the new leader (epoch 4 from 4) says epoch 3
     ended at 4 on its log, so the follower truncates to 4, not to its HW (5)."""
     leader = LeaderEpochCache(None, [EpochEntry(3, 2), EpochEntry(4, 4)])
     follower = LeaderEpochCache(None, [EpochEntry(3, 2)])

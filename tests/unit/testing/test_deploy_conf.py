@@ -1,4 +1,4 @@
-"""deploy/conf/*.yaml load through load_config: only registered keys, the values seed 000 §7.2 gives."""
+"""deploy/conf/*.yaml load through load_config: only registered keys, the documented production values."""
 
 from pathlib import Path
 
