@@ -88,7 +88,7 @@ def _converged(cluster, tb, table, files, timeout: float = 20.0) -> int:
     return offsets.high_watermark
 
 
-def test_seed000_divergence_old_leader_truncates_its_unreplicated_records_and_converges(cluster_factory):
+def test_unclean_tail_divergence_old_leader_truncates_its_unreplicated_records_and_converges(cluster_factory):
     table = "divergence"
     cluster, tb, files = _setup(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
@@ -138,7 +138,7 @@ def test_seed000_divergence_old_leader_truncates_its_unreplicated_records_and_co
     assert [v for _, v in tail.stop()] == PREFIX + new
 
 
-def test_seed004_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_nothing_acked_is_lost(
+def test_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_nothing_acked_is_lost(
     cluster_factory,
 ):
     table = "hw_truncation"

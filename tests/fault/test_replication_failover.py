@@ -159,7 +159,7 @@ def _assert_epoch_cache_matches_batches(files: ReplicaFiles) -> None:
     assert all(o == leo for _, o in lines[len(below) :]), f"{files.name}: {lines} beyond LEO {leo}"
 
 
-def test_seed001_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, capsys):
+def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, capsys):
     cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES)
     table = "leader_failure_demo"
     table_id = create_table(cluster, table)

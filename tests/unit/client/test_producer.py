@@ -354,7 +354,7 @@ async def test_send_to_an_unknown_table_fails_fast_with_table_not_exist() -> Non
 
 
 async def test_leader_death_is_a_pause_not_an_error() -> None:
-    """The steady-producer leader kill in miniature: one record at a time, each awaited; the leader dies and a new one is elected
+    """Leader kill in miniature: one record at a time, each awaited; the leader dies and a new one is elected
     only after a 'session timeout'. No send fails; every record is in the log once, in order."""
     cluster = FakeCluster()
     tid = cluster.create_table("fluss", "t")

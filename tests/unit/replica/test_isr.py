@@ -119,14 +119,14 @@ def epochs_lookup(entries: list[tuple[int, int]], leo: int):
     return lookup
 
 
-def test_seed000_divergence_truncates_to_the_new_leaders_epoch_end() -> None:
+def test_unclean_tail_divergence_truncates_to_the_new_leaders_epoch_end() -> None:
     # A led epoch 5 and wrote 100..110 nobody fetched; B (epoch 6) starts at 100. A asks about epoch 5.
     a = epochs_lookup([(4, 0), (5, 50)], leo=111)
     t = truncation_offset(5, 100, follower_leo=111, follower_hw=100, follower_end_for_epoch=a)
     assert t == Truncation(100, True)
 
 
-def test_seed004_hw_truncation_case() -> None:
+def test_hw_truncation_case() -> None:
     # B1: epoch 0 [0,3), epoch 1 [3,7) (msg6 only on B1). B2 (new leader, epoch 2) has epoch 1 ending at 6.
     b1 = epochs_lookup([(0, 0), (1, 3)], leo=7)
     assert truncation_offset(1, 6, follower_leo=7, follower_hw=5, follower_end_for_epoch=b1) == Truncation(6, True)

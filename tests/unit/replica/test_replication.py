@@ -72,7 +72,7 @@ async def test_followers_replicate_byte_identical_batches(clock, tmp_path) -> No
         await c.close()
 
 
-async def test_seed000_divergence_old_leader_truncates_and_converges(clock, tmp_path) -> None:
+async def test_unclean_tail_divergence_old_leader_truncates_and_converges(clock, tmp_path) -> None:
     """Unclean tail: A (epoch 0) appends records nobody fetched, dies; B (epoch 1) writes different records at
     the same offsets; A returns, truncates by epoch and converges."""
     c = ReplicaCluster(2, clock, tmp_path)
@@ -124,7 +124,7 @@ async def test_a_diverged_tail_as_long_as_the_leaders_log_rejoins_the_isr_after_
         await c.close()
 
 
-async def test_seed004_hw_truncation_case(clock, tmp_path) -> None:
+async def test_hw_truncation_case(clock, tmp_path) -> None:
     """HW truncation is not enough: B1 has msg6 that B2 (new leader) lacks; B1 truncates to 6, keeping msg5."""
     c = ReplicaCluster(3, clock, tmp_path)
     r3 = (1, 2, 3)

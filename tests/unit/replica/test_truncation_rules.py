@@ -25,7 +25,7 @@ def test_textbook_divergence_truncates_to_last_common_offset(tmp_path: Path) -> 
     assert decide(l_epoch, l_end, b1, leo=7, hw=5) == (6, True)
 
 
-def test_seed_004_follower_epoch_3_ends_at_4_on_new_leader(tmp_path: Path) -> None:
+def test_epoch_lookup_follower_epoch_3_ends_at_4_on_new_leader(tmp_path: Path) -> None:
     """Epoch lookup (HW case): the follower's epoch 3 started at 2; the new leader (epoch 4 from 4) says epoch 3
     ended at 4 on its log, so the follower truncates to 4, not to its HW (5)."""
     leader = LeaderEpochCache(None, [EpochEntry(3, 2), EpochEntry(4, 4)])
