@@ -198,6 +198,13 @@ LOG_MAX_BATCH_SIZE = option("log.max-batch-size", "size", 8 * 1024**2, [TABLET],
 LOG_FLUSH_INTERVAL = option(
     "log.flush.interval", "duration", 1.0, [TABLET], "how often logs and checkpoints are flushed (fsync)"
 )
+LOG_FLUSH_ON_ACK = option(
+    "log.flush.on-ack",
+    "bool",
+    False,
+    [TABLET],
+    "acks=all waits until every ISR member fsynced the records (group commit; docs/replication.md)",
+)
 TABLE_LOG_TTL = option("table.log.ttl", "duration", 7 * 86400.0, [TABLET], "delete segments older than this")
 TABLE_LOG_RETENTION_BYTES = option(
     "table.log.retention-bytes", "size", -1, [TABLET], "keep at most this many bytes per bucket (-1: no limit)"

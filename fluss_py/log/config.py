@@ -21,6 +21,7 @@ class LogConfig:
     writer_expiration_s: float = 7 * 86400.0
     flush_interval_s: float = 1.0
     writer_snapshot_interval_bytes: int = 64 * 1024**2  # flush() snapshots writer state this often
+    flush_on_ack: bool = False  # log.flush.on-ack: acks=all waits for every ISR member's fsync
 
     @property
     def retention_ms(self) -> int:
@@ -45,4 +46,5 @@ class LogConfig:
             retention_bytes=int(get(cfg.TABLE_LOG_RETENTION_BYTES)),
             writer_expiration_s=float(get(cfg.WRITER_EXPIRATION)),
             flush_interval_s=float(get(cfg.LOG_FLUSH_INTERVAL)),
+            flush_on_ack=bool(get(cfg.LOG_FLUSH_ON_ACK)),
         )

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
 
 
-def _sync_and_close(jobs: list[FlushJob]) -> None:
+def sync_and_close(jobs: list[FlushJob]) -> None:
     """The thread half of ``flush_all_async``: fsync every job's descriptors, close them all."""
     try:
         for job in jobs:
@@ -186,7 +186,7 @@ class LogManager:
             raise
         if not jobs:
             return
-        sync = asyncio.get_running_loop().run_in_executor(None, _sync_and_close, jobs)
+        sync = asyncio.get_running_loop().run_in_executor(None, sync_and_close, jobs)
         try:
             await asyncio.shield(sync)
         except asyncio.CancelledError:

@@ -28,16 +28,21 @@ class FollowerProgress:
     last_caught_up_time: float = 0.0
     last_fetch_time: float = 0.0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
+    flushed_offset: int = UNKNOWN_OFFSET  # below it the follower's log is fsynced (as it last reported)
 
 
-def record_fetch(progress: FollowerProgress, fetch_offset: int, leader_leo: int, now: float) -> FollowerProgress:
-    """The follower's progress after it fetched from ``fetch_offset`` while the leader's LEO was ``leader_leo``."""
+def record_fetch(
+    progress: FollowerProgress, fetch_offset: int, leader_leo: int, now: float, flushed_offset: int = UNKNOWN_OFFSET
+) -> FollowerProgress:
+    """The follower's progress after it fetched from ``fetch_offset`` while the leader's LEO was ``leader_leo``,
+    reporting its log fsynced below ``flushed_offset`` (clamped to ``fetch_offset``: nothing beyond what it
+    holds of our log counts)."""
     caught_up = progress.last_caught_up_time
     if fetch_offset >= leader_leo:
         caught_up = max(caught_up, now)
     elif fetch_offset >= progress.last_fetch_leader_leo >= 0:
         caught_up = max(caught_up, progress.last_fetch_time)
-    return FollowerProgress(fetch_offset, caught_up, now, leader_leo)
+    return FollowerProgress(fetch_offset, caught_up, now, leader_leo, min(flushed_offset, fetch_offset))
 
 
 def polled_caught_up(progress: FollowerProgress, offset: int, until: float) -> FollowerProgress:
@@ -51,6 +56,7 @@ def polled_caught_up(progress: FollowerProgress, offset: int, until: float) -> F
         max(progress.last_caught_up_time, until),
         max(progress.last_fetch_time, until),
         progress.last_fetch_leader_leo,
+        progress.flushed_offset,
     )
 
 
@@ -126,6 +132,12 @@ def high_watermark_candidate(leader_leo: int, isr_leos: Iterable[int]) -> int:
     for leo in isr_leos:
         hw = min(hw, leo)
     return hw
+
+
+def durable_offset_candidate(high_watermark: int, leader_flushed: int, isr_flushed: Iterable[int]) -> int:
+    """The durable offset (docs/replication.md "Durable acknowledgement"): min of the HW, the leader's
+    recovery point and every (maximal) ISR follower's flushed offset; an unknown one (-1) yields -1."""
+    return high_watermark_candidate(min(high_watermark, leader_flushed), isr_flushed)
 
 
 def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:

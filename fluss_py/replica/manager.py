@@ -32,6 +32,7 @@ from fluss_py.replica.fetcher.fetcher import FetchSettings
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.fetcher.manager import FetcherManager
 from fluss_py.replica.gateway import CoordinatorGateway
+from fluss_py.replica.group_flush import GroupFlusher
 from fluss_py.replica.messages import (
     AdjustIsrItem,
     BucketState,
@@ -128,10 +129,10 @@ def _as_api_error(e: Exception, what: str) -> ApiError:
 
 
 class ReplicaManager:
-    """Owns every ``Replica`` of this server, the delayed produce/fetch, the fetchers and three background
+    """Owns every ``Replica`` of this server, the delayed produce/fetch, the fetchers and four background
     tasks: ISR shrink (every lag/2, one scan over all leaders), the AdjustIsr sender (one batched request
-    for all pending proposals) and the HW/recovery checkpoint. Everything runs on one asyncio loop; the
-    tablet service calls the async methods from its RPC handlers.
+    for all pending proposals), the HW/recovery checkpoint and the group flush of ``log.flush.on-ack`` logs.
+    Everything runs on one asyncio loop; the tablet service calls the async methods from its RPC handlers.
     """
 
     def __init__(
@@ -157,7 +158,10 @@ class ReplicaManager:
         self.delayed_produce = DelayedProduce()
         self.delayed_fetch = DelayedFetch()
         self.fetch_sessions = FetchSessionCache(clock)
-        self.fetchers = FetcherManager(server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch)
+        self.group_flush = GroupFlusher(self._group_flushed, self._group_flush_failed)  # log.flush.on-ack
+        self.fetchers = FetcherManager(
+            server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch, self.group_flush.flush
+        )
         rate = self.settings.throttle_bytes_per_s  # burst: one second of budget, at most one follower fetch
         self.throttle = ReplicationThrottle(rate, min(rate, self.settings.fetch.max_bytes), clock)
         self._isr_pending: dict[TableBucket, AdjustIsrItem] = {}
@@ -178,6 +182,7 @@ class ReplicaManager:
             ("isr-shrink", self._shrink_loop),
             ("isr-sender", self._isr_sender_loop),
             ("checkpoint", self._checkpoint_loop),
+            ("group-flush", self.group_flush.run),
         ):
             task = asyncio.create_task(body(), name=f"replica-manager-{self.server_id}-{name}")
             task.add_done_callback(self._on_task_done)
@@ -427,10 +432,13 @@ class ReplicaManager:
                 continue
             if not info.duplicate:
                 self._appended(tb, replica, leo_before)
+            if replica.flush_on_ack:
+                self.group_flush.request(replica.log)  # durable offset: docs/replication.md
+                replica.maybe_advance_durable()
             if replica.high_watermark != hw_before:
                 self._hw_maybe_moved(tb, replica)
             result = ProduceResult(None, info.first_offset, info.last_offset, info.append_time_ms)
-            if acks == ACKS_ALL and replica.high_watermark <= info.last_offset:
+            if acks == ACKS_ALL and replica.ack_offset <= info.last_offset:
                 waiting[tb] = (self.delayed_produce.add(tb, info.last_offset + 1), result)
             else:
                 results[tb] = result
@@ -452,9 +460,11 @@ class ReplicaManager:
         if not future.done():
             self.delayed_produce.remove(tb, future)
             future.cancel()
+            replica = self._replicas.get(tb)
+            what = "durable offset" if replica is not None and replica.flush_on_ack else "HW"
             return ProduceResult(
                 RequestTimedOutError(
-                    f"bucket {tb}: HW did not reach offset {result.last_offset + 1} within {timeout_s:.3f}s"
+                    f"bucket {tb}: {what} did not reach offset {result.last_offset + 1} within {timeout_s:.3f}s"
                 )
             )
         error = future.result()
@@ -473,9 +483,29 @@ class ReplicaManager:
     def _hw_maybe_moved(self, tb: TableBucket, replica: Replica) -> None:
         """Complete what the (possibly moved) HW allows: acks=all produces and client long polls; fetch
         sessions carry the HW in their next answer."""
-        self.delayed_produce.complete_up_to(tb, replica.high_watermark)
+        replica.maybe_advance_durable()
+        self.delayed_produce.complete_up_to(tb, replica.ack_offset)
         self.delayed_fetch.hw_moved(tb)
         self.fetch_sessions.hw_moved(tb)
+
+    def _durable_maybe_moved(self, tb: TableBucket, replica: Replica) -> None:
+        """log.flush.on-ack: a flush (ours or a follower's) may have moved the durable offset."""
+        if replica.maybe_advance_durable():
+            self.delayed_produce.complete_up_to(tb, replica.ack_offset)
+
+    def _group_flushed(self, tablets: list[Any]) -> None:
+        for t in tablets:
+            replica = self._replicas.get(t.table_bucket)
+            if replica is not None and replica.log is t and replica.flush_on_ack:
+                self._durable_maybe_moved(t.table_bucket, replica)
+
+    def _group_flush_failed(self, tablets: list[Any], error: ApiError) -> None:
+        """A failed fsync: the produces waiting on those logs are answered with it (the next append
+        requests a new round)."""
+        for t in tablets:
+            replica = self._replicas.get(t.table_bucket)
+            if replica is not None and replica.log is t and replica.is_leader:
+                self.delayed_produce.fail_bucket(t.table_bucket, error)
 
     def _appended(self, tb: TableBucket, replica: Replica, leo_before: int) -> None:
         """The leader's LEO moved from ``leo_before``: wake follower fetches. A follower whose session held the
@@ -651,9 +681,13 @@ class ReplicaManager:
             size = max(budget, 1) if must_fill else budget
             records = replica.read(request.fetch_offset, size, for_follower=follower)
             if follower:  # only a fetch inside our log counts as progress (and may move the HW)
-                hw_moved, proposal = replica.update_follower_fetch(replica_id, request.fetch_offset)
+                hw_moved, proposal = replica.update_follower_fetch(
+                    replica_id, request.fetch_offset, request.flushed_offset
+                )
                 if hw_moved:
                     self._hw_maybe_moved(tb, replica)
+                elif replica.flush_on_ack:
+                    self._durable_maybe_moved(tb, replica)
                 if proposal is not None:
                     self._propose_isr(replica, proposal)
             return FetchBucketResult(tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, records)
@@ -749,6 +783,8 @@ class ReplicaManager:
             isr_before = replica.isr
             if replica.finish_isr_change(item.leader_epoch, committed, self.settings.isr_retry_backoff_s):
                 self._hw_maybe_moved(tb, replica)
+            elif replica.flush_on_ack:  # a shrink may leave only members that already fsynced
+                self._durable_maybe_moved(tb, replica)
             self._count_isr_change(isr_before, replica.isr)
         return len(items)
 

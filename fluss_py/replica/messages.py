@@ -58,13 +58,16 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class FetchBucketRequest:
-    """One bucket of a fetch. Followers send ``last_fetched_epoch`` (epoch of their last batch) or -1."""
+    """One bucket of a fetch. Followers send ``last_fetched_epoch`` (epoch of their last batch) or -1, and
+    ``flushed_offset``: everything below it is fsynced in their log (docs/replication.md "Durable
+    acknowledgement"); 0 says nothing."""
 
     table_bucket: TableBucket
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH
     last_fetched_epoch: int = NO_EPOCH
+    flushed_offset: int = 0
 
 
 NO_SESSION = 0

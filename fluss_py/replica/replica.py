@@ -92,6 +92,7 @@ class Replica:
         self.isr_retry_at = 0.0
         self.followers: dict[int, FollowerProgress] = {}
         self.leader_epoch_start_offset = 0
+        self.durable_offset = 0  # leader, log.flush.on-ack: fsynced on every maximal-ISR member below it
 
     def __repr__(self) -> str:
         return f"Replica({self.table_bucket}, {self.state.value}, epoch={self.leader_epoch}, isr={self.isr})"
@@ -129,6 +130,16 @@ class Replica:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def flush_on_ack(self) -> bool:
+        """log.flush.on-ack: acks=all waits for the durable offset, not the HW."""
+        return bool(getattr(self.log.config, "flush_on_ack", False))
+
+    @property
+    def ack_offset(self) -> int:
+        """What an acks=all produce waits to pass: the HW, or the durable offset with log.flush.on-ack."""
+        return self.durable_offset if self.flush_on_ack else self.log.high_watermark
+
     def _check_new_epoch(self, lai: LeaderAndIsr) -> bool:
         """True when ``lai`` is new to us; raises FENCED_LEADER_EPOCH when it is older than what we know."""
         if lai.leader_epoch < self.leader_epoch:
@@ -156,6 +167,7 @@ class Replica:
             if latest is None or latest < lai.leader_epoch:
                 self.log.epoch_cache.assign(lai.leader_epoch, leo)
             self.leader_epoch_start_offset = leo
+            self.durable_offset = 0  # followers' flushed offsets are unknown until they fetch in this term
             self.followers = {
                 r: FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
                 for r in self.replicas
@@ -256,6 +268,22 @@ class Replica:
             return bool(self.log.update_high_watermark(candidate))
         return False
 
+    def maybe_advance_durable(self) -> bool:
+        """Durable offset := min(HW, our recovery point, flushed offsets of the maximal ISR), only ever
+        forwards (docs/replication.md "Durable acknowledgement"). True when it moved."""
+        if self.state is not ReplicaState.LEADER:
+            return False
+        flushed = (
+            self.followers[r].flushed_offset if r in self.followers else isr_rules.UNKNOWN_OFFSET
+            for r in self.maximal_isr
+            if r != self.server_id
+        )
+        candidate = isr_rules.durable_offset_candidate(self.log.high_watermark, self.log.recovery_point, flushed)
+        if candidate > self.durable_offset:
+            self.durable_offset = candidate
+            return True
+        return False
+
     def read(self, fetch_offset: int, max_bytes: int, *, for_follower: bool) -> bytes:
         """Whole batches from ``fetch_offset``: below the HW for clients, below the LEO for followers.
         ``max_bytes`` <= 0 reads nothing but still checks the offset (OFFSET_OUT_OF_RANGE names the range)."""
@@ -289,22 +317,31 @@ class Replica:
             and (follower_id in self.adding_replicas or follower_id not in self.followers)
         )
 
-    def update_follower_fetch(self, follower_id: int, fetch_offset: int) -> tuple[bool, tuple[int, ...] | None]:
-        """Record a follower fetch. Returns (HW moved, ISR to propose when the follower may join, else None)."""
+    def update_follower_fetch(
+        self, follower_id: int, fetch_offset: int, flushed_offset: int = isr_rules.UNKNOWN_OFFSET
+    ) -> tuple[bool, tuple[int, ...] | None]:
+        """Record a follower fetch (and the offset below which it reports its log fsynced). Returns (HW moved,
+        ISR to propose when the follower may join, else None). With log.flush.on-ack a follower joins only
+        once it has also fsynced up to the HW (docs/replication.md "Durable acknowledgement")."""
         if follower_id not in self.followers:
             return False, None
         leo = self.log.log_end_offset
         self.followers[follower_id] = isr_rules.record_fetch(
-            self.followers[follower_id], fetch_offset, leo, self._clock()
+            self.followers[follower_id], fetch_offset, leo, self._clock(), flushed_offset
         )
         proposal = None
-        if self._may_propose() and isr_rules.may_join_isr(
-            follower_id,
-            self.replicas,
-            self.maximal_isr,
-            fetch_offset,
-            self.log.high_watermark,
-            self.leader_epoch_start_offset,
+        durable_enough = not self.flush_on_ack or min(flushed_offset, fetch_offset) >= self.log.high_watermark
+        if (
+            durable_enough
+            and self._may_propose()
+            and isr_rules.may_join_isr(
+                follower_id,
+                self.replicas,
+                self.maximal_isr,
+                fetch_offset,
+                self.log.high_watermark,
+                self.leader_epoch_start_offset,
+            )
         ):
             proposal = isr_rules.expanded_isr(self.isr, follower_id, self.replicas)
         return self.maybe_increment_hw(), proposal

@@ -131,6 +131,7 @@ class ManagerReplicaLayer:
                 b.max_bytes,
                 b.current_leader_epoch,
                 b.last_fetched_epoch,
+                max(b.flushed_offset, 0),
             )
             for b in request.buckets
         ]

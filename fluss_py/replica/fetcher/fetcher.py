@@ -22,6 +22,10 @@ is what the leader's session holds, and a round compares only the buckets ``_tou
 backed off or back, truncated, appended to) with it, so an idle round costs the same for 1 bucket or 1000.
 Any doubt about the leader's state (a failed or abandoned call, a session error) opens a new session with a
 full request.
+
+Tables with ``log.flush.on-ack`` (docs/replication.md "Durable acknowledgement"): before a round builds its
+request, the fetcher awaits the group flush of every touched on-ack log holding unflushed records, so the
+request reports them in ``flushed_offset`` (each bucket's recovery point).
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
@@ -50,6 +55,9 @@ from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
+
+FlushLogs = Callable[[list[Any]], Awaitable[None]]
+"""Flush (fsync) these logs and return when done: ``GroupFlusher.flush``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +126,11 @@ class ReplicaFetcher:
         endpoint: LeaderEndpoint,
         replica_of: Callable[[TableBucket], Replica | None],
         settings: FetchSettings,
+        flush: FlushLogs | None = None,
     ) -> None:
         self.server_id = server_id
         self.leader = leader
+        self._flush = flush
         self.endpoint = endpoint
         self._replica_of = replica_of
         self.settings = settings
@@ -328,6 +338,7 @@ class ReplicaFetcher:
             self.settings.max_bytes,
             state.leader_epoch,
             NO_EPOCH if latest is None else latest,
+            replica.log.recovery_point,
         )
         return request, state
 
@@ -368,7 +379,26 @@ class ReplicaFetcher:
             FetchSessionRequest(session.id, session.epoch, tuple(forgotten)),
         )
 
+    async def _flush_on_ack_logs(self) -> None:
+        """log.flush.on-ack: fsync the touched on-ack logs with records above their recovery point (appended
+        to by the last answer, or unflushed since a restart) before the next request reports them."""
+        if self._flush is None:
+            return
+        logs = []
+        for tb in self._touched:
+            state = self._states.get(tb)
+            replica = self._current(tb, state) if state is not None else None
+            if replica is not None and replica.flush_on_ack and replica.log.recovery_point < replica.log.log_end_offset:
+                logs.append(replica.log)
+        if not logs:
+            return
+        try:
+            await self._flush(logs)
+        except ApiError as e:  # reported (and retried) by the flusher; the leader keeps waiting for us
+            log.warning("flush of %d logs followed from leader %d failed: %s", len(logs), self.leader.id, e)
+
     async def maybe_fetch(self) -> bool:
+        await self._flush_on_ack_logs()
         request = self._next_request()
         if request is None:
             return False

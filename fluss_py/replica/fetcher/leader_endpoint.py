@@ -56,6 +56,7 @@ def fetch_request_pb(request: FetchRequest) -> Any:
             max_bytes=b.max_bytes,
             current_leader_epoch=b.current_leader_epoch,
             last_fetched_epoch=b.last_fetched_epoch,
+            flushed_offset=b.flushed_offset,
         )
     if request.session is not None:
         pb.session.SetInParent()  # present even when every field is 0

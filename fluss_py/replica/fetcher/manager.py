@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from fluss_py.replica.fetcher.fetcher import FetchSettings, ReplicaFetcher
+from fluss_py.replica.fetcher.fetcher import FetchSettings, FlushLogs, ReplicaFetcher
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
@@ -26,9 +26,11 @@ class FetcherManager:
         endpoint_factory: Callable[[ServerNode], LeaderEndpoint],
         replica_of: Callable[[TableBucket], Replica | None],
         settings: FetchSettings,
+        flush: FlushLogs | None = None,
     ) -> None:
         self.server_id = server_id
         self._endpoint_factory = endpoint_factory
+        self._flush = flush
         self._replica_of = replica_of
         self.settings = settings
         self._fetchers: dict[tuple[int, str], ReplicaFetcher] = {}
@@ -56,7 +58,12 @@ class FetcherManager:
             fetcher = self._fetchers.get(key)
             if fetcher is None:
                 fetcher = ReplicaFetcher(
-                    self.server_id, nodes[key], self._endpoint_factory(nodes[key]), self._replica_of, self.settings
+                    self.server_id,
+                    nodes[key],
+                    self._endpoint_factory(nodes[key]),
+                    self._replica_of,
+                    self.settings,
+                    self._flush,
                 )
                 self._fetchers[key] = fetcher
                 fetcher.start()

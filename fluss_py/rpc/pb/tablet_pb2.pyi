@@ -60,18 +60,20 @@ class ProduceLogResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucketResult, _Mapping]]] = ...) -> None: ...
 
 class FetchBucket(_message.Message):
-    __slots__ = ("table_bucket", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch")
+    __slots__ = ("table_bucket", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch", "flushed_offset")
     TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     table_bucket: _common_pb2.TableBucket
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
     last_fetched_epoch: int
-    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ...) -> None: ...
+    flushed_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., max_bytes: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., flushed_offset: _Optional[int] = ...) -> None: ...
 
 class FetchSession(_message.Message):
     __slots__ = ("id", "epoch", "forgotten")
