@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper up down test test-unit lint format proto proto-check bench clean
+.PHONY: install zookeeper fuse up down test test-unit lint format proto proto-check bench clean
 
-install: $(VENV)/.installed zookeeper
+install: $(VENV)/.installed zookeeper fuse
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -17,6 +17,10 @@ $(VENV)/.installed: pyproject.toml
 
 zookeeper:
 	@bash deploy/install-zookeeper.sh
+
+# Debian's fuse3, for the power-cut filesystem of the fault tests (fluss_py/testing/powercut_fs.py)
+fuse:
+	@bash deploy/install-fuse.sh
 
 up: install
 	$(BIN)/fluss-py cluster up

@@ -35,6 +35,13 @@ def test_zookeeper_install_is_a_no_op_when_present():
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
 
+def test_fuse_install_is_a_no_op_when_present():
+    if not shutil.which("fusermount3"):
+        pytest.skip("FUSE 3 is not installed")
+    r = subprocess.run(["bash", str(DEPLOY / "install-fuse.sh")], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
 def test_check_python_rejects_an_old_interpreter(tmp_path):
     bindir = _bin_without_apt(tmp_path)
     fake = Path(bindir) / "python3"
