@@ -306,9 +306,9 @@ def _control(ops: PowerCutOperations, mountpoint: str) -> None:
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "powercut":
-            reply = "ok %d %d" % ops.power_cut()
+            reply = "ok " + " ".join(map(str, ops.power_cut()))
         elif cmd == "stats":
-            reply = "ok %d %d %d" % ops.stats()
+            reply = "ok " + " ".join(map(str, ops.stats()))
         else:
             reply = f"error unknown command {cmd!r}"
         print(reply, flush=True)
