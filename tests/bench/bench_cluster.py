@@ -47,14 +47,14 @@ async def _ready(admin: Admin, table: str, timeout: float = 30.0) -> None:
     raise TimeoutError(f"{table}: buckets without a leader or a full ISR after {timeout}s")
 
 
-async def _latency(bootstrap: str, n: int) -> list[float]:
+async def _latency(bootstrap: str, n: int, table: str = LATENCY_TABLE) -> list[float]:
     out = []
     async with Producer(bootstrap, ProducerOptions(acks=-1)) as producer:
-        await producer.send_and_wait(LATENCY_TABLE, b"warm-up")
+        await producer.send_and_wait(table, b"warm-up")
         for i in range(n):
             value = b"%0100d" % i
             t = time.perf_counter()
-            await producer.send_and_wait(LATENCY_TABLE, value)
+            await producer.send_and_wait(table, value)
             out.append(time.perf_counter() - t)
     return out
 
