@@ -394,7 +394,7 @@ class ReplicaFetcher:
             return
         try:
             await self._flush(logs)
-        except ApiError as e:  # reported (and retried) by the flusher; the leader keeps waiting for us
+        except ApiError as e:  # logged by the flusher too; the next append here tries again, the leader waits
             log.warning("flush of %d logs followed from leader %d failed: %s", len(logs), self.leader.id, e)
 
     async def maybe_fetch(self) -> bool:
