@@ -116,6 +116,8 @@ class ReplicaStats:
     throttle_deferred: int = 0  # their bucket reads answered empty for want of budget
     fetch_sessions: int = 0  # fetch sessions (followers', consumers') held here as leader
     fetch_sessions_opened: int = 0  # since start
+    group_flush_rounds: int = 0  # log.flush.on-ack fsync rounds (group commits), since start
+    group_flush_failures: int = 0  # of those, rounds whose fsync failed
 
 
 def _as_api_error(e: Exception, what: str) -> ApiError:
@@ -257,7 +259,7 @@ class ReplicaManager:
         return ReplicaStats(
             leaders, followers, under, under_min, isr_sizes, tuple(buckets), self.isr_shrinks, self.isr_expands,
             self.throttle.bytes_total, self.throttle.deferred_total, len(self.fetch_sessions),
-            self.fetch_sessions.opened_total,
+            self.fetch_sessions.opened_total, self.group_flush.rounds, self.group_flush.failures,
         )  # fmt: skip
 
     def led_sizes(self) -> list[tuple[TableBucket, int]]:

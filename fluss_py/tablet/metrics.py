@@ -12,6 +12,8 @@ over the replicas) and renders (docs/observability.md has the full list)
     fluss_rebalance_throttle_deferred_total          their reads answered empty for want of throttle budget
     fluss_replica_fetch_sessions                     fetch sessions (followers', consumers') held here as leader
     fluss_replica_fetch_sessions_opened_total        fetch sessions opened (each a full request) since start
+    fluss_replica_group_flush_rounds_total           log.flush.on-ack fsync rounds (group commits) since start
+    fluss_replica_group_flush_failures_total         ... of which failed (their waiting produces got STORAGE_ERROR)
   per led bucket {bucket,table_id}:
     fluss_replica_isr_count                          ISR size
     fluss_replica_under_replicated                   1 while the ISR is smaller than the assignment, else 0
@@ -62,6 +64,16 @@ _COUNTS = (
         "counter",
         "Fetch sessions opened here (each by a full request naming every bucket), since start",
     ),
+    (
+        "fluss_replica_group_flush_rounds_total",
+        "counter",
+        "fsync rounds of log.flush.on-ack logs (one round covers every batch appended meanwhile), since start",
+    ),
+    (
+        "fluss_replica_group_flush_failures_total",
+        "counter",
+        "log.flush.on-ack fsync rounds that failed (the produces waiting on them got STORAGE_ERROR)",
+    ),
 )
 ISR_COUNT = ("fluss_replica_isr_count", "ISR size of each bucket this server leads")
 UNDER_REPLICATED = (
@@ -94,7 +106,8 @@ def render(stats: ReplicaStats | None) -> bytes:
     s = stats
     out: list[str] = []
     values = (s.leader_count, s.follower_count, s.under_replicated, s.under_min_isr, s.isr_shrinks, s.isr_expands,
-              s.throttled_bytes, s.throttle_deferred, s.fetch_sessions, s.fetch_sessions_opened)  # fmt: skip
+              s.throttled_bytes, s.throttle_deferred, s.fetch_sessions, s.fetch_sessions_opened,
+              s.group_flush_rounds, s.group_flush_failures)  # fmt: skip
     for (name, kind, help_), v in zip(_COUNTS, values, strict=True):
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n{name} {v}\n")
     isr: list[str] = []

@@ -13,6 +13,7 @@ from fluss_py.log.config import LogConfig
 from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import isr as isr_rules
 from fluss_py.replica.replica import Replica, ReplicaState
+from fluss_py.tablet.metrics import render
 from fluss_py.types import LeaderAndIsr
 from tests.unit.replica.fakes import FakeClock, batch
 from tests.unit.replica.harness import TB, ReplicaCluster, wait_until
@@ -142,3 +143,6 @@ async def test_one_fsync_round_covers_every_batch_appended_meanwhile(cluster3: R
     # fsync rounds than requests
     for i in R3:
         assert 1 <= cluster3.managers[i].group_flush.rounds <= n // 4, (i, cluster3.managers[i].group_flush.rounds)
+    stats = leader.stats()
+    assert (stats.group_flush_rounds, stats.group_flush_failures) == (leader.group_flush.rounds, 0)
+    assert f"fluss_replica_group_flush_rounds_total {stats.group_flush_rounds}\n" in render(stats).decode()
