@@ -78,14 +78,21 @@ class GroupFlusher:
         """The flush task: one round per wake-up, until cancelled."""
         if self._wakeup is None:
             self._wakeup = asyncio.Event()
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            tablets, self._pending = list(self._pending.values()), {}
-            done, self._next = self._next, None
-            outcome = await self._round(tablets)
-            if done is not None and not done.done():
-                done.set_result(outcome)
+        done: asyncio.Future[FlushOutcome] | None = None
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                tablets, self._pending = list(self._pending.values()), {}
+                done, self._next = self._next, None
+                outcome = await self._round(tablets)
+                if done is not None and not done.done():
+                    done.set_result(outcome)
+        finally:  # cancelled (shutdown) or died: nobody may wait forever for a round that will not come
+            stopped = StorageError("the group flush task stopped")
+            for future in (done, self._next):
+                if future is not None and not future.done():
+                    future.set_result(stopped)
 
     async def _round(self, tablets: list[Any]) -> FlushOutcome:
         jobs: list[FlushJob] = []
