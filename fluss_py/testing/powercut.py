@@ -17,11 +17,20 @@ import contextlib
 import ctypes.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from fluss_py.testing.procs import wait_until
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _unmount_when_parent_dies() -> None:  # runs in the child between fork and exec
+    """SIGTERM when the test process dies: libfuse then unmounts and exits (no mount is left behind)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def unavailable_reason() -> str | None:
@@ -60,6 +69,7 @@ class PowerCutFs:
                 stderr=log,
                 text=True,
                 bufsize=1,
+                preexec_fn=_unmount_when_parent_dies,  # prctl only, before exec
             )
         finally:
             log.close()
