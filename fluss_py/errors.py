@@ -69,6 +69,9 @@ class ErrorCode(IntEnum):
     LOG_CORRUPTED = 39
     FETCH_SESSION_NOT_FOUND = 40
     INVALID_FETCH_SESSION_EPOCH = 41
+    REPLICA_NOT_AUTHENTICATED = 42
+    REPLICA_NOT_ASSIGNED = 43
+    COORDINATOR_NOT_AUTHENTICATED = 44
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,13 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.LOG_CORRUPTED: _Spec(False, False, "a log file on disk is corrupt"),
     ErrorCode.FETCH_SESSION_NOT_FOUND: _Spec(True, False, "no such fetch session here: send a full fetch"),
     ErrorCode.INVALID_FETCH_SESSION_EPOCH: _Spec(True, False, "not the fetch session's next epoch: send a full fetch"),
+    # retriable: the real peer meets them transiently (a restarted follower's new token not yet known to the
+    # leader; a replica being added fetching before the leader is told; a new coordinator before its leader node)
+    ErrorCode.REPLICA_NOT_AUTHENTICATED: _Spec(True, False, "the caller did not prove it is the replica it claims"),
+    ErrorCode.REPLICA_NOT_ASSIGNED: _Spec(True, False, "the fetching replica is not assigned to this bucket"),
+    ErrorCode.COORDINATOR_NOT_AUTHENTICATED: _Spec(
+        True, False, "the request is not from the current coordinator leader"
+    ),
 }
 
 
@@ -219,6 +229,9 @@ ServerIdConflictError: type[ApiError] = _BY_CODE[ErrorCode.SERVER_ID_CONFLICT]
 LogCorruptedError: type[ApiError] = _BY_CODE[ErrorCode.LOG_CORRUPTED]
 FetchSessionNotFoundError: type[ApiError] = _BY_CODE[ErrorCode.FETCH_SESSION_NOT_FOUND]
 InvalidFetchSessionEpochError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_FETCH_SESSION_EPOCH]
+ReplicaNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_AUTHENTICATED]
+ReplicaNotAssignedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_ASSIGNED]
+CoordinatorNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.COORDINATOR_NOT_AUTHENTICATED]
 
 
 def for_code(code: int) -> type[ApiError]:

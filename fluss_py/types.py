@@ -108,6 +108,7 @@ class CoordinatorLeaderInfo:
     port: int
     http_port: int = 0
     extra: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    token: str = field(default="", repr=False, compare=False)  # the term's secret (docs/peer-trust.md)
 
     @property
     def address(self) -> str:

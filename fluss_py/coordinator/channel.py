@@ -10,10 +10,12 @@ A handler collects what each server must hear in a ``RequestBatch`` and sends it
 
 Every request carries the coordinator epoch (tablet servers refuse lower ones). ``TabletChannel`` keeps
 one outbox (deque + sender task) per live server: requests to one server leave in the order they were
-queued; a failed send is retried with back-off (100 ms doubling to 1 s) until it succeeds or the server
-is removed (it died). An UpdateMetadata followed by a newer one in the same outbox is skipped: each is a
-full replacement. Handlers never await the network, so one slow or paused server cannot stall the
-coordinator's event loop.
+queued; a failed send *or a refusal* (a whole-request error) is sent again with back-off (100 ms doubling
+to 1 s) until the server answers it or is removed (it died). An UpdateMetadata followed by a newer one in
+the same outbox is skipped: each is a full replacement; a NotifyLeaderAndIsr being retried drops the
+buckets a newer one names. Requests present this leader's per-term token in the call metadata
+(docs/peer-trust.md); UpdateMetadata carries every live server's replica token. Handlers never await the
+network, so one slow or paused server cannot stall the coordinator's event loop.
 
 ``TabletGateway`` is the narrow network edge (``GrpcTabletGateway`` over grpc.aio; unit tests pass a fake).
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +36,7 @@ from fluss_py.errors import ErrorCode
 from fluss_py.rpc import convert
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, call_metadata
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger("fluss_py.coordinator.CoordinatorChannelManager")
@@ -52,16 +55,18 @@ class TabletGateway(Protocol):
 
 
 class GrpcTabletGateway:
-    """TabletGateway over grpc.aio: one stub per address from a ChannelPool (owned by the caller)."""
+    """TabletGateway over grpc.aio: one stub per address from a ChannelPool (owned by the caller); every call
+    presents the leader's per-term ``token``."""
 
-    def __init__(self, pool: ChannelPool, timeout: float = 5.0) -> None:
+    def __init__(self, pool: ChannelPool, timeout: float = 5.0, token: str = "") -> None:
         self._pool = pool
         self._timeout = timeout
+        self._metadata = call_metadata(COORDINATOR_TOKEN_KEY, token)
 
     async def send(self, server: ServerNode, kind: str, request: Any) -> Any:
         stub = tablet_pb2_grpc.TabletServiceStub(self._pool.get(server.address))
         method = getattr(stub, kind)
-        return await method(request, timeout=self._timeout)
+        return await method(request, timeout=self._timeout, metadata=self._metadata)
 
 
 ResponseHook = Callable[[int, str, Any, Any], None]
@@ -136,49 +141,57 @@ class TabletChannel:
                 box.wakeup.clear()
                 await box.wakeup.wait()
                 continue
-            kind, request = box.queue[0]
-            if kind == UPDATE and any(k == UPDATE for k, _ in list(box.queue)[1:]):
-                box.queue.popleft()  # a newer full view is queued behind it
+            if _drop_superseded(box.queue, retrying=False):
                 continue
-            response = await self._send_with_retry(box, kind, request)
+            answered = await self._send_until_answered(box)
             box.queue.popleft()
+            if answered is None:
+                continue  # superseded while it was being retried
+            kind, request, response = answered
             self.sent += 1
             self._check(box.node.id, kind, request, response)
 
-    async def _send_with_retry(self, box: _Outbox, kind: str, request: Any) -> Any:
+    async def _send_until_answered(self, box: _Outbox) -> tuple[str, Any, Any] | None:
+        """Send the head of the outbox until the server answers it without a whole-request error: a failed
+        call and a refusal (say a tablet server that has not yet seen this leader's node in ZooKeeper) are
+        sent again, 100 ms doubling to 1 s apart. None when a newer request queued meanwhile replaced it."""
         delay = RETRY_INITIAL
         attempt = 0
         while True:
+            kind, request = box.queue[0]
             attempt += 1
             try:
-                return await self._gateway.send(box.node, kind, request)
+                response = await self._gateway.send(box.node, kind, request)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                level = logging.WARNING if attempt in (1, 10) or attempt % 50 == 0 else logging.DEBUG
-                log.log(
-                    level,
-                    "%s to tablet server %d at %s failed (attempt %d): %s; retrying in %.1fs",
-                    kind,
-                    box.node.id,
-                    box.node.address,
-                    attempt,
-                    _short(e),
-                    delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(RETRY_MAX, delay * 2)
+                problem = f"failed: {_short(e)}"
+            else:
+                error = getattr(response, "error", None)
+                if error is None or error.code == ErrorCode.NONE:
+                    return kind, request, response
+                problem = f"refused: {_code_name(error.code)}: {error.message}"
+            level = logging.WARNING if attempt in (1, 10) or attempt % 50 == 0 else logging.DEBUG
+            log.log(
+                level,
+                "%s to tablet server %d at %s %s (attempt %d); sending it again in %.1fs",
+                kind,
+                box.node.id,
+                box.node.address,
+                problem,
+                attempt,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(RETRY_MAX, delay * 2)
+            if _drop_superseded(box.queue, retrying=True):
+                return None
 
     def _check(self, server_id: int, kind: str, request: Any, response: Any) -> None:
-        error = getattr(response, "error", None)
-        if error is not None and error.code != ErrorCode.NONE:
-            log.warning(
-                "%s to tablet server %d answered %s: %s", kind, server_id, ErrorCode(error.code).name, error.message
-            )
         failed: dict[str, list[str]] = {}
         for result in getattr(response, "buckets", ()):
             if result.error.code != ErrorCode.NONE:
-                what = f"{ErrorCode(result.error.code).name} ({result.error.message})"
+                what = f"{_code_name(result.error.code)} ({result.error.message})"
                 failed.setdefault(what, []).append(f"{result.table_bucket.table_id}-{result.table_bucket.bucket}")
         for what, buckets in failed.items():
             shown = ", ".join(buckets[:10]) + (f", ... ({len(buckets)} in all)" if len(buckets) > 10 else "")
@@ -188,6 +201,39 @@ class TabletChannel:
                 self.on_response(server_id, kind, request, response)
             except Exception:
                 log.exception("response hook failed for %s to tablet server %d", kind, server_id)
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def _drop_superseded(queue: deque[tuple[str, Any]], retrying: bool) -> bool:
+    """Whether the head of ``queue`` is replaced by a request queued behind it: an UpdateMetadata by a later
+    one (each is the full view); while being retried, a NotifyLeaderAndIsr loses the buckets a later one
+    names (it carries their newer state) and is replaced once none is left. StopReplica is never replaced.
+    A replaced head is popped here unless ``retrying`` (then the sender pops it)."""
+    kind, request = queue[0]
+    later = list(queue)[1:]
+    if kind == UPDATE:
+        replaced = any(k == UPDATE for k, _ in later)
+    elif kind == NOTIFY and retrying:
+        named = {(b.table_bucket.table_id, b.table_bucket.bucket) for k, r in later if k == NOTIFY for b in r.buckets}
+        kept = [b for b in request.buckets if (b.table_bucket.table_id, b.table_bucket.bucket) not in named]
+        replaced = not kept
+        if kept and len(kept) < len(request.buckets):
+            trimmed = type(request)()
+            trimmed.CopyFrom(request)
+            del trimmed.buckets[:]
+            trimmed.buckets.extend(kept)
+            queue[0] = (kind, trimmed)
+    else:
+        replaced = False
+    if replaced and not retrying:
+        queue.popleft()
+    return replaced
 
 
 def _short(e: BaseException) -> str:
@@ -228,18 +274,25 @@ class RequestBatch:
         return not (self._notify or self._stop or self._update)
 
     def requests(
-        self, metadata: common_pb2.ClusterMetadata, nodes: dict[int, ServerNode]
+        self,
+        metadata: common_pb2.ClusterMetadata,
+        nodes: dict[int, ServerNode],
+        replica_tokens: Mapping[int, str] | None = None,
     ) -> list[tuple[int, str, Any]]:
-        """(server, kind, request) in send order: per server UpdateMetadata, NotifyLeaderAndIsr, StopReplica."""
+        """(server, kind, request) in send order: per server UpdateMetadata, NotifyLeaderAndIsr, StopReplica.
+        Each UpdateMetadata carries ``replica_tokens`` (every live server's, docs/peer-trust.md)."""
         out: list[tuple[int, str, Any]] = []
         ce, cid = self.coordinator_epoch, self.coordinator_id
+        tokens = [tablet_pb2.ReplicaToken(server_id=s, token=t) for s, t in sorted((replica_tokens or {}).items())]
         for server in sorted(self._update | set(self._notify) | set(self._stop)):
             if server in self._update:
                 out.append(
                     (
                         server,
                         UPDATE,
-                        tablet_pb2.UpdateMetadataRequest(coordinator_epoch=ce, coordinator_id=cid, metadata=metadata),
+                        tablet_pb2.UpdateMetadataRequest(
+                            coordinator_epoch=ce, coordinator_id=cid, metadata=metadata, replica_tokens=tokens
+                        ),
                     )
                 )
             if server in self._notify:
@@ -271,6 +324,13 @@ class RequestBatch:
                 )
         return out
 
-    def send(self, channel: TabletChannel, metadata: common_pb2.ClusterMetadata, nodes: dict[int, ServerNode]) -> int:
+    def send(
+        self,
+        channel: TabletChannel,
+        metadata: common_pb2.ClusterMetadata,
+        nodes: dict[int, ServerNode],
+        replica_tokens: Mapping[int, str] | None = None,
+    ) -> int:
         """Queue every request on ``channel``; returns how many were queued (dead servers are skipped)."""
-        return sum(channel.enqueue(server, kind, req) for server, kind, req in self.requests(metadata, nodes))
+        queued = self.requests(metadata, nodes, replica_tokens)
+        return sum(channel.enqueue(server, kind, req) for server, kind, req in queued)

@@ -37,6 +37,7 @@ from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool
+from fluss_py.rpc.peer import new_token
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
@@ -102,6 +103,8 @@ class LeaderServices:
         self.liveness: LivenessMonitor | None = None
         self.rebalance: RebalanceExecutor | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
+        # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
+        self.token = new_token()
 
     async def start(self) -> None:
         """Create the leader resources in order, then register the leader node and the default database.
@@ -118,7 +121,8 @@ class LeaderServices:
         await self.stack.push("rpc-channels", None, self.pool.close)
         # Tables, leadership and ISR (coordinator/processor.py): its per-server channel sends UpdateMetadata
         # (the full view, tables included), NotifyLeaderAndIsr and StopReplica on membership changes.
-        tablet_channel = self.tablet_channel = TabletChannel(GrpcTabletGateway(self.pool))
+        gateway = GrpcTabletGateway(self.pool, token=self.token)  # requests present the term's token
+        tablet_channel = self.tablet_channel = TabletChannel(gateway)
         self.tables = TableProcessor(self._zk, ctx, tablet_channel, **self._table_options)
         self.tables.install(self.event_loop, drop_database=self.handlers.drop_database)
         # the planner's bucket sizes come with the liveness heartbeats (none without proof-of-death streams)
@@ -171,7 +175,9 @@ class LeaderServices:
 
     async def _register_leader_node(self) -> None:
         ctx = self.context
-        info = CoordinatorLeaderInfo(ctx.coordinator_id, ctx.epoch, ctx.host, ctx.port, self._http_port)
+        info = CoordinatorLeaderInfo(
+            ctx.coordinator_id, ctx.epoch, ctx.host, ctx.port, self._http_port, token=self.token
+        )
         path = CoordinatorLeaderZNode.path(self._zk.root)
         data = CoordinatorLeaderZNode.encode(info)
         try:

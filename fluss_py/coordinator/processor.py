@@ -234,6 +234,11 @@ class TableProcessor:
         servers = self.context.tablet_servers
         return {s: ServerNode(s, r.host, r.port, r.rack) for s, r in servers.items() if s not in self._not_live}
 
+    def replica_tokens(self) -> dict[int, str]:
+        """The replica token of every live server (from its registration; docs/peer-trust.md)."""
+        servers = self.context.tablet_servers
+        return {s: r.replica_token for s, r in servers.items() if s not in self._not_live and r.replica_token}
+
     def _batch(self) -> RequestBatch:
         return RequestBatch(self.context.coordinator_id, self.epoch)
 
@@ -250,7 +255,7 @@ class TableProcessor:
 
     def _send(self, batch: RequestBatch) -> None:
         if not batch.empty():
-            batch.send(self.channel, self.cluster_metadata(), self.nodes())
+            batch.send(self.channel, self.cluster_metadata(), self.nodes(), self.replica_tokens())
 
     def _notify(self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None) -> None:
         """NotifyLeaderAndIsr of ``tb``'s current state to its live replicas (or to ``servers``)."""

@@ -21,6 +21,7 @@ from fluss_py.errors import (
     InvalidRequestError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
+    ReplicaNotAssignedError,
     RequestTimedOutError,
     StorageError,
     UnknownServerError,
@@ -171,6 +172,7 @@ class ReplicaManager:
         self.isr_send_failures = 0
         self.isr_shrinks = 0  # ISR changes of led buckets (AdjustIsr answers or coordinator updates), /metrics
         self.isr_expands = 0
+        self.unassigned_fetches = 0  # follower fetches of buckets the fetcher holds no replica of (/metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self.failures: list[BaseException] = []
         self._closed = False
@@ -674,6 +676,11 @@ class ReplicaManager:
             replica = self._leader_replica(tb, request.current_leader_epoch)
             log_ = replica.log
             follower = replica_id >= 0
+            if follower and replica_id not in replica.followers:  # not assigned here, or the leader itself
+                self.unassigned_fetches += 1
+                raise ReplicaNotAssignedError(
+                    f"server {replica_id} holds no follower replica of {tb} (replicas {list(replica.replicas)})"
+                )
             if follower:
                 diverging = replica.diverging_epoch(request.fetch_offset, request.last_fetched_epoch)
                 if diverging is not None:  # the follower's progress is not recorded

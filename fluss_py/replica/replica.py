@@ -307,14 +307,15 @@ class Replica:
         return None
 
     def is_throttled(self, follower_id: int) -> bool:
-        """Leader: ``follower_id`` is not in the maximal ISR and either a replica a rebalance move is adding
-        (the coordinator's last NotifyLeaderAndIsr named it in ``adding_replicas``) or not assigned as far as
-        we know (a move's target told before us): its fetches are throttled (docs/rebalance.md §6). A follower
-        back from a restart is assigned and not being added: never throttled."""
+        """Leader: ``follower_id`` is not in the maximal ISR and a replica a rebalance move is adding (the
+        coordinator's last NotifyLeaderAndIsr named it in ``adding_replicas``): its fetches are throttled
+        (docs/rebalance.md §6). A follower back from a restart is assigned and not being added: never
+        throttled. A server not assigned as far as we know (a move's target told before us) is not served at
+        all (REPLICA_NOT_ASSIGNED, docs/peer-trust.md) until we are told."""
         return (
             self.state is ReplicaState.LEADER
             and follower_id not in self.maximal_isr
-            and (follower_id in self.adding_replicas or follower_id not in self.followers)
+            and follower_id in self.adding_replicas
         )
 
     def update_follower_fetch(

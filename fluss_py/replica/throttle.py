@@ -2,9 +2,10 @@
 
 A token bucket per tablet server (``tablet-server.rebalance.throttle-bytes-per-second``), shared by every
 follower fetch this server answers as leader for a follower that a rebalance move is adding (named in the
-NotifyLeaderAndIsr's ``adding_replicas``, or not yet known to the leader as assigned) and that is not in the
-(maximal) ISR yet. ISR followers, clients and a follower catching up after a restart are never throttled,
-so neither acks=all latency nor the return to full replication waits for the copy.
+NotifyLeaderAndIsr's ``adding_replicas``) and that is not in the (maximal) ISR yet (a follower not yet known
+to the leader as assigned is not served at all: REPLICA_NOT_ASSIGNED, docs/peer-trust.md). ISR followers,
+clients and a follower catching up after a restart are never throttled, so neither acks=all latency nor the
+return to full replication waits for the copy.
 
 Accounting is per fetch response, never per record: ``allowance()`` is how many bytes a throttled bucket
 may read now (0: none; it answers empty and the follower asks again), ``take(n)`` charges what was actually

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
@@ -47,14 +49,17 @@ from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.pb import tablet_pb2_grpc
+from fluss_py.rpc.peer import TokenReplicaVerifier, new_token
 from fluss_py.rpc.server import start_rpc_server
+from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
+from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
 from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
-from fluss_py.tablet.service import CoordinatorEpochFence, ReplicaLayer, TabletServicer
+from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED, ReplicaLayer, TabletServicer
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import (
     BadVersionError,
@@ -104,6 +109,7 @@ class TabletServer:
         self.config = config
         self.server_id = int(config[cfg.TABLET_SERVER_ID])
         self.incarnation = new_incarnation()  # this process's life, in the registration and heartbeats
+        self.replica_token = new_token()  # this process's secret: its follower fetches present it (peer-trust.md)
         self.rack = config[cfg.TABLET_SERVER_RACK]
         self.bind_host = config[cfg.BIND_HOST]
         self.host = config[cfg.ADVERTISED_HOST]
@@ -119,7 +125,9 @@ class TabletServer:
         self.root = self.zk.root
         self.state = "Starting"
         self.registered = False
-        self.fence = CoordinatorEpochFence()
+        self.fence = CoordinatorFence(ZkCoordinatorRecords(self.zk))
+        self.replica_verifier = TokenReplicaVerifier(self.server_id)
+        self.servicer: TabletServicer | None = None
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
         self.metadata_cache = MetadataCache()
         self.log_manager: LogManager | None = None
@@ -141,6 +149,7 @@ class TabletServer:
         Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
               ).set_function(lambda: self.fence.highest)  # fmt: skip
         self.metrics.register(ZkSessionCollector(self.zk))
+        self.metrics.register(_RefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)
 
     @property
@@ -183,9 +192,8 @@ class TabletServer:
         # start trust logs that were never recovered
         self.log_manager = log_manager
         self._gateway = GrpcCoordinatorGateway(self._coordinator_address)
-        self.replica_manager = ReplicaManager(
-            self.server_id, self.log_manager, self.config, self._gateway, GrpcLeaderEndpoint
-        )
+        endpoints = functools.partial(GrpcLeaderEndpoint, replica_token=self.replica_token)
+        self.replica_manager = ReplicaManager(self.server_id, self.log_manager, self.config, self._gateway, endpoints)
         self.replica_manager.start()
         self._retention_task = asyncio.create_task(self._retention_loop(), name="log-retention")
         log.info(
@@ -211,7 +219,7 @@ class TabletServer:
                 await self.zk.ensure_path(path)
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
-            servicer = TabletServicer(self.fence, self.replica_layer)
+            servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
             rm = self.replica_manager  # its led buckets' sizes ride on the heartbeats (docs/rebalance.md §2)
             servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, rm.led_sizes if rm else None)
             self._rpc_server, self.rpc_port = await start_rpc_server(
@@ -341,8 +349,9 @@ class TabletServer:
     # ---------------------------------------------------------------- registration
     async def _register(self) -> None:
         reg = TabletServerRegistration(
-            self.host, self.rpc_port, self.http_port, self.rack, incarnation=self.incarnation
-        )
+            self.host, self.rpc_port, self.http_port, self.rack, incarnation=self.incarnation,
+            replica_token=self.replica_token,
+        )  # fmt: skip
         data = TabletServerZNode.encode(reg)
         path = self.registration_path
         deadline = time.monotonic() + 2 * self.session_timeout + 1.0
@@ -403,6 +412,7 @@ class TabletServer:
                 log.info("No coordinator leader registered (server %d left)", self.coordinator_leader.server_id)
             self.coordinator_leader = None
             self.metadata_cache.observe_coordinator(None)
+            self.fence.observe_leader(None)  # a zombie leader's requests are refused from now on
             return
         try:
             info = CoordinatorLeaderZNode.decode(value[0])
@@ -413,4 +423,32 @@ class TabletServer:
             log.info("Coordinator leader is server %d at %s (epoch %d)", info.server_id, info.address, info.epoch)
         self.coordinator_leader = info
         self.metadata_cache.observe_coordinator(info)
-        self.fence.observe(info.epoch, f"leader node of coordinator {info.server_id}")
+        self.fence.observe_leader(info)
+
+
+REFUSAL_KINDS = (
+    REPLICA_NOT_AUTHENTICATED,
+    coordinator_fence.UNCONFIRMED,
+    coordinator_fence.NOT_LEADER,
+    coordinator_fence.STALE,
+)
+
+
+class _RefusalCollector:
+    """``fluss_tablet_peer_refusals_total{kind}`` at scrape time from the service's refusal log (and the
+    replica manager's per-bucket ``replica_not_assigned``)."""
+
+    def __init__(self, server: TabletServer) -> None:
+        self._server = server
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily(
+            "fluss_tablet_peer_refusals", "Requests refused because the peer did not prove who it is",
+            labels=["kind"],
+        )  # fmt: skip
+        servicer, rm = self._server.servicer, self._server.replica_manager
+        counts = dict(servicer.refusals.counts) if servicer is not None else {}
+        for kind in REFUSAL_KINDS:
+            family.add_metric([kind], counts.get(kind, 0))
+        family.add_metric(["replica_not_assigned"], rm.unassigned_fetches if rm is not None else 0)
+        yield family

@@ -1,9 +1,11 @@
-"""gRPC servicer of ``TabletService``: coordinator-epoch fencing, then delegation to the replica layer.
+"""gRPC servicer of ``TabletService``: who is the peer, then delegation to the replica layer.
 
-Control requests from the coordinator leader (NotifyLeaderAndIsr, StopReplica, UpdateMetadata) carry
-``coordinator_epoch``. ``CoordinatorEpochFence`` keeps the highest epoch this server has seen (from those
-requests and from the ``coordinator/leader`` node): a lower epoch is rejected with
-INVALID_COORDINATOR_EPOCH, a higher one is adopted, an equal one accepted.
+Control requests (NotifyLeaderAndIsr, StopReplica, UpdateMetadata) are accepted only from the current
+coordinator leader: ``tablet/coordinator_fence.py``'s ``CoordinatorFence`` checks their epoch against
+ZooKeeper and the leader token they present (docs/peer-trust.md). A follower fetch (``replica_id`` >= 0) is
+passed on only when the ``ReplicaVerifier`` (``rpc/peer.py``) says the caller proved it is that server;
+the replica tokens it checks come with each accepted UpdateMetadata. Refusals are whole-request errors,
+logged and counted by a ``RefusalLog`` (``fluss_tablet_peer_refusals_total{kind}``).
 
 Everything else is the replica layer's job, plugged in through the narrow ``ReplicaLayer`` Protocol
 (one coroutine per RPC, request in, response out). The server plugs in ``tablet/replica_layer.py``'s
@@ -20,39 +22,13 @@ from typing import Any, Protocol
 
 import grpc.aio
 
-from fluss_py.errors import ErrorCode, InvalidCoordinatorEpochError
+from fluss_py.errors import ErrorCode, InvalidRequestError, ReplicaNotAuthenticatedError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, RefusalLog, TokenReplicaVerifier, presented
+from fluss_py.tablet.coordinator_fence import CoordinatorFence, CoordinatorRefused
 
 log = logging.getLogger("fluss_py.tablet.TabletService")
-
-
-class CoordinatorEpochFence:
-    """The highest coordinator epoch seen. Pure state, owned by the tablet server; loop-only."""
-
-    def __init__(self) -> None:
-        self.highest = 0
-
-    def observe(self, epoch: int, source: str = "leader node") -> None:
-        if epoch > self.highest:
-            log.info("Coordinator epoch %d -> %d (from %s)", self.highest, epoch, source)
-            self.highest = epoch
-
-    def check(self, epoch: int, coordinator_id: int, what: str) -> None:
-        """Accept ``epoch`` (adopting a higher one) or raise InvalidCoordinatorEpochError when it is lower."""
-        if epoch < self.highest:
-            log.warning(
-                "Rejected %s from coordinator %d: its epoch %d is older than %d",
-                what,
-                coordinator_id,
-                epoch,
-                self.highest,
-            )
-            raise InvalidCoordinatorEpochError(
-                f"{what} from coordinator {coordinator_id} carries coordinator epoch {epoch}, "
-                f"older than the current epoch {self.highest}"
-            )
-        self.observe(epoch, f"{what} of coordinator {coordinator_id}")
 
 
 class ReplicaLayer(Protocol):
@@ -126,34 +102,49 @@ class UnimplementedReplicaLayer:
         return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
 
 
-class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
-    """Fences control requests by coordinator epoch, then delegates; owns nothing else."""
+REPLICA_NOT_AUTHENTICATED = "replica_not_authenticated"
 
-    def __init__(self, fence: CoordinatorEpochFence, layer: ReplicaLayer) -> None:
+
+class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
+    """Checks who the peer is (coordinator leader, follower), then delegates; owns the refusal log."""
+
+    def __init__(self, fence: CoordinatorFence, layer: ReplicaLayer, replicas: TokenReplicaVerifier) -> None:
         self.fence = fence
         self.layer = layer
+        self.replicas = replicas
+        self.refusals = RefusalLog(log)
         self.liveness: Any = None  # tablet.liveness.LivenessBeacon, set by the tablet server before serving
 
-    async def _fenced(self, request: Any, response_type: type, what: str, call: Any) -> Any:
+    async def _from_coordinator(self, request: Any, context: Any, response_type: type, what: str, call: Any) -> Any:
+        epoch, cid = request.coordinator_epoch, request.coordinator_id
         try:
-            self.fence.check(request.coordinator_epoch, request.coordinator_id, what)
-        except InvalidCoordinatorEpochError as e:
-            return response_type(error=convert.error_info(e))
+            token = presented(context, COORDINATOR_TOKEN_KEY) if context is not None else ""
+            await self.fence.check(epoch, cid, token, what)
+        except CoordinatorRefused as e:
+            self.refusals.refuse(e.kind, f"{what}/{cid}/{epoch}", f"Refused {what} from {_peer(context)}: {e}")
+            return response_type(error=convert.error_info(e.error))
         return await call(request)
 
     # ---------------------------------------------------------------- coordinator -> tablet server
     async def NotifyLeaderAndIsr(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._fenced(
-            request, tablet_pb2.NotifyLeaderAndIsrResponse, "NotifyLeaderAndIsr", self.layer.notify_leader_and_isr
-        )
+        return await self._from_coordinator(
+            request, context, tablet_pb2.NotifyLeaderAndIsrResponse, "NotifyLeaderAndIsr",
+            self.layer.notify_leader_and_isr,
+        )  # fmt: skip
 
     async def StopReplica(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._fenced(request, tablet_pb2.StopReplicaResponse, "StopReplica", self.layer.stop_replica)
+        return await self._from_coordinator(
+            request, context, tablet_pb2.StopReplicaResponse, "StopReplica", self.layer.stop_replica
+        )
 
     async def UpdateMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._fenced(
-            request, tablet_pb2.UpdateMetadataResponse, "UpdateMetadata", self.layer.update_metadata
+        return await self._from_coordinator(
+            request, context, tablet_pb2.UpdateMetadataResponse, "UpdateMetadata", self._update_metadata
         )
+
+    async def _update_metadata(self, request: Any) -> Any:
+        self.replicas.update({t.server_id: t.token for t in request.replica_tokens})
+        return await self.layer.update_metadata(request)
 
     async def WatchLiveness(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Heartbeat stream for proof-of-death failure detection (docs/failure-detection.md); not fenced."""
@@ -167,6 +158,19 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
         return await self.layer.produce_log(request)
 
     async def FetchLog(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        claimed = request.replica_id
+        if claimed < -1:
+            error = InvalidRequestError(f"replica_id {claimed}: -1 (a client) or a tablet server id")
+            return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
+        if claimed >= 0:
+            why = self.replicas.verify(claimed, context)
+            if why is not None:
+                self.refusals.refuse(
+                    REPLICA_NOT_AUTHENTICATED, str(claimed),
+                    f"Refused FetchLog claiming replica {claimed} from {_peer(context)}: {why}",
+                )  # fmt: skip
+                error = ReplicaNotAuthenticatedError(f"fetch as replica {claimed} refused: {why}")
+                return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
         return await self.layer.fetch_log(request)
 
     async def ListOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -177,3 +181,11 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
 
     async def GetMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self.layer.get_metadata(request)
+
+
+def _peer(context: Any) -> str:
+    """The caller's address as gRPC reports it (for log lines)."""
+    try:
+        return str(context.peer())
+    except Exception:
+        return "an unknown peer"

@@ -127,7 +127,10 @@ class CoordinatorLeaderZNode:
     """``<root>/coordinator/leader``: ephemeral, the current leader. JSON::
 
     {"version":1,"server_id":1,"epoch":3,"host":"127.0.0.1","port":9123,"http_port":9124,
-     "address":"127.0.0.1:9123"}
+     "address":"127.0.0.1:9123","token":"<secret of this term>"}
+
+    ``token`` is drawn by the leader for its term; its requests to tablet servers present it, and it is
+    shown nowhere else (docs/peer-trust.md).
     """
 
     @staticmethod
@@ -137,13 +140,19 @@ class CoordinatorLeaderZNode:
     @staticmethod
     def encode(info: CoordinatorLeaderInfo) -> bytes:
         return _dump({"version": 1, "server_id": info.server_id, "epoch": info.epoch, "host": info.host,
-                      "port": info.port, "http_port": info.http_port, "address": info.address})  # fmt: skip
+                      "port": info.port, "http_port": info.http_port, "address": info.address,
+                      "token": info.token})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> CoordinatorLeaderInfo:
         d = _load(data)
         return CoordinatorLeaderInfo(
-            int(d["server_id"]), int(d["epoch"]), str(d["host"]), int(d["port"]), int(d.get("http_port", 0))
+            int(d["server_id"]),
+            int(d["epoch"]),
+            str(d["host"]),
+            int(d["port"]),
+            int(d.get("http_port", 0)),
+            token=str(d.get("token", "")),
         )
 
 
@@ -176,6 +185,9 @@ class TabletServerRegistration:
     # Random id of the registering process (one per process start): two registrations of one server id
     # with different incarnations are two lives of the server (docs/failure-detection.md).
     incarnation: str = ""
+    # Secret of this process (docs/peer-trust.md): its follower fetches present it, the coordinator hands it
+    # to the other servers. Unlike the incarnation it is shown nowhere (not in repr, heartbeats or /health).
+    replica_token: str = field(default="", repr=False)
 
     @property
     def address(self) -> str:
@@ -184,7 +196,7 @@ class TabletServerRegistration:
 
 class TabletServerZNode:
     """``<root>/tabletservers/ids/<id>``: ephemeral. JSON
-    ``{"version":1,"host","port","http_port","rack","registered_ms","incarnation"}``."""
+    ``{"version":1,"host","port","http_port","rack","registered_ms","incarnation","replica_token"}``."""
 
     @staticmethod
     def parent(root: str) -> str:
@@ -198,14 +210,14 @@ class TabletServerZNode:
     def encode(reg: TabletServerRegistration) -> bytes:
         return _dump({"version": 1, "host": reg.host, "port": reg.port, "http_port": reg.http_port,
                       "rack": reg.rack, "registered_ms": reg.registered_ms,
-                      "incarnation": reg.incarnation})  # fmt: skip
+                      "incarnation": reg.incarnation, "replica_token": reg.replica_token})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> TabletServerRegistration:
         d = _load(data)
         return TabletServerRegistration(
             str(d["host"]), int(d["port"]), int(d.get("http_port", 0)), str(d.get("rack", "")),
-            int(d.get("registered_ms", 0)), str(d.get("incarnation", "")),
+            int(d.get("registered_ms", 0)), str(d.get("incarnation", "")), str(d.get("replica_token", "")),
         )  # fmt: skip
 
 

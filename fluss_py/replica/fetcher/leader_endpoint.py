@@ -1,7 +1,8 @@
 """The only network seam of replication: a follower's view of one leader server.
 
 ``LeaderEndpoint`` is the Protocol the ``ReplicaFetcher`` uses (an in-memory fake in unit tests);
-``GrpcLeaderEndpoint`` implements it over one grpc.aio channel to the leader's TabletService.
+``GrpcLeaderEndpoint`` implements it over one grpc.aio channel to the leader's TabletService; its calls
+present this server's replica token (docs/peer-trust.md), without which the leader refuses a follower fetch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fluss_py.replica.messages import (
 )
 from fluss_py.rpc.channels import CHANNEL_OPTIONS
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import ServerNode, TableBucket
 
 
@@ -71,9 +73,10 @@ def fetch_request_pb(request: FetchRequest) -> Any:
 class GrpcLeaderEndpoint:
     """FetchLog / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one ReplicaFetcher task."""
 
-    def __init__(self, leader: ServerNode, *, rpc_timeout_s: float = 30.0) -> None:
+    def __init__(self, leader: ServerNode, *, rpc_timeout_s: float = 30.0, replica_token: str = "") -> None:
         self.leader = leader
         self._timeout_s = rpc_timeout_s
+        self._metadata = call_metadata(REPLICA_TOKEN_KEY, replica_token)
         # big messages, short reconnect backoff: a restarted leader is reached again quickly
         self._channel = grpc.aio.insecure_channel(leader.address, options=CHANNEL_OPTIONS)
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
@@ -81,7 +84,9 @@ class GrpcLeaderEndpoint:
     async def fetch(self, request: FetchRequest) -> FetchResponse:
         pb = fetch_request_pb(request)
         try:
-            response = await self._stub.FetchLog(pb, timeout=request.max_wait_s + self._timeout_s)
+            response = await self._stub.FetchLog(
+                pb, timeout=request.max_wait_s + self._timeout_s, metadata=self._metadata
+            )
         except grpc.aio.AioRpcError as e:
             raise wire.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
         wire.raise_for(response.error)
@@ -119,7 +124,7 @@ class GrpcLeaderEndpoint:
             ],
         )
         try:
-            response = await self._stub.OffsetsForLeaderEpoch(pb, timeout=self._timeout_s)
+            response = await self._stub.OffsetsForLeaderEpoch(pb, timeout=self._timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise wire.network_error(e, f"OffsetsForLeaderEpoch from leader {self.leader.id}") from e
         wire.raise_for(response.error)

@@ -274,14 +274,24 @@ class StopReplicaResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketResult, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("coordinator_epoch", "coordinator_id", "metadata")
+    __slots__ = ("coordinator_epoch", "coordinator_id", "metadata", "replica_tokens")
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_TOKENS_FIELD_NUMBER: _ClassVar[int]
     coordinator_epoch: int
     coordinator_id: int
     metadata: _common_pb2.ClusterMetadata
-    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., metadata: _Optional[_Union[_common_pb2.ClusterMetadata, _Mapping]] = ...) -> None: ...
+    replica_tokens: _containers.RepeatedCompositeFieldContainer[ReplicaToken]
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., metadata: _Optional[_Union[_common_pb2.ClusterMetadata, _Mapping]] = ..., replica_tokens: _Optional[_Iterable[_Union[ReplicaToken, _Mapping]]] = ...) -> None: ...
+
+class ReplicaToken(_message.Message):
+    __slots__ = ("server_id", "token")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    token: str
+    def __init__(self, server_id: _Optional[int] = ..., token: _Optional[str] = ...) -> None: ...
 
 class UpdateMetadataResponse(_message.Message):
     __slots__ = ("error",)

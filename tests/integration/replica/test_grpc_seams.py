@@ -17,6 +17,7 @@ from fluss_py.replica.messages import (
     FetchSessionRequest,
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, presented
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.testing.ports import free_port
 from fluss_py.types import ServerNode, TableBucket
@@ -30,9 +31,11 @@ PB_TB = common_pb2.TableBucket(table_id=3, bucket=1)
 class Leader(tablet_pb2_grpc.TabletServiceServicer):
     def __init__(self) -> None:
         self.requests: list = []
+        self.tokens: list[str] = []  # the replica token each FetchLog presented
 
     async def FetchLog(self, request, context):
         self.requests.append(request)
+        self.tokens.append(presented(context, REPLICA_TOKEN_KEY))
         b = request.buckets[0]
         return tablet_pb2.FetchLogResponse(
             session_id=request.session.id or 77,
@@ -97,7 +100,7 @@ async def serve(register) -> tuple[grpc.aio.Server, int]:
 async def test_leader_endpoint_round_trip() -> None:
     leader = Leader()
     server, port = await serve(lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(leader, s))
-    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port))
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port), replica_token="secret-of-7")
     try:
         request = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 3, 512, 2, 1),), FetchSessionRequest())
         response = await endpoint.fetch(request)
@@ -127,6 +130,7 @@ async def test_leader_endpoint_round_trip() -> None:
         sessionless = FetchRequest(7, 0.25, 1, 1024, (FetchBucketRequest(TB, 4, 512),))
         await endpoint.fetch(sessionless)
         assert not leader.requests[2].HasField("session")
+        assert leader.tokens == ["secret-of-7"] * 3  # every fetch proves who the follower is (peer-trust.md)
         epochs = await endpoint.offsets_for_leader_epoch(7, [EpochRequest(TB, 1, 2)])
         assert (epochs[TB].leader_epoch, epochs[TB].end_offset, epochs[TB].error) == (1, 42, None)
     finally:

@@ -65,11 +65,13 @@ class FakeZk(FakeStore):
 
 
 class FakeGateway:
-    """Records every request; answers success unless ``down`` holds the server id."""
+    """Records every request; answers success unless ``down`` holds the server id (the call fails) or
+    ``refusing`` does (a whole-request error answer, recorded too)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, str, Any]] = []
         self.down: set[int] = set()
+        self.refusing: dict[int, int] = {}  # server -> whole-request error code it answers
         self.bucket_errors: dict[int, int] = {}  # server -> error code of every bucket it is notified of
         self.attempts = 0
 
@@ -79,6 +81,10 @@ class FakeGateway:
         if server.id in self.down:
             raise ConnectionError(f"server {server.id} unreachable")
         self.calls.append((server.id, kind, request))
+        refusal = self.refusing.get(server.id)
+        if refusal is not None:
+            error = convert.error_code(refusal, "refused")
+            return getattr(tablet_pb2, f"{kind}Response")(error=error)
         if kind == "NotifyLeaderAndIsr":
             code = self.bucket_errors.get(server.id)
             error = convert.ok() if code is None else convert.error_code(code, "disk failed")

@@ -4,6 +4,7 @@ import asyncio
 
 from fluss_py.coordinator import channel as channel_mod
 from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, RequestBatch, TabletChannel
+from fluss_py.errors import ErrorCode
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
@@ -80,8 +81,8 @@ async def test_older_update_metadata_is_skipped_when_a_newer_one_waits(monkeypat
     ch.enqueue(1, UPDATE, "u3")
     gw.down.clear()
     await wait_until(lambda: ch.pending(1) == 0)
-    # u1 was already in flight; u2 is superseded by u3
-    assert [r for _, _, r in gw.calls] == ["u1", "n1", "u3"]
+    # u1 is superseded while it is being retried, u2 before it is sent: only the newest view goes out
+    assert [r for _, _, r in gw.calls] == ["n1", "u3"]
     await ch.close()
 
 
@@ -108,4 +109,59 @@ async def test_response_hook_sees_every_answer():
     ch.add(NODES[1])  # same address: same outbox
     ch.enqueue(1, STOP, common_pb2.ClusterMetadata())
     await wait_until(lambda: seen == [(1, STOP)])
+    await ch.close()
+
+
+def test_update_metadata_carries_every_live_servers_replica_token():
+    batch = RequestBatch(coordinator_id=100, coordinator_epoch=7)
+    batch.update_metadata([1, 2])
+    batch.leader_and_isr(1, bucket_pb(0, 1), TABLE)
+    requests = batch.requests(common_pb2.ClusterMetadata(), NODES, {1: "s1", 2: "s2", 3: "s3"})
+    updates = [r for _, k, r in requests if k == UPDATE]
+    assert len(updates) == 2
+    for u in updates:
+        assert [(t.server_id, t.token) for t in u.replica_tokens] == [(1, "s1"), (2, "s2"), (3, "s3")]
+        assert "s1" not in str(u.metadata)  # never in the cluster metadata the server serves to clients
+
+
+async def test_refused_requests_are_sent_again_until_answered(monkeypatch):
+    monkeypatch.setattr(channel_mod, "RETRY_INITIAL", 0.001)
+    monkeypatch.setattr(channel_mod, "RETRY_MAX", 0.002)
+    seen = []
+    gw = FakeGateway()
+    gw.refusing[1] = ErrorCode.COORDINATOR_NOT_AUTHENTICATED  # e.g. our leader node not yet seen there
+    ch = TabletChannel(gw, on_response=lambda s, k, req, resp: seen.append((k, resp.error.code)))
+    ch.add(NODES[1])
+    b = RequestBatch(100, 7)
+    b.update_metadata([1])
+    b.leader_and_isr(1, bucket_pb(0, 1), TABLE)
+    b.send(ch, common_pb2.ClusterMetadata(), NODES)
+    await wait_until(lambda: len(gw.calls) >= 5)
+    assert {k for _, k, _ in gw.calls} == {UPDATE} and ch.pending(1) == 2 and not seen
+    del gw.refusing[1]
+    await wait_until(lambda: ch.pending(1) == 0)
+    assert seen == [(UPDATE, ErrorCode.NONE), (NOTIFY, ErrorCode.NONE)]
+    await ch.close()
+
+
+async def test_a_refused_notify_drops_the_buckets_a_newer_notify_carries(monkeypatch):
+    monkeypatch.setattr(channel_mod, "RETRY_INITIAL", 0.001)
+    monkeypatch.setattr(channel_mod, "RETRY_MAX", 0.002)
+    gw = FakeGateway()
+    gw.refusing[1] = ErrorCode.INVALID_COORDINATOR_EPOCH
+    ch = TabletChannel(gw)
+    ch.add(NODES[1])
+    first = RequestBatch(100, 7)
+    for bucket in (0, 1):
+        first.leader_and_isr(1, bucket_pb(bucket, 1), TABLE)
+    first.send(ch, common_pb2.ClusterMetadata(), NODES)
+    await wait_until(lambda: gw.attempts >= 2)
+    newer = RequestBatch(100, 7)
+    newer.leader_and_isr(1, bucket_pb(1, 2), TABLE)  # bucket 1 moved on: its old state must not be re-sent
+    newer.send(ch, common_pb2.ClusterMetadata(), NODES)
+    await wait_until(lambda: len(gw.calls) >= 4)
+    del gw.refusing[1]
+    await wait_until(lambda: ch.pending(1) == 0)
+    answered = [[(b.table_bucket.bucket, b.leader) for b in r.buckets] for r in gw.of(NOTIFY, 1)[-2:]]
+    assert answered == [[(0, 1)], [(1, 2)]]
     await ch.close()

@@ -289,3 +289,20 @@ async def test_follower_fetch_outside_the_log_is_not_progress(cluster3: ReplicaC
         r = (await m.fetch(follower, 0, 1, 1 << 20, [FetchBucketRequest(TB, 5, 1 << 20, 0)]))[TB]
         assert r.error_code is ErrorCode.OFFSET_OUT_OF_RANGE and r.log_end_offset == 2
     assert m.replica(TB).high_watermark == 0
+
+
+async def test_fetch_from_an_unassigned_replica_or_the_leader_itself_is_refused(cluster3: ReplicaCluster) -> None:
+    """docs/peer-trust.md invariant 1, the assignment half (the token half is the tablet service's): a fetch
+    as the leader itself or as a server holding no replica of the bucket gets nothing and moves nothing."""
+    await cluster3.create(TB, R3, {"min.insync.replicas": "1"})
+    await cluster3.kill(2)
+    await cluster3.kill(3)
+    m = cluster3.managers[1]
+    await m.append(1, 1.0, {TB: batch(b"a", b"b")})
+    for claimed in (1, 99):
+        r = (await m.fetch(claimed, 0, 1, 1 << 20, [FetchBucketRequest(TB, 2, 1 << 20, 0)]))[TB]
+        assert r.error_code is ErrorCode.REPLICA_NOT_ASSIGNED and r.records == b""
+    assert m.replica(TB).high_watermark == 0 and m.unassigned_fetches == 2
+    assert {f: p.log_end_offset for f, p in m.replica(TB).followers.items()} == {2: 0, 3: 0}  # as created
+    r = (await m.fetch(2, 0, 1, 1 << 20, [FetchBucketRequest(TB, 2, 1 << 20, 0)]))[TB]  # an assigned follower
+    assert r.error is None and m.replica(TB).followers[2].log_end_offset == 2

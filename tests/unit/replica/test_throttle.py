@@ -10,6 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fluss_py.errors import ErrorCode
 from fluss_py.replica.messages import BucketState, FetchBucketRequest
 from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import LeaderAndIsr, TableBucket
@@ -146,14 +147,17 @@ async def test_the_move_ending_lifts_the_throttle_and_a_same_epoch_notify_sets_i
         await c.close()
 
 
-async def test_a_follower_the_leader_has_not_been_told_of_is_throttled(tmp_path: Path) -> None:
+async def test_a_follower_the_leader_has_not_been_told_of_is_refused_until_it_is(tmp_path: Path) -> None:
     """A move's target may hear of step 1 before its leader does (one outbox per server) and fetch at once:
-    until the leader knows it is being added it counts as one, not as an unthrottled stranger."""
+    until the leader knows it is assigned it gets nothing (REPLICA_NOT_ASSIGNED, retriable: it asks again),
+    neither served unthrottled as a stranger nor counted as progress (docs/peer-trust.md)."""
     c, _ = await _leader_with_a_catching_up_follower(tmp_path, rate=1000)
     m = c.managers[1]
     try:
-        assert m.replica(TB_BACK).is_throttled(4) and 4 not in m.replica(TB_BACK).replicas
+        assert 4 not in m.replica(TB_BACK).replicas
         out = await m.fetch(4, 0, 1, 1 << 20, [FetchBucketRequest(TB_BACK, 0, 1 << 20)])
-        assert 0 < len(out[TB_BACK].records) <= 1000 + 1100 and m.throttle.bytes_total == len(out[TB_BACK].records)
+        assert out[TB_BACK].error is not None and out[TB_BACK].error.code == ErrorCode.REPLICA_NOT_ASSIGNED
+        assert out[TB_BACK].error.retriable
+        assert out[TB_BACK].records == b"" and m.throttle.bytes_total == 0 and m.unassigned_fetches == 1
     finally:
         await c.close()
