@@ -7,7 +7,9 @@ Two credentials travel in gRPC call metadata, never in a protobuf message that i
 
 ``ReplicaVerifier`` answers "does the caller of this request prove it is tablet server N?" from the
 claimed id and the request's context. ``TokenReplicaVerifier`` compares the token the caller presents with
-the one the coordinator handed out for N; the TLS work adds a verifier that reads the peer certificate from
+the one the coordinator handed out for N; when they differ (N restarted since, or the coordinator is down)
+it reads N's registration in ZooKeeper once (``lookup``, at most once per ``min_lookup_interval_s`` per id)
+before refusing. The TLS work adds a verifier that reads the peer certificate from
 ``context.auth_context()`` instead, and nothing around the seam changes.
 
 ``RefusalLog`` logs and counts refused callers: one line per (kind, subject) per ``interval_s`` with the
@@ -19,17 +21,21 @@ the follower's RPC clients (``call_metadata``).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 REPLICA_TOKEN_KEY = "fluss-replica-token"
 COORDINATOR_TOKEN_KEY = "fluss-coordinator-token"
 
 CallMetadata = tuple[tuple[str, str], ...]
+TokenLookup = Callable[[int], Awaitable[str | None]]  # the token in server N's registration; None: none
+
+log = logging.getLogger("fluss_py.rpc.peer")
 
 
 def new_token() -> str:
@@ -58,17 +64,30 @@ def same_token(presented_token: str, expected: str) -> bool:
 class ReplicaVerifier(Protocol):
     """Does the caller prove it is tablet server ``claimed``? None when it does, else why not (for the log)."""
 
-    def verify(self, claimed: int, context: Any) -> str | None: ...
+    async def verify(self, claimed: int, context: Any) -> str | None: ...
 
 
 class TokenReplicaVerifier:
-    """Replica identity without TLS: the token the caller presents must be the one the coordinator leader
-    handed out for ``claimed`` (from that server's registration). Owned by the tablet server; the service
-    calls ``update`` on each accepted UpdateMetadata and ``verify`` per follower fetch, on the loop."""
+    """Replica identity without TLS: the token the caller presents must be the one in ``claimed``'s
+    registration, as handed out by the coordinator leader or, when that differs, as read from ZooKeeper by
+    ``lookup``. Owned by the tablet server; the service calls ``update`` on each accepted UpdateMetadata and
+    ``verify`` per follower fetch, on the loop."""
 
-    def __init__(self, own_id: int) -> None:
+    def __init__(
+        self,
+        own_id: int,
+        lookup: TokenLookup | None = None,
+        min_lookup_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.own_id = own_id
         self._tokens: dict[int, str] = {}
+        self._lookup = lookup
+        self._min_interval = min_lookup_interval_s
+        self._clock = clock
+        self._looked_up: dict[int, float] = {}  # server id -> when its registration was last read
+        self._lookups: dict[int, asyncio.Future[None]] = {}  # reads in flight, shared by concurrent fetches
+        self.lookups = 0
 
     def update(self, tokens: Mapping[int, str]) -> None:
         """Replace the known tokens (the coordinator sends those of every live server, each time)."""
@@ -77,18 +96,49 @@ class TokenReplicaVerifier:
     def known(self) -> list[int]:
         return sorted(self._tokens)
 
-    def verify(self, claimed: int, context: Any) -> str | None:
+    async def verify(self, claimed: int, context: Any) -> str | None:
         if claimed == self.own_id:
             return "that is this server's own id"
-        expected = self._tokens.get(claimed)
-        if expected is None:
-            return "no live tablet server with that id is known here"
         token = presented(context, REPLICA_TOKEN_KEY)
         if not token:
             return "no replica token presented"
+        if same_token(token, self._tokens.get(claimed, "")):
+            return None
+        # a restart since the coordinator's last UpdateMetadata (or no coordinator): ask ZooKeeper, rarely
+        await self._look_up(claimed)
+        expected = self._tokens.get(claimed)
+        if expected is None:
+            return "no tablet server with that id is registered"
         if not same_token(token, expected):
             return "wrong replica token (another process, or an earlier incarnation of that server)"
         return None
+
+    async def _look_up(self, server_id: int) -> None:
+        if self._lookup is None:
+            return
+        pending = self._lookups.get(server_id)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        last = self._looked_up.get(server_id)
+        if last is not None and self._clock() - last < self._min_interval:
+            return
+        if len(self._looked_up) > 10_000:  # bounded: forged ids cannot grow it without limit
+            self._looked_up.clear()
+        done = self._lookups[server_id] = asyncio.get_running_loop().create_future()
+        try:
+            self.lookups += 1
+            token = await self._lookup(server_id)
+            if token:
+                self._tokens[server_id] = token
+            else:
+                self._tokens.pop(server_id, None)
+        except Exception as e:
+            log.warning("Could not read the registration of tablet server %d from ZooKeeper: %s", server_id, e)
+        finally:
+            self._looked_up[server_id] = self._clock()
+            del self._lookups[server_id]
+            done.set_result(None)
 
 
 class RefusalLog:

@@ -22,7 +22,10 @@ it names. If it is our own advertised address and a different incarnation, it is
 id: refuse to start (SERVER_ID_CONFLICT, exit 1). If nothing answers, it is a dead predecessor whose session
 has not expired yet: wait for the node to vanish, at most twice the session timeout, then refuse.
 The registration carries this process's incarnation; ``WatchLiveness`` streams (``tablet/liveness.py``)
-let the coordinator leader detect this process's death without waiting for the session to expire.
+let the coordinator leader detect this process's death without waiting for the session to expire. It also
+carries this process's secret replica token, which its follower fetches present; the server checks other
+followers' tokens (``TokenReplicaVerifier``, from UpdateMetadata or their registrations) and the
+coordinator leader's epoch and token (``CoordinatorFence``, fed by the leader watch): docs/peer-trust.md.
 
 Who may call: the CLI (``run``, ``request_stop``). A ``replica_layer`` given to the constructor replaces the
 real one (no logs, no replica manager: tests of membership and fencing only).
@@ -126,7 +129,7 @@ class TabletServer:
         self.state = "Starting"
         self.registered = False
         self.fence = CoordinatorFence(ZkCoordinatorRecords(self.zk))
-        self.replica_verifier = TokenReplicaVerifier(self.server_id)
+        self.replica_verifier = TokenReplicaVerifier(self.server_id, self._registered_token)
         self.servicer: TabletServicer | None = None
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
         self.metadata_cache = MetadataCache()
@@ -151,6 +154,13 @@ class TabletServer:
         self.metrics.register(ZkSessionCollector(self.zk))
         self.metrics.register(_RefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)
+
+    async def _registered_token(self, server_id: int) -> str | None:
+        """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
+        if server_id < 0:
+            return None
+        got = await self.zk.get(TabletServerZNode.path(self.root, server_id))
+        return TabletServerZNode.decode(got[0]).replica_token if got is not None else None
 
     @property
     def registration_path(self) -> str:

@@ -163,7 +163,7 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
             error = InvalidRequestError(f"replica_id {claimed}: -1 (a client) or a tablet server id")
             return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
         if claimed >= 0:
-            why = self.replicas.verify(claimed, context)
+            why = await self.replicas.verify(claimed, context)
             if why is not None:
                 self.refusals.refuse(
                     REPLICA_NOT_AUTHENTICATED, str(claimed),
