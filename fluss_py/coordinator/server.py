@@ -24,11 +24,13 @@ import asyncio
 import logging
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client import Enum as EnumMetric
+from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
@@ -42,6 +44,7 @@ from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_ro
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.pb import coordinator_pb2_grpc
+from fluss_py.rpc.peer import TokenReplicaVerifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
@@ -51,6 +54,7 @@ from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
     CoordinatorRegistration,
     CoordinatorServerZNode,
+    TabletServerZNode,
     persistent_parents,
 )
 
@@ -132,6 +136,13 @@ class CoordinatorServer:
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
+        self.servicer: CoordinatorServicer | None = None
+        self.metrics.register(_RefusalCollector(lambda: self.servicer))
+
+    async def _registered_token(self, server_id: int) -> str | None:
+        """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
+        got = await self.zk.get(TabletServerZNode.path(self.root, server_id))
+        return TabletServerZNode.decode(got[0]).replica_token if got is not None else None
 
     # ---------------------------------------------------------------- views for the service and /health
     def _distribution_source(self) -> tuple[Any, Any] | None:
@@ -201,7 +212,8 @@ class CoordinatorServer:
             self._session = self.zk.session_id
             for path in persistent_parents(self.root):
                 await self.zk.ensure_path(path)
-            servicer = CoordinatorServicer(self)
+            # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
+            servicer = self.servicer = CoordinatorServicer(self, TokenReplicaVerifier(None, self._registered_token))
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,
@@ -445,3 +457,21 @@ class CoordinatorServer:
                 raise NotCoordinatorLeaderError(f"ZooKeeper session unverified after a stall: {e}") from None
             if self.zk.session_id != self._leader_session:
                 raise NotCoordinatorLeaderError("the ZooKeeper session of this leadership is gone")
+
+
+class _RefusalCollector:
+    """``fluss_coordinator_peer_refusals_total{kind}``: tablet-server requests whose caller did not prove it
+    is the server it names (docs/peer-trust.md), from the service's refusal log at scrape time."""
+
+    def __init__(self, servicer: Callable[[], CoordinatorServicer | None]) -> None:
+        self._servicer = servicer
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily(
+            "fluss_coordinator_peer_refusals", "Requests refused because the peer did not prove who it is",
+            labels=["kind"],
+        )  # fmt: skip
+        servicer = self._servicer()
+        counts = servicer.refusals.counts if servicer is not None else {}
+        family.add_metric(["replica_not_authenticated"], counts.get("replica_not_authenticated", 0))
+        yield family

@@ -6,12 +6,16 @@
 - On the leader, database and table DDL, GetMetadata, AdjustIsr, ControlledShutdown and AllocateWriterId
   and the consumer-group offsets (``coordinator/groups.py``) go through the single-writer event loop
   (table events: ``coordinator/processor.py``).
+- AdjustIsr and ControlledShutdown change ISRs and leaderships on a tablet server's word: the caller must
+  prove it is the server it names (``ReplicaVerifier``: its replica token, docs/peer-trust.md), else
+  REPLICA_NOT_AUTHENTICATED, logged and counted (``refusals``).
 
 Who may call: grpc.aio, on the process's loop.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -22,9 +26,10 @@ from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
-from fluss_py.errors import ErrorCode, FlussError, NotCoordinatorLeaderError
+from fluss_py.errors import ErrorCode, FlussError, NotCoordinatorLeaderError, ReplicaNotAuthenticatedError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.rpc.peer import RefusalLog, ReplicaVerifier
 from fluss_py.types import CoordinatorLeaderInfo
 
 
@@ -47,8 +52,24 @@ class CoordinatorView(Protocol):
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     """Owns nothing; reads the server's state and hands work to its event loop."""
 
-    def __init__(self, server: CoordinatorView) -> None:
+    def __init__(self, server: CoordinatorView, replicas: ReplicaVerifier | None = None) -> None:
         self._server = server
+        self._replicas = replicas  # None: tablet servers' requests are believed (unit tests of other parts)
+        self.refusals = RefusalLog(logging.getLogger("fluss_py.coordinator.CoordinatorService"))
+
+    async def _unproven(self, what: str, server_id: int, context: Any) -> common_pb2.ErrorInfo | None:
+        """The error to answer when the caller does not prove it is tablet server ``server_id``."""
+        if self._replicas is None:
+            return None
+        why = await self._replicas.verify(server_id, context)
+        if why is None:
+            return None
+        peer = context.peer() if context is not None else "an unknown peer"
+        self.refusals.refuse(
+            "replica_not_authenticated", f"{what}/{server_id}",
+            f"Refused {what} claiming tablet server {server_id} from {peer}: {why}",
+        )  # fmt: skip
+        return convert.error_info(ReplicaNotAuthenticatedError(f"{what} as tablet server {server_id} refused: {why}"))
 
     # ---------------------------------------------------------------- helpers
     async def _not_leader(self) -> common_pb2.ErrorInfo:
@@ -147,12 +168,18 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         def fill(response: Any, result: Any) -> None:
             response.buckets.extend(result.buckets)
 
+        refused = await self._unproven("AdjustIsr", request.server_id, context)
+        if refused is not None:
+            return coordinator_pb2.AdjustIsrResponse(error=refused)
         return await self._on_leader(coordinator_pb2.AdjustIsrResponse, tables.AdjustIsr(request), fill)
 
     async def ControlledShutdown(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def fill(response: Any, remaining: list[Any]) -> None:
             response.remaining_leaders.extend(convert.table_bucket_to_pb(tb) for tb in remaining)
 
+        refused = await self._unproven("ControlledShutdown", request.server_id, context)
+        if refused is not None:
+            return coordinator_pb2.ControlledShutdownResponse(error=refused)
         event = tables.ControlledShutdown(request.server_id)
         return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, event, fill)
 

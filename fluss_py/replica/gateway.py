@@ -17,6 +17,7 @@ from fluss_py.replica import wire
 from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult
 from fluss_py.rpc.channels import CHANNEL_OPTIONS
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,12 @@ class GrpcCoordinatorGateway:
     new leader is followed once at once. Called from the ReplicaManager's ISR-change task only.
     """
 
-    def __init__(self, leader_address: Callable[[], str | None], *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, leader_address: Callable[[], str | None], *, timeout_s: float = 5.0, replica_token: str = ""
+    ) -> None:
         self._leader_address = leader_address
         self._timeout_s = timeout_s
+        self._metadata = call_metadata(REPLICA_TOKEN_KEY, replica_token)  # proves who proposes (peer-trust.md)
         self._address: str | None = None
         self._channel: grpc.aio.Channel | None = None
         self._stub: coordinator_pb2_grpc.CoordinatorServiceStub | None = None
@@ -73,7 +77,7 @@ class GrpcCoordinatorGateway:
                 raise CoordinatorNotAvailableError("no coordinator leader is known")
             try:
                 stub = await self._stub_for(address)
-                response = await stub.AdjustIsr(request, timeout=self._timeout_s)
+                response = await stub.AdjustIsr(request, timeout=self._timeout_s, metadata=self._metadata)
             except grpc.aio.AioRpcError as e:
                 raise wire.network_error(e, f"AdjustIsr to coordinator {address}") from e
             error = wire.error_of(response.error)

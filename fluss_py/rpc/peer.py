@@ -70,12 +70,14 @@ class ReplicaVerifier(Protocol):
 class TokenReplicaVerifier:
     """Replica identity without TLS: the token the caller presents must be the one in ``claimed``'s
     registration, as handed out by the coordinator leader or, when that differs, as read from ZooKeeper by
-    ``lookup``. Owned by the tablet server; the service calls ``update`` on each accepted UpdateMetadata and
-    ``verify`` per follower fetch, on the loop."""
+    ``lookup``. ``own_id``: the server's own tablet-server id, never proven by anyone else (None on a
+    coordinator). Owned by the tablet server (the service calls ``update`` on each accepted UpdateMetadata
+    and ``verify`` per follower fetch) and by the coordinator (``verify`` per AdjustIsr and
+    ControlledShutdown, lookups only), on the loop."""
 
     def __init__(
         self,
-        own_id: int,
+        own_id: int | None,
         lookup: TokenLookup | None = None,
         min_lookup_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
@@ -99,6 +101,8 @@ class TokenReplicaVerifier:
     async def verify(self, claimed: int, context: Any) -> str | None:
         if claimed == self.own_id:
             return "that is this server's own id"
+        if claimed < 0:
+            return "not a tablet server id"
         token = presented(context, REPLICA_TOKEN_KEY)
         if not token:
             return "no replica token presented"

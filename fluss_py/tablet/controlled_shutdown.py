@@ -25,6 +25,7 @@ from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica import wire
 from fluss_py.rpc.channels import CHANNEL_OPTIONS
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import TableBucket
 
 log = logging.getLogger("fluss_py.tablet.ControlledShutdown")
@@ -33,13 +34,17 @@ RETRY_BACKOFF_S = 0.2
 NO_LEADER_GRACE_S = 1.0
 
 
-async def _ask(address: str, server_id: int, timeout_s: float) -> tuple[list[TableBucket] | None, str]:
+async def _ask(
+    address: str, server_id: int, timeout_s: float, replica_token: str
+) -> tuple[list[TableBucket] | None, str]:
     """One ControlledShutdown call: (remaining leaders, "") or (None, why it failed / the hinted leader)."""
     async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         stub = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
         try:
             response = await stub.ControlledShutdown(
-                coordinator_pb2.ControlledShutdownRequest(server_id=server_id), timeout=timeout_s
+                coordinator_pb2.ControlledShutdownRequest(server_id=server_id),
+                timeout=timeout_s,
+                metadata=call_metadata(REPLICA_TOKEN_KEY, replica_token),
             )
         except grpc.aio.AioRpcError as e:
             return None, f"{address}: {e.code().name}"
@@ -57,6 +62,7 @@ async def controlled_shutdown(
     timeout_s: float,
     *,
     rpc_timeout_s: float = 2.0,
+    replica_token: str = "",
 ) -> bool:
     """Ask the coordinator leader until this server leads nothing (True) or ``timeout_s`` passed (False)."""
     deadline = time.monotonic() + timeout_s
@@ -76,7 +82,8 @@ async def controlled_shutdown(
             )  # fmt: skip
             return False
         if address:
-            remaining, why = await _ask(address, server_id, max(0.1, min(rpc_timeout_s, deadline - time.monotonic())))
+            rpc_timeout = max(0.1, min(rpc_timeout_s, deadline - time.monotonic()))
+            remaining, why = await _ask(address, server_id, rpc_timeout, replica_token)
             if remaining is not None and not remaining:
                 log.info("Controlled shutdown of tablet server %d complete (attempt %d)", server_id, attempt)
                 return True

@@ -201,7 +201,7 @@ class TabletServer:
         # only now may shutdown write the clean-shutdown marker: after a failed load it would let the next
         # start trust logs that were never recovered
         self.log_manager = log_manager
-        self._gateway = GrpcCoordinatorGateway(self._coordinator_address)
+        self._gateway = GrpcCoordinatorGateway(self._coordinator_address, replica_token=self.replica_token)
         endpoints = functools.partial(GrpcLeaderEndpoint, replica_token=self.replica_token)
         self.replica_manager = ReplicaManager(self.server_id, self.log_manager, self.config, self._gateway, endpoints)
         self.replica_manager.start()
@@ -292,7 +292,9 @@ class TabletServer:
         self.state = "ShuttingDown"
         log.info("Controlled shutdown of tablet server %d: leading %d buckets", self.server_id, leading)
         timeout = CONTROLLED_SHUTDOWN_TIMEOUT_S if leading else FOLLOWER_SHUTDOWN_TIMEOUT_S
-        if await controlled_shutdown(self.server_id, self._coordinator_address, timeout):
+        if await controlled_shutdown(
+            self.server_id, self._coordinator_address, timeout, replica_token=self.replica_token
+        ):
             # the coordinator moved leadership; its NotifyLeaderAndIsr to us may still be on the way: wait a
             # moment so requests in flight get NOT_LEADER_OR_FOLLOWER naming the new leader
             deadline = time.monotonic() + 1.0

@@ -8,7 +8,8 @@
 - Finding 2: an UpdateMetadata with a huge coordinator epoch is refused and adopted by nobody (ZooKeeper's
   epoch node, each server's /health); a StopReplica delete=true and a demoting NotifyLeaderAndIsr at the
   current epoch (read off /health) are refused: the bucket directory stays, the leader keeps leading; the
-  real coordinator still rules (a new table gets leaders and takes acks=all writes).
+  real coordinator still rules (a new table gets leaders and takes acks=all writes). The coordinator in turn
+  refuses an AdjustIsr and a ControlledShutdown in a tablet server's name from a caller without its token.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 from fluss_py.client import ProducerOptions, SyncProducer
 from fluss_py.errors import ErrorCode
 from fluss_py.log.manager import bucket_dir_name
-from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2, tablet_pb2_grpc
 from fluss_py.testing.faults import kill9, pause, resume
 from fluss_py.testing.health import fetch_text
 from fluss_py.testing.zkview import ZkView
@@ -217,6 +218,20 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
         assert bucket_dir.is_dir() and any(bucket_dir.glob("*.log")), "the forged StopReplica deleted the bucket"
         assert leader_isr(zk, cluster, tb) == start
 
+        # 3. the other direction: ISR changes and controlled shutdowns in a tablet server's name
+        with grpc.insecure_channel(cluster.get(cluster.coordinator_leader()).rpc_address) as channel:
+            coordinator = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+            shrink = coordinator_pb2.AdjustIsrRequest(server_id=start.leader, buckets=[coordinator_pb2.AdjustIsrBucket(
+                table_bucket=_tb_pb(tb), leader_epoch=start.leader_epoch, bucket_epoch=start.bucket_epoch,
+                new_isr=[start.leader])])  # fmt: skip
+            answer = coordinator.AdjustIsr(shrink, timeout=10.0)
+            assert answer.error.code != ErrorCode.NONE, f"AdjustIsr from a stranger answered {answer}"
+            assert answer.error.code == ErrorCode.REPLICA_NOT_AUTHENTICATED, answer.error
+            away = coordinator_pb2.ControlledShutdownRequest(server_id=start.leader)
+            answer = coordinator.ControlledShutdown(away, timeout=10.0)
+            assert answer.error.code == ErrorCode.REPLICA_NOT_AUTHENTICATED, answer.error
+        assert leader_isr(zk, cluster, tb) == start, "a forged AdjustIsr or ControlledShutdown changed leader_isr"
+
     # the real coordinator is still obeyed: a new table gets a leader on every server and takes acks=all writes
     create_table(cluster, "after", buckets=3)
     for b in range(3):
@@ -237,3 +252,9 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
     assert re.search(r"Refused StopReplica .*not from the current coordinator leader", text)
     assert _metric(fetch_text(cluster.get(leader_name).http_url + "/metrics"), "fluss_tablet_peer_refusals_total",
                    kind="coordinator_not_leader") >= 2  # fmt: skip
+    coordinator_name = cluster.coordinator_leader()
+    text = cluster.log_text(coordinator_name)
+    assert re.search(rf"Refused AdjustIsr claiming tablet server {start.leader} .*no replica token", text)
+    assert re.search(rf"Refused ControlledShutdown claiming tablet server {start.leader} ", text)
+    metrics = fetch_text(cluster.get(coordinator_name).http_url + "/metrics")
+    assert _metric(metrics, "fluss_coordinator_peer_refusals_total", kind="replica_not_authenticated") == 2
