@@ -96,7 +96,8 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.NOT_ENOUGH_REPLICAS: _Spec(True, False, "fewer in-sync replicas than min.insync.replicas"),
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _Spec(True, False, "appended, but the ISR shrank below minimum"),
     ErrorCode.FENCED_LEADER_EPOCH: _Spec(True, True, "the request's leader epoch is older than the replica's"),
-    ErrorCode.UNKNOWN_LEADER_EPOCH: _Spec(True, False, "the request's leader epoch is newer than the replica's"),
+    # invalid_metadata: the caller's epoch may be a guess from a leader hint (docs/client.md); a refresh fixes it
+    ErrorCode.UNKNOWN_LEADER_EPOCH: _Spec(True, True, "the request's leader epoch is newer than the replica's"),
     ErrorCode.INVALID_COORDINATOR_EPOCH: _Spec(False, False, "the coordinator epoch is stale"),
     ErrorCode.NOT_COORDINATOR_LEADER: _Spec(True, True, "this coordinator is not the leader"),
     ErrorCode.COORDINATOR_NOT_AVAILABLE: _Spec(True, True, "no coordinator leader is available"),

@@ -1,9 +1,16 @@
 """``CoordinatorGateway``: requests to the coordinator *leader*, found and re-found transparently.
 
-The leader's address comes from cluster metadata (every GetMetadata answer names it); failing that each
-bootstrap address is tried. A standby's NOT_COORDINATOR_LEADER names the leader in its ErrorInfo and is
-followed at once; other retriable errors back off (tens of ms, doubling) and refresh metadata when they
-invalidate it, until the deadline. Non-retriable errors are raised as they are.
+The leader's address comes from cluster metadata (every GetMetadata answer names it, and any server can
+answer one: tablet servers watch the coordinator's leader znode); failing that each bootstrap address is
+tried. A standby's NOT_COORDINATOR_LEADER names the leader in its ErrorInfo and is followed at once; other
+retriable errors back off (tens of ms, doubling) and refresh metadata, until the deadline. Non-retriable
+errors are raised as they are.
+
+A coordinator that stops answering (paused, partitioned) must not hold a call until its deadline: an attempt
+unanswered for ``STALL_S`` refreshes metadata (through any server that answers), and if the answer names
+another coordinator leader the attempt is abandoned and the call goes there. Addresses that failed within
+the last ``FAILED_RECENTLY_S`` are tried last. (An abandoned DDL may or may not have been applied, as after
+any network error: docs/client.md "Known limits".)
 
 Owned by one event loop; used by ``Admin`` and the producer's writer-id allocation.
 """
@@ -17,7 +24,10 @@ from typing import Any
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
 from fluss_py.client.transport import Rpc, Transport, raise_for_error
-from fluss_py.errors import ApiError, CoordinatorNotAvailableError, FlussError
+from fluss_py.errors import ApiError, CoordinatorNotAvailableError, FlussError, NetworkExceptionError
+
+STALL_S = 1.0  # an attempt unanswered this long makes the gateway look for another coordinator leader
+FAILED_RECENTLY_S = 10.0
 
 
 class CoordinatorGateway:
@@ -36,6 +46,7 @@ class CoordinatorGateway:
         self._request_timeout = request_timeout
         self._retry = retry
         self._hinted: str | None = None
+        self._failed_at: dict[str, float] = {}  # address -> when a call to it last failed or was abandoned
 
     def _addresses(self) -> list[str]:
         order: list[str] = []
@@ -44,7 +55,14 @@ class CoordinatorGateway:
         if self._metadata.coordinator is not None:
             order.append(self._metadata.coordinator.address)
         order.extend(self._metadata.bootstrap_servers)
-        return list(dict.fromkeys(order))
+        now = time.monotonic()
+        recent = {a for a, t in self._failed_at.items() if now - t < FAILED_RECENTLY_S}
+        return sorted(dict.fromkeys(order), key=lambda a: a in recent)  # stable: the order otherwise
+
+    def _failed(self, address: str) -> None:
+        self._failed_at[address] = time.monotonic()
+        if self._hinted == address:
+            self._hinted = None
 
     async def call(self, rpc: Rpc, request: Any, timeout: float | None = None) -> Any:
         """The response of ``rpc`` from the coordinator leader; raises its ApiError or REQUEST_TIMED_OUT."""
@@ -59,13 +77,14 @@ class CoordinatorGateway:
                 if remaining <= 0:
                     break
                 try:
-                    response = await self._transport.call(address, rpc, request, min(remaining, self._request_timeout))
+                    response = await self._attempt(address, rpc, request, min(remaining, self._request_timeout))
                 except ApiError as e:
-                    # Transport failure, or INVALID_REQUEST: that address serves no coordinator service.
+                    # Transport failure, abandoned, or INVALID_REQUEST: that address serves no coordinator service.
                     last = e if e.retriable else last
                     unreachable.add(address)
-                    if self._hinted == address:
-                        self._hinted = None
+                    self._failed(address)
+                    if e.retriable:
+                        self._metadata.request_update()  # any server can say who leads now
                     continue
                 try:
                     raise_for_error(response.error)
@@ -78,6 +97,7 @@ class CoordinatorGateway:
                         self._hinted = e.leader_address
                         break  # try the named leader next
                     continue
+                self._failed_at.pop(address, None)
                 self._hinted = address
                 return response
             remaining = deadline - time.monotonic()
@@ -86,3 +106,31 @@ class CoordinatorGateway:
             if last.invalid_metadata and not fresh_hint:
                 self._metadata.request_update()
             await asyncio.sleep(min(backoff.next_delay(hinted=fresh_hint), remaining))
+
+    async def _attempt(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
+        """One call to ``address``; abandoned (NETWORK_EXCEPTION) when, while it is unanswered, a metadata
+        refresh names another coordinator leader."""
+        call = asyncio.ensure_future(self._transport.call(address, rpc, request, timeout))
+        try:
+            while True:
+                done, _ = await asyncio.wait({call}, timeout=STALL_S)
+                if done:
+                    return call.result()
+                refreshed = self._metadata.request_update()
+                await asyncio.wait({call, refreshed}, return_when=asyncio.FIRST_COMPLETED)
+                if call.done():
+                    return call.result()
+                leader = self._metadata.coordinator
+                if leader is not None and leader.address != address:
+                    raise NetworkExceptionError(
+                        f"{rpc.name} to {address}: unanswered after {STALL_S:g}s while {leader.address} leads"
+                    )
+        finally:
+            if not call.done():
+                call.cancel()
+                call.add_done_callback(_retrieve)
+
+
+def _retrieve(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()  # an abandoned attempt's failure is expected: not "never retrieved"

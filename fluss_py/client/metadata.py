@@ -8,12 +8,11 @@ coordinator's NOT_COORDINATOR_LEADER hint is followed at once.
 Freshness rules:
 - ``request_update()`` starts a refresh now (coalesced with one already waiting to start) and returns a
   future resolved when a refresh *started after the call* has been applied.
-- A bucket's entry is replaced only by one with a leader epoch >= the known one, so a lagging server
-  cannot move a leader back. ``apply_leader_hint`` (from an error's ``leader_id``/``leader_address``)
-  moves the leader at once and sets the known epoch to the last *answered* epoch + 1 (a real change always
-  bumps it at least once). Hints do not compound: two servers with stale views naming each other (the
-  old leader already knows the new one, the new one not yet) would otherwise push the epoch far past the
-  real one, and fetches would be refused (UNKNOWN_LEADER_EPOCH) with no answer ever high enough to fix it.
+- A bucket's leader and epoch follow the rule of docs/client.md ("Bucket leader and epoch"): the last
+  *answered* location (from GetMetadata) moves only forwards in epoch, and an answer at an epoch >= the
+  answered one replaces the entry, hint or not, so a guess can always be corrected. An error's leader
+  hint (``apply_leader_hint``) moves the leader at once with the guessed epoch answered + 1; it never
+  changes the answered location, and a hint naming the answered leader simply drops the guess.
 
 Owned by one event loop; every method is called from tasks of that loop.
 """
@@ -61,7 +60,8 @@ class TableInfo:
 class BucketLocation:
     """Where one bucket lives: its leader (``NO_LEADER`` when none), epochs, assignment and ISR.
 
-    ``hinted``: leader and epoch come from an error's hint (epoch = the last answered one + 1), not an answer.
+    ``hinted``: leader and epoch come from an error's hint (epoch = the last answered one + 1, a guess), not
+    from an answer.
     """
 
     table_bucket: TableBucket
@@ -131,9 +131,11 @@ class ClusterMetadata:
         self._retry = retry
         self.servers: dict[int, ServerNode] = {}
         self.coordinator: ServerNode | None = None
+        self.coordinator_epoch = 0
         self._tables: dict[TablePath, TableInfo] = {}
         self._tables_by_id: dict[int, TableInfo] = {}
-        self._buckets: dict[TableBucket, BucketLocation] = {}
+        self._buckets: dict[TableBucket, BucketLocation] = {}  # what requests use: answered, or hinted
+        self._answered: dict[TableBucket, BucketLocation] = {}  # the newest GetMetadata answer per bucket
         self._address_kind: dict[str, str] = {}  # address -> "tablet" | "coordinator"
         self._last_good: str | None = None
         self._failed_at: dict[str, float] = {}  # address -> when GetMetadata to it last failed
@@ -234,7 +236,9 @@ class ClusterMetadata:
         return self._tables.get(path) is None
 
     def apply_leader_hint(self, tb: TableBucket, leader_id: int, leader_address: str) -> bool:
-        """Move ``tb``'s leader to the server an error named; True if that changed anything."""
+        """Follow the leader an error named. True if the bucket now goes to a server other than the answered
+        leader (retry there at once); False if nothing moved or the hint named the answered leader, in which
+        case any guess is dropped and the caller should refresh and back off (docs/client.md)."""
         if leader_id < 0:
             return False
         if leader_address and leader_id not in self.servers:
@@ -242,10 +246,17 @@ class ClusterMetadata:
             if host and port.isdigit():
                 self.servers[leader_id] = ServerNode(leader_id, host, int(port))
         loc = self._buckets.get(tb)
-        if loc is None or loc.leader == leader_id or leader_id not in self.servers:
+        answered = self._answered.get(tb)
+        if loc is None or answered is None or leader_id not in self.servers:
             return False
-        answered_epoch = loc.leader_epoch - 1 if loc.hinted else loc.leader_epoch
-        self._buckets[tb] = replace(loc, leader=leader_id, leader_epoch=answered_epoch + 1, hinted=True)
+        if leader_id == answered.leader:
+            if loc.hinted:  # back to what the cluster last said; the guess is dropped, never compounded
+                self._buckets[tb] = answered
+                self.version += 1
+            return False
+        if loc.hinted and loc.leader == leader_id:
+            return False
+        self._buckets[tb] = replace(answered, leader=leader_id, leader_epoch=answered.leader_epoch + 1, hinted=True)
         self.version += 1
         return True
 
@@ -253,8 +264,11 @@ class ClusterMetadata:
         """Take the live servers and the coordinator leader from a GetMetadata answer."""
         if md.tablet_servers:
             self.servers = {n.id: node_from_pb(n) for n in md.tablet_servers}
-        if md.HasField("coordinator") and md.coordinator.port:
+        # The coordinator leader only moves forwards: a deposed leader that has not noticed yet, or a server
+        # with an older view, cannot send the client back to it.
+        if md.HasField("coordinator") and md.coordinator.port and md.coordinator_epoch >= self.coordinator_epoch:
             self.coordinator = node_from_pb(md.coordinator)
+            self.coordinator_epoch = md.coordinator_epoch
 
     def apply(self, md: common_pb2.ClusterMetadata) -> None:
         """Merge a GetMetadata answer (tables absent from a full answer are forgotten)."""
@@ -265,11 +279,13 @@ class ClusterMetadata:
             tables[info.path] = info
             for b in tm.buckets:
                 loc = bucket_from_pb(b)
-                old = self._buckets.get(loc.table_bucket)
-                if old is None or loc.leader_epoch >= old.leader_epoch:
+                old = self._answered.get(loc.table_bucket)
+                if old is None or loc.leader_epoch >= old.leader_epoch:  # a guess never outranks an answer
+                    self._answered[loc.table_bucket] = loc
                     self._buckets[loc.table_bucket] = loc
         gone = {i.table_id for i in self._tables.values()} - {i.table_id for i in tables.values()}
         self._buckets = {tb: loc for tb, loc in self._buckets.items() if tb.table_id not in gone}
+        self._answered = {tb: loc for tb, loc in self._answered.items() if tb.table_id not in gone}
         self._tables = tables
         self._tables_by_id = {i.table_id: i for i in tables.values()}
         self.updated_at = time.monotonic()

@@ -289,7 +289,12 @@ class ReplicaManager:
         )
 
     def _leader_replica(self, tb: TableBucket, current_leader_epoch: int = -1) -> Replica:
+        """The leader replica of ``tb``. The epoch is compared before the role: a server that has not yet heard
+        of the request's (newer) epoch says so (UNKNOWN_LEADER_EPOCH, no hint) instead of naming the leader of
+        its stale view, which would send the caller away from the real leader (docs/client.md)."""
         replica = self._replicas.get(tb)
+        if replica is not None and current_leader_epoch > replica.leader_epoch:
+            replica.check_epoch(current_leader_epoch)  # raises UNKNOWN_LEADER_EPOCH
         if replica is None or not replica.is_leader:
             raise self._not_leader(tb, replica)
         replica.check_epoch(current_leader_epoch)

@@ -7,9 +7,10 @@ OUT_OF_ORDER_SEQUENCE on gaps); HW = LEO; ListOffsets; long-poll-free FetchLog w
 sessions (a session answers the buckets named plus those that changed since last answered, as a real leader).
 
 Faults are scripted with ``cluster.fault(...)``: the next matching call fails as told (not-leader with or
-without a hint, disconnect, timeout, fenced epoch, append-then-fail = the leader appended but the answer
-was lost, so the retry is a duplicate). Leaders move with ``move_leader``; ``kill`` makes a server
-unreachable. Every call is logged in ``calls`` for ordering assertions.
+without a hint, naming the real leader or, with ``hint=``, a stale one; disconnect, timeout, fenced epoch,
+append-then-fail = the leader appended but the answer was lost, so the retry is a duplicate). Leaders move
+with ``move_leader``; ``kill`` makes a server unreachable. Every call is logged in ``calls`` for ordering
+assertions.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Fault:
     times: int = 1
     code: ErrorCode = ErrorCode.NONE  # for kind == "error"
     then: Callable[[], None] | None = None  # run when the fault fires (e.g. move the leader)
+    hint: int | None = None  # not_leader_hint: the server named (default: the real leader); a stale view
 
 
 class FakeCluster:
@@ -224,7 +226,8 @@ class FakeCluster:
         if f is not None and f.kind == "not_leader":
             return _err(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if f is not None and f.kind == "not_leader_hint":
-            return _err(ErrorCode.NOT_LEADER_OR_FOLLOWER, b.leader, self.servers[b.leader])
+            named = b.leader if f.hint is None else f.hint
+            return _err(ErrorCode.NOT_LEADER_OR_FOLLOWER, named, self.servers[named])
         if f is not None and f.kind == "fenced":
             return _err(ErrorCode.FENCED_LEADER_EPOCH)
         if f is not None and f.kind == "error":

@@ -59,7 +59,7 @@ async def test_refresh_keeps_retrying_until_a_server_answers() -> None:
     await md.close()
 
 
-async def test_leader_hints_apply_at_once_and_stale_answers_cannot_undo_them() -> None:
+async def test_leader_hints_apply_at_once_and_only_older_answers_cannot_undo_them() -> None:
     cluster = FakeCluster()
     tid = cluster.create_table("fluss", "t")
     tb = TableBucket(tid, 0)
@@ -67,13 +67,18 @@ async def test_leader_hints_apply_at_once_and_stale_answers_cannot_undo_them() -
     await md.update()
     stale = cluster._metadata()  # leader 0, epoch 0
     assert md.apply_leader_hint(tb, 2, cluster.servers[2])
-    assert md.leader_for(tb).id == 2
-    md.apply(stale)  # a lagging server still says leader 0 at epoch 0
-    assert md.leader_for(tb).id == 2
+    assert md.leader_for(tb).id == 2 and md.leader_epoch(tb) == 1 and md.bucket(tb).hinted
+    md.apply(stale)  # an answer as new as the last one outranks the guess (docs/client.md)
+    assert md.leader_for(tb).id == 0 and md.leader_epoch(tb) == 0 and not md.bucket(tb).hinted
     cluster.move_leader(tb, 1)
     cluster.move_leader(tb, 1)
-    await md.update()  # epoch 2 > hinted epoch 1
+    await md.update()  # epoch 2
     assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 2
+    md.apply(stale)  # an older answer changes nothing
+    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 2
+    assert md.apply_leader_hint(tb, 2, cluster.servers[2])
+    md.apply(stale)  # not even a guess
+    assert md.leader_for(tb).id == 2 and md.leader_epoch(tb) == 3
     await md.close()
 
 
@@ -86,11 +91,14 @@ async def test_leader_hints_ping_ponging_between_stale_servers_do_not_inflate_th
     await md.update()  # leader 0, epoch 0
     for _ in range(10):
         assert md.apply_leader_hint(tb, 1, cluster.servers[1])
-        assert md.apply_leader_hint(tb, 0, cluster.servers[0])
-    assert md.leader_for(tb).id == 0 and md.leader_epoch(tb) == 1  # the last answer's epoch + 1, not + 20
+        # naming the answered leader drops the guess, and is no reason to retry at once
+        assert not md.apply_leader_hint(tb, 0, cluster.servers[0])
+        assert md.leader_epoch(tb) == 0 and not md.bucket(tb).hinted
+    assert md.apply_leader_hint(tb, 1, cluster.servers[1])
+    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 1  # the last answer's epoch + 1, not + 10
     cluster.move_leader(tb, 1)
     await md.update()  # the real change (epoch 1) replaces the hint
-    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 1
+    assert md.leader_for(tb).id == 1 and md.leader_epoch(tb) == 1 and not md.bucket(tb).hinted
     assert md.apply_leader_hint(tb, 2, cluster.servers[2])
     assert md.leader_epoch(tb) == 2  # hints count from the newest answer
     await md.close()

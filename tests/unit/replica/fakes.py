@@ -50,6 +50,8 @@ class LocalLeaderEndpoint:
         self.leader_id = leader_id
         self.calls = 0
         self.closed = False
+        self.epoch_answers: list[dict] = []  # every OffsetsForLeaderEpoch answer, in order
+        self.fetch_answers: list[FetchResponse] = []  # every FetchLog answer, in order
 
     def _target(self):
         if self.leader_id in self.cluster.down or self.leader_id not in self.cluster.managers:
@@ -65,12 +67,15 @@ class LocalLeaderEndpoint:
         else:
             response = await self._target().fetch_in_session(request)
         self._target()  # cut off while the fetch was parked: the answer is lost
+        self.fetch_answers.append(response)
         return response
 
     async def offsets_for_leader_epoch(self, replica_id: int, requests: Sequence[EpochRequest]):
         self.calls += 1
         await asyncio.sleep(0)
-        return await self._target().offsets_for_leader_epoch(requests)
+        answer = await self._target().offsets_for_leader_epoch(requests)
+        self.epoch_answers.append(answer)
+        return answer
 
     async def close(self) -> None:
         self.closed = True
