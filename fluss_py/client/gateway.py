@@ -60,9 +60,9 @@ class CoordinatorGateway:
         return sorted(dict.fromkeys(order), key=lambda a: a in recent)  # stable: the order otherwise
 
     def _failed(self, address: str) -> None:
+        """``address`` did not answer (transport failure, timeout, abandoned): try it last for a while."""
         self._failed_at[address] = time.monotonic()
-        if self._hinted == address:
-            self._hinted = None
+        self._metadata.note_failure(address)  # the metadata refreshes must not wait on it either
 
     async def call(self, rpc: Rpc, request: Any, timeout: float | None = None) -> Any:
         """The response of ``rpc`` from the coordinator leader; raises its ApiError or REQUEST_TIMED_OUT."""
@@ -80,10 +80,12 @@ class CoordinatorGateway:
                     response = await self._attempt(address, rpc, request, min(remaining, self._request_timeout))
                 except ApiError as e:
                     # Transport failure, abandoned, or INVALID_REQUEST: that address serves no coordinator service.
-                    last = e if e.retriable else last
                     unreachable.add(address)
-                    self._failed(address)
+                    if self._hinted == address:
+                        self._hinted = None
                     if e.retriable:
+                        last = e
+                        self._failed(address)
                         self._metadata.request_update()  # any server can say who leads now
                     continue
                 try:

@@ -291,6 +291,10 @@ class ClusterMetadata:
         self.updated_at = time.monotonic()
         self.version += 1
 
+    def note_failure(self, address: str) -> None:
+        """A call to ``address`` failed or went unanswered (any RPC): refreshes ask it last for a while."""
+        self._failed_at[address] = time.monotonic()
+
     # ---------------------------------------------------------------- refresh machinery
     def _candidates(self) -> list[str]:
         seen: list[str] = []

@@ -9,7 +9,8 @@ sessions (a session answers the buckets named plus those that changed since last
 Faults are scripted with ``cluster.fault(...)``: the next matching call fails as told (not-leader with or
 without a hint, naming the real leader or, with ``hint=``, a stale one; disconnect, timeout, fenced epoch,
 append-then-fail = the leader appended but the answer was lost, so the retry is a duplicate). Leaders move
-with ``move_leader``; ``kill`` makes a server unreachable. Every call is logged in ``calls`` for ordering
+with ``move_leader``; ``kill`` makes a server unreachable, ``paused`` silent (an address there answers nothing;
+``coordinator_address`` may be moved to a new leader). Every call is logged in ``calls`` for ordering
 assertions.
 """
 
@@ -71,6 +72,7 @@ class FakeCluster:
         self.servers = {i: f"127.0.0.1:{9200 + i}" for i in range(num_servers)}
         self.coordinator_address = "127.0.0.1:9100"
         self.dead: set[str] = set()
+        self.paused: set[str] = set()  # SIGSTOPped or cut off: calls get no answer until their deadline
         self.tables: dict[tuple[str, str], tuple[int, int, int]] = {}  # path -> (id, buckets, rf)
         self.buckets: dict[TableBucket, FakeBucket] = {}
         self.faults: list[Fault] = []
@@ -126,6 +128,9 @@ class FakeCluster:
         await asyncio.sleep(self.latency)
         if address in self.dead:
             raise NetworkExceptionError(f"{address} refused the connection")
+        if address in self.paused:
+            await asyncio.sleep(timeout)
+            raise RequestTimedOutError(f"{rpc.name} to {address} timed out")
         is_coord = address == self.coordinator_address
         if (rpc.service == rpcs.COORDINATOR_SERVICE) != is_coord:
             raise _unimplemented(address)

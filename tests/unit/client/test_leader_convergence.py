@@ -82,6 +82,25 @@ async def test_a_producer_told_a_stale_leader_converges_to_the_real_one() -> Non
         assert_converged(cluster, p.metadata, tb)
 
 
+async def test_a_producer_told_the_dead_leader_by_the_new_one_is_not_stalled_until_it_returns() -> None:
+    """The second finding of the issue (acks=all stalls of 6-7 s after ONE kill -9, ending when the killed
+    server came back): the new leader B, not yet told, refuses the produce naming the dead A (ProduceLog
+    carries no epoch, so it cannot say "I am behind"). The guess A must not outrank the answer (B, 1)."""
+    cluster = FakeCluster(4)
+    tb = TableBucket(cluster.create_table("fluss", "t"), 0)
+    await fill(cluster, D, 1, "before")
+    cluster.kill(A)
+    cluster.move_leader(tb, B)
+    cluster.fault("ProduceLog", "not_leader_hint", address=cluster.servers[B], hint=A)
+    async with Producer(cluster.servers[D], ProducerOptions(linger=0, retry=FAST), transport=cluster) as p:
+        await p.metadata.update()
+        assert (await asyncio.wait_for(await p.send("t", b"x", bucket=0), 10)).offset == 1
+        loc = p.metadata.bucket(tb)
+        assert (loc.leader, loc.leader_epoch, loc.hinted) == (B, 1, False)
+    produced_at = [a for a, n, _ in cluster.calls if n == "ProduceLog"]
+    assert produced_at.count(cluster.servers[A]) <= 2  # one try at the named server, then the answer wins
+
+
 async def test_the_answer_sequence_itself_on_the_metadata_alone() -> None:
     """The client log of the issue, step by step, on ``ClusterMetadata``: no step may leave a guess that an
     answer cannot correct."""
