@@ -35,7 +35,7 @@ from tests.fault.replication_support import (
 
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
-BUCKETS = 4
+BUCKETS = 8
 CATCH_UP_S = 15.0  # a deadline for the wait, not a performance bound: the measured time is printed
 SLOW_ROUNDS = 20
 
