@@ -7,8 +7,9 @@ proven too, to a live server) while the survivors still hold the older view and 
 Both are restarted. Under an acks=all producer writing to every bucket and a consumer tailing every bucket
 from the beginning, the consumer must reach every bucket's high watermark (taken once both restarted servers
 are back) within ``CATCH_UP_S`` of the last restart; the time it took is printed. Everything it was handed
-is the start of the final log (no gap, no repeat). Once in the default suite, ``SLOW_ROUNDS`` times on one
-cluster in the opt-in slow suite (``--run-slow``).
+is the start of the final log (no gap, no repeat). Then a follower, asked for a newer epoch than its own, must
+say it is behind rather than name a leader (the server's half of the rule). Once in the default suite,
+``SLOW_ROUNDS`` times on one cluster in the opt-in slow suite (``--run-slow``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import asyncio
 import threading
 import time
 
+import grpc
 import pytest
 
 from fluss_py.client import Consumer, OffsetSpec, ProducerOptions, SyncAdmin
+from fluss_py.errors import ErrorCode
+from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.faults import kill9
 from fluss_py.testing.procs import wait_until
@@ -127,6 +131,35 @@ def _double_kill_round(cluster: LocalCluster, admin: SyncAdmin, table: str, tail
     return time.monotonic() - restarted
 
 
+def _fetch_error(cluster: LocalCluster, server: int, tb_pb: common_pb2.TableBucket, epoch: int):
+    request = tablet_pb2.FetchLogRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        buckets=[
+            tablet_pb2.FetchBucket(
+                table_bucket=tb_pb, fetch_offset=0, max_bytes=1 << 20, current_leader_epoch=epoch, last_fetched_epoch=-1
+            )
+        ],
+    )
+    with grpc.insecure_channel(cluster.get(server_name(server)).rpc_address) as channel:
+        return tablet_pb2_grpc.TabletServiceStub(channel).FetchLog(request, timeout=10).buckets[0].error
+
+
+def _assert_servers_behind_say_so(cluster: LocalCluster, admin: SyncAdmin, table: str) -> None:
+    """A follower asked for a newer epoch than its own answers UNKNOWN_LEADER_EPOCH and names nobody; asked at
+    its own epoch, it names the leader (docs/replication.md "Epochs and fencing")."""
+    _, buckets = admin.get_table_placement(table)
+    loc = buckets[0]
+    follower = next(r for r in loc.isr if r != loc.leader)
+    tb_pb = common_pb2.TableBucket(table_id=loc.table_bucket.table_id, bucket=loc.table_bucket.bucket)
+    behind = _fetch_error(cluster, follower, tb_pb, loc.leader_epoch + 1)
+    assert (behind.code, behind.leader_id, behind.leader_address) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, ""), behind
+    same = _fetch_error(cluster, follower, tb_pb, loc.leader_epoch)
+    assert (same.code, same.leader_id) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, loc.leader), same
+
+
 def _run(cluster_factory, rounds: int) -> None:
     cluster = cluster_factory(coordinators=1, tablet_servers=4, tablet_overrides=FAULT_OVERRIDES)
     table_name = "double_kill"
@@ -141,6 +174,7 @@ def _run(cluster_factory, rounds: int) -> None:
         with SyncAdmin(bootstrap(cluster), request_timeout=10.0) as admin:
             for round_ in range(rounds):
                 times.append(_double_kill_round(cluster, admin, table, tail, round_))
+            _assert_servers_behind_say_so(cluster, admin, table)
     finally:
         sent = producer.stop()
         tail.stop()
