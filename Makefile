@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse up down test test-unit lint format proto proto-check bench clean
+.PHONY: install zookeeper fuse up down test test-unit lint format proto proto-check config-doc bench clean
 
 install: $(VENV)/.installed zookeeper fuse
 
@@ -53,6 +53,10 @@ proto-check: $(VENV)/.installed
 	diff -r -x __init__.py -x __pycache__ $$tmp/fluss_py/rpc/pb fluss_py/rpc/pb && rm -rf $$tmp && \
 	echo "proto-check: generated code is up to date" || \
 	{ echo "proto-check: fluss_py/rpc/pb is stale, run 'make proto' and commit"; rm -rf $$tmp; exit 1; }
+
+# docs/configuration.md from the config registry (a unit test fails when it is stale)
+config-doc: $(VENV)/.installed
+	$(BIN)/fluss-py config --markdown > docs/configuration.md
 
 bench: install
 	$(BIN)/python -m tests.bench

@@ -1,24 +1,37 @@
-"""Typed configuration: one registry of options, YAML files, ``-D key=value`` overrides.
+"""Typed configuration: one registry of options, each with the values it allows; YAML files, ``-D`` overrides.
 
-Every setting is a ``ConfigOption`` declared once below with its key, type, default, the roles that use
-it and a one-line doc. Values are parsed from YAML scalars or strings::
+Every setting is a ``ConfigOption`` declared once below with its key, type, default, the scopes that read it
+(the roles ``coordinator``, ``tablet-server``, ``client``, and ``table`` for a table property), a one-line
+doc and ``allowed``: the values it accepts (a ``Range``, ``Choice`` or ``Text``; a bool's type is its
+range). Values are parsed from YAML scalars or strings::
 
     duration   "15s", "500ms", "5min", "2h", "1d"; a bare number means milliseconds when the key ends
                in ".ms" and seconds otherwise (so ``replica.lag.time.max.ms: 30000`` is 30 s)
     size       "10MB", "1KB", "64kb", "1GiB", a bare number of bytes
     int/float/bool/str/list (comma separated)
 
-Durations are held as float seconds, sizes as int bytes. ``load_config(role, path, overrides)`` returns
-a ``Config``: unknown keys and bad values raise ``ConfigError`` naming the key (the CLI exits with 2).
+Durations are held as float seconds, sizes as int bytes. A value is checked where it is loaded: a server's
+config at start (``load_config``; the process exits with 2 before it touches ZooKeeper or its data
+directory), table properties at CreateTable (the coordinator answers INVALID_CONFIG). Unknown keys, bad
+values and values out of range raise ``ConfigError`` naming the key, the value and what is allowed::
+
+    log.segment.file-size: '1' is out of range (allowed: 1 KiB .. 1 GiB)
+
+``CONSTRAINTS`` relate keys of one role (e.g. a follower's fetch wait below the ISR lag time); they are
+checked on a role's whole config. docs/configuration.md is generated from this registry (``make
+config-doc``), so the ranges are written down once, here.
+
+A new key is one line: ``option(key, type, default, scopes, doc, Range(lo, hi))``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -27,11 +40,25 @@ from fluss_py.errors import ConfigError
 COORDINATOR = "coordinator"
 TABLET = "tablet-server"
 CLIENT = "client"
+TABLE = "table"  # a table property (CreateTable), read by the tablet servers hosting its buckets
 ROLES = (COORDINATOR, TABLET, CLIENT)
+SCOPES = (*ROLES, TABLE)
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+INT32_MAX = 2**31 - 1  # ids, counts and sizes that travel as protobuf int32
+INT64_MAX = 2**63 - 1
+MAX_RPC_MESSAGE_BYTES = 64 * MiB  # gRPC send/receive limit of every channel and server
+# the largest FetchLog answer is max(fetch.response.max-bytes, one batch of log.max-batch-size) plus
+# per-bucket headers: both stay this far under the message limit
+MAX_FETCH_RESPONSE_BYTES = MAX_RPC_MESSAGE_BYTES - 16 * MiB
+MAX_BUCKETS = 4096  # buckets of one table (Fluss: max.bucket.num)
+MAX_REPLICATION_FACTOR = 32767  # Kafka's bound (a short)
+MAX_TABLE_COMMENT_BYTES = 16 * KiB  # the table's znode must stay far below ZooKeeper's 1 MiB node limit
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|min|mins|m|h|d)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "min": 60, "mins": 60, "m": 60, "h": 3600, "d": 86400}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -56,6 +83,8 @@ def parse_size(value: Any) -> int:
         raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int):
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"not a size: {value!r}")
     m = _SIZE_RE.match(str(value))
     if not m:
         raise ValueError(f"not a size: {value!r} (use e.g. 10MB, 1KB, 1048576)")
@@ -63,7 +92,8 @@ def parse_size(value: Any) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
-def _parse_bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
+    """``true/yes/on/1`` or ``false/no/off/0`` (any case); anything else is a ValueError."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -74,181 +104,389 @@ def _parse_bool(value: Any) -> bool:
     raise ValueError(f"not a boolean: {value!r}")
 
 
+def _parse_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if not re.fullmatch(r"-?\d+", text):
+        raise ValueError(f"not an integer: {value!r}")
+    return int(text)
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"not a number: {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
+
+
 def _parse_list(value: Any) -> tuple[str, ...]:
     if isinstance(value, list | tuple):
         return tuple(str(v) for v in value)
     return tuple(p.strip() for p in str(value).split(",") if p.strip())
 
 
+# ---------------------------------------------------------------- allowed values
+def show_size(n: int) -> str:
+    """``1 KiB``, ``48 MiB``, ``2147483647 B``: the largest unit that divides exactly."""
+    for unit, name in ((1024**4, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if n and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} B"
+
+
+def show_duration(s: float) -> str:
+    """``10 ms``, ``30 s``, ``5 min``, ``7 d``: the largest unit that divides exactly."""
+    for unit, name in ((DAY, "d"), (HOUR, "h"), (MINUTE, "min"), (1.0, "s")):
+        if s and s >= unit and (s / unit).is_integer():
+            return f"{int(s / unit)} {name}"
+    return f"{s * 1000:g} ms" if s else "0"
+
+
+class Allowed(Protocol):
+    """The values an option accepts (after parsing to its type)."""
+
+    def admits(self, value: Any) -> bool: ...
+
+    def describe(self, show: Callable[[Any], str]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """``lo <= value <= hi`` (``lo < value`` when ``lo_open``); None: unbounded. NaN and infinities never."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+
+    def admits(self, value: Any) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return self.hi is None or value <= self.hi
+
+    def describe(self, show: Callable[[Any], str]) -> str:
+        if self.lo is not None and self.lo_open:
+            low = f"above {show(self.lo)}"
+            return low if self.hi is None else f"{low}, up to {show(self.hi)}"
+        if self.hi is None:
+            return "any" if self.lo is None else f"{show(self.lo)} or more"
+        return f"up to {show(self.hi)}" if self.lo is None else f"{show(self.lo)} .. {show(self.hi)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One of ``values`` (strings compared case-insensitively)."""
+
+    values: tuple[str, ...]
+
+    def admits(self, value: Any) -> bool:
+        return str(value).lower() in (v.lower() for v in self.values)
+
+    def describe(self, show: Callable[[Any], str]) -> str:
+        return "one of " + ", ".join(self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A string matching ``pattern`` entirely; ``what`` says in words what that is."""
+
+    pattern: str
+    what: str
+
+    def admits(self, value: Any) -> bool:
+        return re.fullmatch(self.pattern, str(value)) is not None
+
+    def describe(self, show: Callable[[Any], str]) -> str:
+        return self.what
+
+
+_HOST_RE = r"[A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:.]+\]"
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``("host", port)``; ValueError unless the host is a name or IP (IPv6 in brackets)
+    and the port is 1..65535 (a server address to connect to)."""
+    host, sep, port = str(text).strip().rpartition(":")
+    if not sep or not re.fullmatch(_HOST_RE, host):
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    if not re.fullmatch(r"\d{1,5}", port) or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: port {port!r} is not 1..65535")
+    return host, int(port)
+
+
+NON_EMPTY = Text(r"(?s)\s*\S.*", "not empty")
+HOST = Text(_HOST_RE, "a host name or IP address")
+
+
+@dataclass(frozen=True, slots=True)
+class HostPorts:
+    """``host:port[,host:port...]``, each as ``split_host_port`` accepts it."""
+
+    def admits(self, value: Any) -> bool:
+        try:
+            return all(split_host_port(part) for part in str(value).split(","))
+        except ValueError:
+            return False
+
+    def describe(self, show: Callable[[Any], str]) -> str:
+        return "host:port[,host:port...] with ports 1..65535"
+
+
+ZNODE_PATH = Text(r"(/[^/\s]+)+", "an absolute znode path without a trailing '/'")
+PORT = Range(0, 65535)
+_BOOL = Choice(("true", "false"))
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigOption:
-    """One setting: ``key`` (dotted kebab-case), its type, default, the roles that read it, and a doc."""
+    """One setting: ``key`` (dotted kebab-case), its type, default, the scopes that read it, a doc and the
+    values it allows (None only for bool, whose type is its range)."""
 
     key: str
     type: str  # duration | size | int | float | bool | str | list
     default: Any
     roles: tuple[str, ...]
     doc: str
+    allowed: Allowed | None = None
 
     def parse(self, raw: Any) -> Any:
+        """The typed value of ``raw``; ConfigError (naming key, value and what is allowed) when it is not
+        one or is out of range."""
         parsers: dict[str, Callable[[Any], Any]] = {
             "duration": lambda v: parse_duration(v, bare_unit_ms=self.key.endswith(".ms")),
             "size": parse_size,
-            "int": lambda v: int(v) if not isinstance(v, bool) and str(v).strip().lstrip("-").isdigit() else _bad(v),
-            "float": lambda v: float(v),
-            "bool": _parse_bool,
+            "int": _parse_int,
+            "float": _parse_float,
+            "bool": parse_bool,
             "str": lambda v: "" if v is None else str(v),
             "list": _parse_list,
         }
         try:
-            return parsers[self.type](raw)
-        except (ValueError, TypeError) as e:
+            value = parsers[self.type](raw)
+        except (ValueError, TypeError, OverflowError) as e:
             raise ConfigError(self.key, f"invalid {self.type} value {raw!r}: {e}") from None
+        if self.allowed is not None and not self.admits(value):
+            verdict = "out of range" if isinstance(self.allowed, Range) else "not allowed"
+            raise ConfigError(self.key, f"{raw!r} is {verdict} (allowed: {self.allowed_text()})")
+        return value
 
+    def admits(self, value: Any) -> bool:
+        if self.allowed is None:
+            return True
+        if self.type == "list":
+            return all(self.allowed.admits(v) for v in value)
+        return self.allowed.admits(value)
 
-def _bad(value: Any) -> Any:
-    raise ValueError(f"not an integer: {value!r}")
+    def show(self, value: Any) -> str:
+        """``value`` (of this option's type) as a person writes it."""
+        if self.type == "size" and isinstance(value, int):
+            return show_size(value)
+        if self.type == "duration" and isinstance(value, int | float):
+            return show_duration(float(value))
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    def allowed_text(self) -> str:
+        return (self.allowed or _BOOL).describe(self.show)
 
 
 OPTIONS: dict[str, ConfigOption] = {}
 
 
-def option(key: str, type: str, default: Any, roles: Iterable[str], doc: str) -> ConfigOption:
-    """Declare an option (import time only). Returns it so modules can keep a handle."""
+def option(
+    key: str, type: str, default: Any, roles: Iterable[str], doc: str, allowed: Allowed | None = None
+) -> ConfigOption:
+    """Declare an option (import time only). Returns it so modules can keep a handle. A default outside
+    ``allowed`` is a bug of the declaration (RuntimeError at import)."""
     if key in OPTIONS:
         raise RuntimeError(f"config option {key} declared twice")
-    opt = ConfigOption(key, type, default, tuple(roles), doc)
+    opt = ConfigOption(key, type, default, tuple(roles), doc, allowed)
+    unknown = set(opt.roles) - set(SCOPES)
+    if unknown:
+        raise RuntimeError(f"config option {key}: unknown scopes {sorted(unknown)}")
+    if default is not None and not opt.admits(default):
+        raise RuntimeError(f"config option {key}: default {default!r} is outside {opt.allowed_text()}")
     OPTIONS[key] = opt
     return opt
 
 
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A rule between options of one role, e.g. ``replica.fetch.wait.max.ms < replica.lag.time.max.ms``."""
+
+    rule: str
+    options: tuple[ConfigOption, ...]
+    holds: Callable[..., bool]
+
+
+CONSTRAINTS: list[Constraint] = []
+
+
+def constraint(rule: str, holds: Callable[..., bool], *options: ConfigOption) -> None:
+    """Declare a rule checked on every config of a role that reads all of ``options``."""
+    CONSTRAINTS.append(Constraint(rule, options, holds))
+
+
 _ALL = ROLES
 _SERVERS = (COORDINATOR, TABLET)
+_LOG = (TABLET, TABLE)  # per-log settings: the server's default, a table property overrides it
 
 # ---------------------------------------------------------------- ZooKeeper and process basics
-ZK_ADDRESS = option("zookeeper.address", "str", "127.0.0.1:2181", _SERVERS, "ZooKeeper connect string host:port[,...]")
-ZK_ROOT = option("zookeeper.root", "str", "/fluss", _SERVERS, "root znode of this cluster")
-ZK_SESSION_TIMEOUT = option(
-    "zookeeper.session-timeout", "duration", 15.0, _SERVERS, "ZooKeeper session timeout (death detection)"
-)
-ZK_CONNECTION_TIMEOUT = option(
-    "zookeeper.connection-timeout", "duration", 10.0, _SERVERS, "give up connecting to ZooKeeper after this long"
-)
-BIND_HOST = option("bind.host", "str", "127.0.0.1", _SERVERS, "address the RPC and HTTP servers bind to")
-ADVERTISED_HOST = option("advertised.host", "str", "127.0.0.1", _SERVERS, "host other processes use to reach us")
-RPC_PORT = option("rpc.port", "int", 0, _SERVERS, "RPC port (0: the role default, 9123 or 9122)")
-HTTP_PORT = option("http.port", "int", 0, _SERVERS, "HTTP port for /metrics and /health (0: 9124 or 9125)")
-LOG_DIR = option("log.dir", "str", "logs", _SERVERS, "directory of the process's log file")
-LOG_LEVEL = option("log.level", "str", "INFO", _SERVERS, "logging level")
+ZK_ADDRESS = option("zookeeper.address", "str", "127.0.0.1:2181", _SERVERS,
+                    "ZooKeeper connect string host:port[,...]", HostPorts())  # fmt: skip
+ZK_ROOT = option("zookeeper.root", "str", "/fluss", _SERVERS, "root znode of this cluster", ZNODE_PATH)
+ZK_SESSION_TIMEOUT = option("zookeeper.session-timeout", "duration", 15.0, _SERVERS,
+                            "ZooKeeper session timeout (death detection)", Range(0.5, 10 * MINUTE))  # fmt: skip
+ZK_CONNECTION_TIMEOUT = option("zookeeper.connection-timeout", "duration", 10.0, _SERVERS,
+                               "give up connecting to ZooKeeper after this long", Range(0.1, HOUR))  # fmt: skip
+BIND_HOST = option("bind.host", "str", "127.0.0.1", _SERVERS, "address the RPC and HTTP servers bind to", HOST)
+ADVERTISED_HOST = option("advertised.host", "str", "127.0.0.1", _SERVERS,
+                         "host other processes use to reach us", HOST)  # fmt: skip
+RPC_PORT = option("rpc.port", "int", 0, _SERVERS, "RPC port (0: the role default, 9123 or 9122)", PORT)
+HTTP_PORT = option("http.port", "int", 0, _SERVERS, "HTTP port for /metrics and /health (0: 9124 or 9125)", PORT)
+LOG_DIR = option("log.dir", "str", "logs", _SERVERS, "directory of the process's log file", NON_EMPTY)
+LOG_LEVEL = option("log.level", "str", "INFO", _SERVERS, "logging level",
+                   Choice(("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")))  # fmt: skip
 
 # ---------------------------------------------------------------- coordinator
-COORDINATOR_ID = option("coordinator.id", "int", -1, [COORDINATOR], "coordinator id (-1: from advertised host:port)")
+COORDINATOR_ID = option("coordinator.id", "int", -1, [COORDINATOR],
+                        "coordinator id (-1: from advertised host:port)", Range(-1, INT32_MAX))  # fmt: skip
 PROOF_OF_DEATH = option(
     "coordinator.failure-detection.proof-of-death", "bool", True, [COORDINATOR],
     "fail a tablet server over at once when its liveness stream broke and its port refuses connections "
     "(false where a firewall answers closed ports with a TCP reset; docs/failure-detection.md)",
 )  # fmt: skip
-REBALANCE_CHECK_INTERVAL = option(
-    "coordinator.rebalance.check-interval", "duration", 300.0, [COORDINATOR], "how often balance is checked"
-)
-REBALANCE_TRIGGER_THRESHOLD = option(
-    "coordinator.rebalance.trigger-threshold", "float", 0.1, [COORDINATOR], "stddev/mean of replicas per server"
-)
+REBALANCE_CHECK_INTERVAL = option("coordinator.rebalance.check-interval", "duration", 300.0, [COORDINATOR],
+                                  "how often balance is checked", Range(1.0, DAY))  # fmt: skip
+REBALANCE_TRIGGER_THRESHOLD = option("coordinator.rebalance.trigger-threshold", "float", 0.1, [COORDINATOR],
+                                     "stddev/mean of replicas per server", Range(0.0, 100.0))  # fmt: skip
 REBALANCE_AUTO = option("coordinator.rebalance.auto", "bool", True, [COORDINATOR], "trigger rebalances by itself")
-REBALANCE_BATCH_RATIO = option(
-    "tablet-server.rebalance.batch.ratio", "float", 0.2, _SERVERS, "share of a rebalance's moves per batch"
-)
-REBALANCE_MAX_CONCURRENT = option(
-    "tablet-server.rebalance.max-concurrent-migrations", "int", 5, _SERVERS, "moves touching one server per batch"
-)
+REBALANCE_BATCH_RATIO = option("tablet-server.rebalance.batch.ratio", "float", 0.2, _SERVERS,
+                               "share of a rebalance's moves per batch", Range(0.0, 1.0, lo_open=True))  # fmt: skip
+REBALANCE_MAX_CONCURRENT = option("tablet-server.rebalance.max-concurrent-migrations", "int", 5, _SERVERS,
+                                  "moves touching one server per batch", Range(1, 10_000))  # fmt: skip
 REBALANCE_THROTTLE = option(
-    "tablet-server.rebalance.throttle-bytes-per-second",
-    "size",
-    10 * 1024**2,
-    _SERVERS,
-    "per-server budget for replicas being added by a rebalance (bytes/s, 0: unlimited)",
-)
-DEFAULT_REPLICATION_FACTOR = option(
-    "default.replication.factor", "int", 3, [COORDINATOR], "replication factor of tables that do not set one"
-)
-DEFAULT_BUCKET_NUMBER = option("default.bucket.number", "int", 1, [COORDINATOR], "buckets of tables that set none")
+    "tablet-server.rebalance.throttle-bytes-per-second", "size", 10 * MiB, _SERVERS,
+    "per-server budget for replicas being added by a rebalance (bytes/s, 0: unlimited)", Range(0),
+)  # fmt: skip
+DEFAULT_REPLICATION_FACTOR = option("default.replication.factor", "int", 3, [COORDINATOR],
+                                    "replication factor of tables that do not set one",
+                                    Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip
+DEFAULT_BUCKET_NUMBER = option("default.bucket.number", "int", 1, [COORDINATOR], "buckets of tables that set none",
+                               Range(1, MAX_BUCKETS))  # fmt: skip
 
 # ---------------------------------------------------------------- tablet server
-TABLET_SERVER_ID = option("tablet-server.id", "int", 0, [TABLET], "tablet server id, unique in the cluster")
-TABLET_SERVER_RACK = option("tablet-server.rack", "str", "", [TABLET], "rack, for replica placement")
-DATA_DIR = option("data.dir", "str", "data", [TABLET], "directory holding bucket logs and checkpoints")
-MIN_INSYNC_REPLICAS = option(
-    "tablet-server.min.insync.replicas", "int", 2, [TABLET], "acks=all needs at least this many replicas in ISR"
-)
-REPLICA_LAG_TIME_MAX = option(
-    "replica.lag.time.max.ms", "duration", 30.0, [TABLET], "a follower not caught up for this long leaves the ISR"
-)
-REPLICA_FETCH_MAX_BYTES = option("replica.fetch.max.bytes", "size", 10 * 1024**2, [TABLET], "bytes per follower fetch")
-REPLICA_FETCH_MIN_BYTES = option("replica.fetch.min.bytes", "size", 1024, [TABLET], "leader waits for this many bytes")
-REPLICA_FETCH_WAIT_MAX = option(
-    "replica.fetch.wait.max.ms", "duration", 0.5, [TABLET], "longest a follower fetch waits at the leader"
-)
-REPLICA_FETCH_BACKOFF = option(
-    "replica.fetch.backoff.ms", "duration", 0.05, [TABLET], "pause after a failed follower fetch"
-)
-LOG_SEGMENT_FILE_SIZE = option("log.segment.file-size", "size", 1024**3, [TABLET], "roll a segment at this size")
-LOG_SEGMENT_MAX_AGE = option("log.segment.max-age", "duration", 7 * 86400.0, [TABLET], "roll a segment this old")
-LOG_INDEX_INTERVAL = option("log.index.interval-size", "size", 4096, [TABLET], "bytes between offset index entries")
-LOG_MAX_BATCH_SIZE = option("log.max-batch-size", "size", 8 * 1024**2, [TABLET], "largest record batch accepted")
-LOG_FLUSH_INTERVAL = option(
-    "log.flush.interval", "duration", 1.0, [TABLET], "how often logs and checkpoints are flushed (fsync)"
-)
-LOG_FLUSH_ON_ACK = option(
-    "log.flush.on-ack",
-    "bool",
-    False,
-    [TABLET],
-    "acks=all waits until every ISR member fsynced the records (group commit; docs/replication.md)",
-)
-TABLE_LOG_TTL = option("table.log.ttl", "duration", 7 * 86400.0, [TABLET], "delete segments older than this")
-TABLE_LOG_RETENTION_BYTES = option(
-    "table.log.retention-bytes", "size", -1, [TABLET], "keep at most this many bytes per bucket (-1: no limit)"
-)
-WRITER_EXPIRATION = option(
-    "writer.expiration", "duration", 7 * 86400.0, [TABLET], "forget an idle idempotent writer after this long"
-)
+TABLET_SERVER_ID = option("tablet-server.id", "int", 0, [TABLET], "tablet server id, unique in the cluster",
+                          Range(0, INT32_MAX))  # fmt: skip
+TABLET_SERVER_RACK = option("tablet-server.rack", "str", "", [TABLET], "rack, for replica placement",
+                            Text(r"[A-Za-z0-9_.:/\-]{0,255}", "empty or up to 255 of [A-Za-z0-9_.:/-]"))  # fmt: skip
+DATA_DIR = option("data.dir", "str", "data", [TABLET], "directory holding bucket logs and checkpoints", NON_EMPTY)
+MIN_INSYNC_REPLICAS = option("tablet-server.min.insync.replicas", "int", 2, [TABLET],
+                             "acks=all needs at least this many replicas in ISR",
+                             Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip
+REPLICA_LAG_TIME_MAX = option("replica.lag.time.max.ms", "duration", 30.0, [TABLET],
+                              "a follower not caught up for this long leaves the ISR", Range(0.1, DAY))  # fmt: skip
+REPLICA_FETCH_MAX_BYTES = option("replica.fetch.max.bytes", "size", 10 * MiB, [TABLET], "bytes per follower fetch",
+                                 Range(KiB, MAX_FETCH_RESPONSE_BYTES))  # fmt: skip
+REPLICA_FETCH_MIN_BYTES = option("replica.fetch.min.bytes", "size", 1024, [TABLET],
+                                 "leader waits for this many bytes", Range(1, MAX_FETCH_RESPONSE_BYTES))  # fmt: skip
+REPLICA_FETCH_WAIT_MAX = option("replica.fetch.wait.max.ms", "duration", 0.5, [TABLET],
+                                "longest a follower fetch waits at the leader", Range(0.001, MINUTE))  # fmt: skip
+REPLICA_FETCH_BACKOFF = option("replica.fetch.backoff.ms", "duration", 0.05, [TABLET],
+                               "pause after a failed follower fetch", Range(0.001, MINUTE))  # fmt: skip
+FETCH_RESPONSE_MAX_BYTES = option(
+    "fetch.response.max-bytes", "size", 16 * MiB, [TABLET],
+    "largest FetchLog answer built here: a request's max_bytes (whole and per bucket) is cut to it "
+    "(one batch larger than it is still served whole)", Range(KiB, MAX_FETCH_RESPONSE_BYTES),
+)  # fmt: skip
+REQUEST_MAX_HOLD = option(
+    "request.max-hold", "duration", 60.0, [TABLET],
+    "longest a request waits here: a produce's timeout_ms (acks=all) and a fetch's max_wait_ms are cut to it",
+    Range(0.1, 10 * MINUTE),
+)  # fmt: skip
+LOG_SEGMENT_FILE_SIZE = option("log.segment.file-size", "size", GiB, _LOG, "roll a segment at this size",
+                               Range(KiB, GiB))  # fmt: skip
+LOG_SEGMENT_MAX_AGE = option("log.segment.max-age", "duration", 7 * DAY, _LOG, "roll a segment this old",
+                             Range(1.0, 3650 * DAY))  # fmt: skip
+LOG_INDEX_INTERVAL = option("log.index.interval-size", "size", 4096, _LOG, "bytes between offset index entries",
+                            Range(64, 64 * MiB))  # fmt: skip
+LOG_MAX_BATCH_SIZE = option("log.max-batch-size", "size", 8 * MiB, _LOG, "largest record batch accepted",
+                            Range(KiB, MAX_FETCH_RESPONSE_BYTES))  # fmt: skip
+LOG_FLUSH_INTERVAL = option("log.flush.interval", "duration", 1.0, _LOG,
+                            "how often logs and checkpoints are flushed (fsync)", Range(0.01, HOUR))  # fmt: skip
+LOG_FLUSH_ON_ACK = option("log.flush.on-ack", "bool", False, _LOG,
+                          "acks=all waits until every ISR member fsynced the records (group commit; "
+                          "docs/replication.md)")  # fmt: skip
+TABLE_LOG_TTL = option("table.log.ttl", "duration", 7 * DAY, _LOG,
+                       "delete segments older than this (0: never)", Range(0.0, 36500 * DAY))  # fmt: skip
+TABLE_LOG_RETENTION_BYTES = option("table.log.retention-bytes", "size", -1, _LOG,
+                                   "keep at most this many bytes per bucket (-1: no limit)", Range(-1))  # fmt: skip
+WRITER_EXPIRATION = option("writer.expiration", "duration", 7 * DAY, _LOG,
+                           "forget an idle idempotent writer after this long", Range(1.0, 3650 * DAY))  # fmt: skip
+
+# ---------------------------------------------------------------- table only
+TABLE_MIN_INSYNC_REPLICAS = option(
+    "min.insync.replicas", "int", None, [TABLE],
+    "acks=all needs this many replicas of the table's buckets in ISR (default: the server's "
+    "tablet-server.min.insync.replicas; at most the replication factor)", Range(1, MAX_REPLICATION_FACTOR),
+)  # fmt: skip
 
 # ---------------------------------------------------------------- client
-CLIENT_ACKS = option("client.request.acks", "str", "all", [CLIENT], "producer acks: all, 1 or 0")
-CLIENT_REQUEST_TIMEOUT = option("client.request.timeout", "duration", 30.0, [CLIENT], "one request's deadline")
-CLIENT_DELIVERY_TIMEOUT = option(
-    "client.delivery.timeout", "duration", 120.0, [CLIENT], "a record fails after retrying this long"
-)
-CLIENT_BATCH_SIZE = option(
-    "client.writer.batch-size", "size", 256 * 1024, [CLIENT], "send a bucket's batch at this size"
-)
-CLIENT_LINGER = option(
-    "client.writer.batch-timeout", "duration", 0.0, [CLIENT], "... or when its first record is this old (linger)"
-)
-CLIENT_BUFFER_MEMORY = option(
-    "client.writer.buffer.memory-size", "size", 32 * 1024**2, [CLIENT], "unacknowledged bytes before send blocks"
-)
+CLIENT_ACKS = option("client.request.acks", "str", "all", [CLIENT], "producer acks: all, 1 or 0",
+                     Choice(("all", "-1", "1", "0")))  # fmt: skip
+CLIENT_REQUEST_TIMEOUT = option("client.request.timeout", "duration", 30.0, [CLIENT], "one request's deadline",
+                                Range(0.001, HOUR))  # fmt: skip
+CLIENT_DELIVERY_TIMEOUT = option("client.delivery.timeout", "duration", 120.0, [CLIENT],
+                                 "a record fails after retrying this long", Range(0.001, DAY))  # fmt: skip
+CLIENT_BATCH_SIZE = option("client.writer.batch-size", "size", 256 * KiB, [CLIENT],
+                           "send a bucket's batch at this size", Range(KiB, MAX_FETCH_RESPONSE_BYTES))  # fmt: skip
+CLIENT_LINGER = option("client.writer.batch-timeout", "duration", 0.0, [CLIENT],
+                       "... or when its first record is this old (linger)", Range(0.0, MINUTE))  # fmt: skip
+CLIENT_BUFFER_MEMORY = option("client.writer.buffer.memory-size", "size", 32 * MiB, [CLIENT],
+                              "unacknowledged bytes before send blocks", Range(KiB))  # fmt: skip
 CLIENT_IDEMPOTENCE = option(
     "client.writer.enable-idempotence", "bool", True, [CLIENT], "exactly-once retries (needs acks 1 or all)"
 )
-CLIENT_MAX_IN_FLIGHT = option(
-    "client.writer.max-inflight-requests-per-bucket", "int", 5, [CLIENT], "unanswered batches per bucket (<= 5)"
-)
-CLIENT_RETRY_BACKOFF = option("client.retry.backoff", "duration", 0.02, [CLIENT], "first retry backoff (doubles)")
-CLIENT_RETRY_BACKOFF_MAX = option("client.retry.backoff-max", "duration", 0.5, [CLIENT], "largest retry backoff")
-CLIENT_FETCH_MAX_WAIT = option(
-    "client.scanner.fetch.max-wait", "duration", 0.5, [CLIENT], "a consumer fetch waits this long for data"
-)
+CLIENT_MAX_IN_FLIGHT = option("client.writer.max-inflight-requests-per-bucket", "int", 5, [CLIENT],
+                              "unanswered batches per bucket (<= 5)", Range(1, 5))  # fmt: skip
+CLIENT_RETRY_BACKOFF = option("client.retry.backoff", "duration", 0.02, [CLIENT], "first retry backoff (doubles)",
+                              Range(0.001, MINUTE))  # fmt: skip
+CLIENT_RETRY_BACKOFF_MAX = option("client.retry.backoff-max", "duration", 0.5, [CLIENT], "largest retry backoff",
+                                  Range(0.001, 10 * MINUTE))  # fmt: skip
+CLIENT_FETCH_MAX_WAIT = option("client.scanner.fetch.max-wait", "duration", 0.5, [CLIENT],
+                               "a consumer fetch waits this long for data", Range(0.0, 10 * MINUTE))  # fmt: skip
+
+# ---------------------------------------------------------------- rules between keys
+constraint("replica.fetch.wait.max.ms < replica.lag.time.max.ms (a waiting follower must not look lagging)",
+           lambda wait, lag: wait < lag, REPLICA_FETCH_WAIT_MAX, REPLICA_LAG_TIME_MAX)  # fmt: skip
+constraint("replica.fetch.min.bytes <= replica.fetch.max.bytes",
+           lambda lo, hi: lo <= hi, REPLICA_FETCH_MIN_BYTES, REPLICA_FETCH_MAX_BYTES)  # fmt: skip
+constraint("client.retry.backoff <= client.retry.backoff-max",
+           lambda lo, hi: lo <= hi, CLIENT_RETRY_BACKOFF, CLIENT_RETRY_BACKOFF_MAX)  # fmt: skip
 
 
 class Config(Mapping[str, Any]):
-    """Parsed settings of one role. ``config[OPTION]`` or ``config["key"]``; defaults fill the rest."""
+    """Parsed settings of one role (or of a table's properties: role ``table``). ``config[OPTION]`` or
+    ``config["key"]``; defaults fill the rest. Built once per process (or per CreateTable); every value is
+    checked against its option's range and the role's ``CONSTRAINTS`` here, so holders never re-check."""
 
     def __init__(self, role: str, values: Mapping[str, Any] | None = None) -> None:
         self.role = role
+        self._raw: dict[str, Any] = dict(values or {})
         self._values: dict[str, Any] = {}
-        for key, raw in (values or {}).items():
+        for key, raw in self._raw.items():
             self._values[key] = _lookup(key, role).parse(raw)
+        for rule in CONSTRAINTS:
+            if all(role in o.roles for o in rule.options) and not rule.holds(*(self[o] for o in rule.options)):
+                shown = ", ".join(f"{o.key}={o.show(self[o])}" for o in rule.options)
+                raise ConfigError(rule.options[0].key, f"{rule.rule} must hold (got {shown})")
 
     def __getitem__(self, key: str | ConfigOption) -> Any:
         opt = key if isinstance(key, ConfigOption) else _lookup(key, self.role)
@@ -261,12 +499,7 @@ class Config(Mapping[str, Any]):
         return sum(1 for o in OPTIONS.values() if self.role in o.roles)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Config:
-        merged = dict(self._raw_items())
-        merged.update(overrides)
-        return Config(self.role, merged)
-
-    def _raw_items(self) -> dict[str, Any]:
-        return dict(self._values)
+        return Config(self.role, {**self._raw, **overrides})
 
     def explicit(self) -> dict[str, Any]:
         """The settings given explicitly (parsed values), e.g. for logging at start."""

@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
+from fluss_py.cli.args import finite, host_port
 from fluss_py.testing.cluster_file import COORDINATOR, ClusterRecord
 from fluss_py.testing.layout import DEFAULT_DIR
 
@@ -45,15 +46,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("admin", help="cluster administration: rebalance")
     sub = parser.add_subparsers(dest="admin_command", metavar="SUBCOMMAND", required=True)
     rb = sub.add_parser("rebalance", help="plan, start, watch or cancel a rebalance (docs/rebalance.md)")
-    rb.add_argument("--coordinator-http", metavar="HOST:PORT", help=f"coordinator HTTP address (default: ${HTTP_ENV}, "
-                    "else the local cluster in --dir)")  # fmt: skip
+    rb.add_argument("--coordinator-http", type=host_port, metavar="HOST:PORT",
+                    help=f"coordinator HTTP address (default: ${HTTP_ENV}, else the cluster in --dir)")  # fmt: skip
     rb.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="local cluster directory (default: %(default)s)")
     what = rb.add_mutually_exclusive_group()
     what.add_argument("--dry-run", action="store_true", help="print the plan, move nothing")
     what.add_argument("--cancel", action="store_true", help="cancel the running rebalance")
     rb.add_argument("--wait", action="store_true", help="show progress until the rebalance ends")
-    rb.add_argument("--interval", type=float, default=0.5, metavar="S", help="progress poll interval")
-    rb.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="give up waiting after S seconds")
+    rb.add_argument("--interval", type=finite(0.0, 3600.0), default=0.5, metavar="S", help="progress poll interval")
+    rb.add_argument("--timeout", type=finite(0.0, 30 * 86400.0), default=3600.0, metavar="S",
+                    help="give up waiting after S seconds")  # fmt: skip
     rb.add_argument("--json", action="store_true", help="print the JSON answers")
     rb.set_defaults(func=cmd_rebalance)
 
@@ -87,7 +89,10 @@ def _addresses(args: argparse.Namespace) -> list[str]:
         return [args.coordinator_http]
     env = os.environ.get(HTTP_ENV, "").strip()
     if env:
-        return [a.strip() for a in env.split(",") if a.strip()]
+        try:
+            return [host_port(a) for a in env.split(",")]
+        except argparse.ArgumentTypeError as e:
+            raise AdminError(f"${HTTP_ENV}: {e}", EXIT_USAGE) from None
     try:
         record = ClusterRecord.load(args.dir)
     except (FileNotFoundError, ValueError, KeyError):

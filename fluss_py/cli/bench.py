@@ -32,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
     if str(CHECKOUT) not in sys.path:
         sys.path.insert(0, str(CHECKOUT))
     runner = importlib.import_module("tests.bench.__main__")
+    unknown = [w for w in args.workloads if not runner.modules([w])]
+    if unknown:
+        known = ", ".join(m.removeprefix("bench_") for m in runner.modules([]))
+        print(f"fluss-py bench: no workload matches {', '.join(unknown)} (known: {known})", file=sys.stderr)
+        return 2
     if args.list:
         for name in runner.modules(args.workloads):
             print(name.removeprefix("bench_"))

@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fluss_py.cli.args import config_override, finite, host_port, int_in
 from fluss_py.config import parse_overrides
 from fluss_py.testing.cluster import DEFAULT_DIR, ClusterError, LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR
@@ -43,11 +44,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         return p
 
     up = with_dir(sub.add_parser("up", help="start ZooKeeper, coordinators and tablet servers; wait until ready"))
-    up.add_argument("--coordinators", type=int, default=3, help="number of coordinators (default: %(default)s)")
-    up.add_argument("--tablet-servers", type=int, default=3, help="number of tablet servers (default: %(default)s)")
-    up.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
-    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness (default: 60)")
-    up.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+    up.add_argument("--coordinators", type=int_in(0, 9), default=3,
+                    help="number of coordinators (default: %(default)s)")  # fmt: skip
+    up.add_argument("--tablet-servers", type=int_in(0, 99), default=3,
+                    help="number of tablet servers (default: %(default)s)")  # fmt: skip
+    up.add_argument("--zookeeper", type=host_port, metavar="HOST:PORT",
+                    help="use this ZooKeeper instead of starting one")  # fmt: skip
+    up.add_argument("--timeout", type=finite(0.0, 3600.0), default=60.0,
+                    help="seconds to wait for readiness (default: 60)")  # fmt: skip
+    up.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE", type=config_override,
                     help="config override for every server (repeatable)")  # fmt: skip
     up.set_defaults(func=cmd_up)
 
@@ -56,17 +61,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=cmd_status)
 
     down = with_dir(sub.add_parser("down", help="stop every process (SIGTERM, then SIGKILL after --timeout)"))
-    down.add_argument("--timeout", type=float, default=15.0, help="grace period in seconds (default: 15)")
+    down.add_argument("--timeout", type=finite(0.0, 3600.0), default=15.0, help="grace period in seconds (default: 15)")
     down.set_defaults(func=cmd_down)
 
     stop = with_dir(sub.add_parser("stop", help="stop one process gracefully (SIGKILL after --timeout)"))
     stop.add_argument("name")
-    stop.add_argument("--timeout", type=float, default=15.0)
+    stop.add_argument("--timeout", type=finite(0.0, 3600.0), default=15.0)
     stop.set_defaults(func=cmd_stop)
 
     start = with_dir(sub.add_parser("start", help="start one stopped process again (same id, ports, dirs)"))
     start.add_argument("name")
-    start.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness")
+    start.add_argument("--timeout", type=finite(0.0, 3600.0), default=60.0, help="seconds to wait for readiness")
     start.add_argument("--no-wait", action="store_true", help="do not wait until it is ready")
     start.set_defaults(func=cmd_start)
 
@@ -92,9 +97,6 @@ def _open(directory: Path) -> LocalCluster | None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    if args.coordinators < 0 or args.tablet_servers < 0:
-        _err("--coordinators and --tablet-servers must be >= 0")
-        return EXIT_USAGE
     overrides = parse_overrides(args.overrides)
     if LocalCluster.exists(args.dir):
         old = LocalCluster.open(args.dir)

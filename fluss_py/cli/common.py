@@ -31,6 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fluss_py.cli import args as cli_args
 from fluss_py.client import Admin
 from fluss_py.errors import FlussError, RequestTimedOutError
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER, ClusterRecord
@@ -55,6 +56,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     """--bootstrap-servers, --dir and --connect-timeout (see module docstring)."""
     parser.add_argument(
         "--bootstrap-servers",
+        type=cli_args.bootstrap_servers,
         metavar="HOST:PORT,...",
         help=f"servers to bootstrap from (default: ${BOOTSTRAP_ENV}, else the local cluster in --dir)",
     )
@@ -63,7 +65,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     parser.add_argument(
         "--connect-timeout",
-        type=float,
+        type=cli_args.finite(0.0, 3600.0),
         default=DEFAULT_CONNECT_TIMEOUT,
         metavar="S",
         help="seconds to wait for the first server to answer (default: %(default)s)",
@@ -77,11 +79,14 @@ def add_json_arg(parser: argparse.ArgumentParser) -> None:
 
 def resolve_bootstrap(args: argparse.Namespace) -> tuple[str, str]:
     """(servers, where they came from); CliError(exit 2) when none is configured."""
-    if getattr(args, "bootstrap_servers", None):
+    if getattr(args, "bootstrap_servers", None) is not None:  # checked by its type: never empty
         return args.bootstrap_servers, "--bootstrap-servers"
     env = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if env:
-        return env, BOOTSTRAP_ENV
+        try:
+            return cli_args.bootstrap_servers(env), BOOTSTRAP_ENV
+        except argparse.ArgumentTypeError as e:
+            raise CliError(f"${BOOTSTRAP_ENV}: {e}", EXIT_USAGE) from None
     directory: Path = getattr(args, "dir", DEFAULT_DIR)
     try:
         record = ClusterRecord.load(directory)

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import sys
 
+from fluss_py.cli.args import OFFSET_MAX, finite, int_in
 from fluss_py.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -30,6 +31,7 @@ from fluss_py.cli.common import (
     table_path,
 )
 from fluss_py.client import Consumer, ConsumerOptions, ConsumerRecord
+from fluss_py.config import MAX_BUCKETS
 
 POLL_SLICE = 0.5
 
@@ -40,12 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     start.add_argument("--from-latest", action="store_true", help="start at the end (default)")
-    start.add_argument("--from-offset", type=int, metavar="N", help="start at offset N in every bucket read")
-    start.add_argument("--from-timestamp", type=int, metavar="MS", help="first record with timestamp >= MS")
-    p.add_argument("--bucket", type=int, action="append", metavar="B", help="read only this bucket (repeatable)")
+    start.add_argument("--from-offset", type=int_in(0, OFFSET_MAX), metavar="N",
+                       help="start at offset N in every bucket read")  # fmt: skip
+    start.add_argument("--from-timestamp", type=int_in(0, OFFSET_MAX), metavar="MS",
+                       help="first record with timestamp >= MS")  # fmt: skip
+    p.add_argument("--bucket", type=int_in(0, MAX_BUCKETS - 1), action="append", metavar="B",
+                   help="read only this bucket (repeatable)")  # fmt: skip
     p.add_argument("--group", metavar="G", help="resume from and commit to consumer group G")
-    p.add_argument("--max-records", type=int, metavar="N", help="exit after N records")
-    p.add_argument("--timeout", type=float, metavar="S", help="exit after S seconds without a new record")
+    p.add_argument("--max-records", type=int_in(0, OFFSET_MAX), metavar="N", help="exit after N records")
+    p.add_argument("--timeout", type=finite(0.0, 10 * 365 * 86400.0, lo_open=False), metavar="S",
+                   help="exit after S seconds without a new record")  # fmt: skip
     p.add_argument("--print-offsets", action="store_true", help="print <bucket>\\t<offset>\\t<value>")
     p.set_defaults(func=client_command(cmd_consume))
 
@@ -61,10 +67,6 @@ def _write(out: object, records: list[ConsumerRecord], print_offsets: bool) -> N
 
 async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
-    if args.max_records is not None and args.max_records < 0:
-        raise CliError("--max-records must be >= 0", EXIT_USAGE)
-    if args.from_offset is not None and args.from_offset < 0:
-        raise CliError("--from-offset must be >= 0", EXIT_USAGE)
     reset = "earliest" if args.from_beginning else "latest"
     consumer = Consumer(ctx.bootstrap, ConsumerOptions(auto_offset_reset=reset), group=args.group)
     ctx.own(consumer.close)

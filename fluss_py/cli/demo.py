@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fluss_py.cli.args import finite, int_in
 from fluss_py.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -55,11 +56,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub.add_parser("failover", help="kill -9 the leader of bucket 0 while writing; report and verify")
     )
     p.add_argument("--table", default="fluss.failover_demo", help="table to write (default: %(default)s)")
-    p.add_argument("--kills", type=int, default=1, help="leaders to kill, one after another (default: 1)")
+    p.add_argument("--kills", type=int_in(1, 100), default=1,
+                   help="leaders to kill, one after another (default: 1)")  # fmt: skip
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="draw latency over time with the kills marked")
-    p.add_argument("--warmup", type=float, default=2.0, help="seconds of writing before each kill (default: 2)")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds of writing after a failover (default: 2)")
-    p.add_argument("--slow-ms", type=float, default=100.0, help="a request slower than this is listed (ms)")
+    p.add_argument(
+        "--warmup",
+        type=finite(0.0, 3600.0, lo_open=False),
+        default=2.0,
+        help="seconds of writing before each kill (default: 2)",
+    )
+    p.add_argument(
+        "--settle",
+        type=finite(0.0, 3600.0, lo_open=False),
+        default=2.0,
+        help="seconds of writing after a failover (default: 2)",
+    )
+    p.add_argument(
+        "--slow-ms",
+        type=finite(0.0, 3_600_000.0, lo_open=False),
+        default=100.0,
+        help="a request slower than this is listed (ms)",
+    )
     p.add_argument("--no-restart", action="store_true", help="leave the last killed server down")
     p.set_defaults(func=client_command(cmd_failover))
 

@@ -17,6 +17,7 @@ import struct
 import sys
 from pathlib import Path
 
+from fluss_py.cli.args import int_in
 from fluss_py.errors import FlussError, LogCorruptedError
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from fluss_py.log.writer_state import SNAPSHOT_SUFFIX, WriterStateManager
@@ -33,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("path", metavar="PATH", help="bucket directory, .log, .index, .timeindex, .snapshot or checkpoint")
     p.add_argument("--records", action="store_true", help="also print every record")
     p.add_argument("--verify", action="store_true", help="check CRCs, offsets and indexes; exit 1 on corruption")
-    p.add_argument("--max-value-bytes", type=int, default=64, help="truncate printed keys/values (default 64)")
+    p.add_argument("--max-value-bytes", type=int_in(0, 1 << 30), default=64,
+                   help="truncate printed keys/values (default 64)")  # fmt: skip
     p.set_defaults(func=run)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from fluss_py.cli.args import OFFSET_MAX, int_in
 from fluss_py.cli.common import (
     EXIT_OK,
     Context,
@@ -27,6 +28,7 @@ from fluss_py.cli.common import (
     emit_table,
     table_path,
 )
+from fluss_py.config import MAX_BUCKETS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,9 +50,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     to = reset.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the high watermark")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped into [log start, HW])")
-    to.add_argument("--to-timestamp", type=int, metavar="MS", help="first record with timestamp >= MS")
-    reset.add_argument("--bucket", type=int, action="append", metavar="B", help="only this bucket (repeatable)")
+    to.add_argument("--to-offset", type=int_in(0, OFFSET_MAX), metavar="N",
+                    help="offset N (clamped into [log start, HW])")  # fmt: skip
+    to.add_argument("--to-timestamp", type=int_in(0, OFFSET_MAX), metavar="MS",
+                    help="first record with timestamp >= MS")  # fmt: skip
+    reset.add_argument("--bucket", type=int_in(0, MAX_BUCKETS - 1), action="append", metavar="B",
+                       help="only this bucket (repeatable)")  # fmt: skip
     reset.add_argument("--dry-run", action="store_true", help="print the new offsets, commit nothing")
     add_json_arg(reset)
     reset.set_defaults(func=client_command(cmd_reset))

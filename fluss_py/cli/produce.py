@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
+from fluss_py.cli.args import finite, int_in
 from fluss_py.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,6 +32,7 @@ from fluss_py.cli.common import (
 )
 from fluss_py.client import Producer, ProducerOptions, RecordMetadata
 from fluss_py.client.options import parse_acks
+from fluss_py.config import CLIENT_BATCH_SIZE, Range
 
 READ_CHUNK = 256 * 1024
 
@@ -41,8 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--acks", choices=("all", "1", "0"), default="all", help="default: %(default)s")
     p.add_argument("--no-idempotence", action="store_true", help="turn off the idempotent writer")
     p.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE at the first SEP")
-    p.add_argument("--batch-size", type=int, default=64 * 1024, metavar="BYTES", help="default: %(default)s")
-    p.add_argument("--linger-ms", type=float, default=0.0, metavar="MS", help="default: %(default)s")
+    batch = CLIENT_BATCH_SIZE.allowed
+    assert isinstance(batch, Range) and batch.lo is not None and batch.hi is not None
+    p.add_argument("--batch-size", type=int_in(int(batch.lo), int(batch.hi)), default=64 * 1024, metavar="BYTES",
+                   help="default: %(default)s")  # fmt: skip
+    p.add_argument("--linger-ms", type=finite(0.0, 60_000.0, lo_open=False), default=0.0, metavar="MS",
+                   help="default: %(default)s")  # fmt: skip
     p.add_argument("--print-offsets", action="store_true", help="print <bucket>\\t<offset>\\t<line> per ack")
     p.set_defaults(func=client_command(cmd_produce))
 

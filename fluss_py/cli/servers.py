@@ -4,7 +4,8 @@
     fluss-py tablet-server [--config PATH] [-D key=value ...]
 
 Logs go to ``<log.dir>/coordinator-server.log`` / ``<log.dir>/tablet-server.log``. SIGTERM or SIGINT stops
-gracefully (exit 0). Exit 2: unknown config key or bad value (the message names the key). Exit 1: the
+gracefully (exit 0). Exit 2: unknown config key, bad value or one out of its range (the message names the
+key, the value and the allowed range; nothing was written to ZooKeeper or the data directory). Exit 1: the
 server failed (ZooKeeper unreachable within zookeeper.connection-timeout, duplicate tablet-server id, a
 port that cannot be bound, ...).
 """
@@ -23,11 +24,9 @@ import uvloop
 
 from fluss_py import config as cfg
 from fluss_py.common.logging import setup_logging
-from fluss_py.errors import ConfigError, FlussError
+from fluss_py.errors import FlussError
 
 log = logging.getLogger("fluss_py.cli.servers")
-
-_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,19 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_server_config(role: str, path: str | None, overrides: list[str]) -> cfg.Config:
-    """The role's config (ConfigError naming the key for unknown keys and bad values)."""
-    config = cfg.load_config(role, path, cfg.parse_overrides(overrides))
-    level = str(config[cfg.LOG_LEVEL]).upper()
-    if level not in _LEVELS:
-        raise ConfigError(
-            cfg.LOG_LEVEL.key, f"invalid log level {config[cfg.LOG_LEVEL]!r} (one of {', '.join(_LEVELS)})"
-        )
-    for key in (cfg.RPC_PORT, cfg.HTTP_PORT):
-        if not 0 <= config[key] <= 65535:
-            raise ConfigError(key.key, f"port {config[key]} is out of range 0..65535")
-    if config[cfg.ZK_SESSION_TIMEOUT] <= 0 or config[cfg.ZK_CONNECTION_TIMEOUT] <= 0:
-        raise ConfigError(cfg.ZK_SESSION_TIMEOUT.key, "ZooKeeper timeouts must be positive")
-    return config
+    """The role's config: every value checked against its range in the registry (ConfigError naming the
+    key, the value and what is allowed), before the server touches ZooKeeper or its directories."""
+    return cfg.load_config(role, path, cfg.parse_overrides(overrides))
 
 
 def _run(role: str, args: argparse.Namespace) -> int:

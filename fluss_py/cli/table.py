@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fluss_py import config as cfg
+from fluss_py.cli.args import int_in, table_property
 from fluss_py.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -45,14 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     create = add_connection_args(sub.add_parser("create", help="create a table"))
     create.add_argument("table", help="db.table or table (database fluss)")
-    create.add_argument("--buckets", type=int, default=0, help="number of buckets (default: the cluster's)")
-    create.add_argument(
-        "--replication-factor", type=int, default=0, help="replicas per bucket (default: the cluster's)"
-    )
-    create.add_argument(
-        "--property", dest="properties", action="append", default=[], metavar="KEY=VALUE", help="table property"
-    )
-    create.add_argument("--comment", default="")
+    create.add_argument("--buckets", type=int_in(1, cfg.MAX_BUCKETS), default=0,
+                        help=f"number of buckets, 1..{cfg.MAX_BUCKETS} (default: the cluster's)")  # fmt: skip
+    create.add_argument("--replication-factor", type=int_in(1, cfg.MAX_REPLICATION_FACTOR), default=0,
+                        help="replicas per bucket (default: the cluster's)")  # fmt: skip
+    create.add_argument("--property", dest="properties", action="append", default=[], type=table_property,
+                        metavar="KEY=VALUE", help="table property (docs/configuration.md)")  # fmt: skip
+    create.add_argument("--comment", default="", type=_comment)
     create.add_argument("--if-not-exists", action="store_true", help="succeed if the table exists")
     add_json_arg(create)
     create.set_defaults(func=client_command(cmd_create))
@@ -86,10 +87,14 @@ def _properties(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _comment(text: str) -> str:
+    if len(text.encode()) > cfg.MAX_TABLE_COMMENT_BYTES:
+        raise argparse.ArgumentTypeError(f"longer than {cfg.MAX_TABLE_COMMENT_BYTES} bytes")
+    return text
+
+
 async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
-    if args.buckets < 0 or args.replication_factor < 0:
-        raise CliError("--buckets and --replication-factor must be positive", EXIT_USAGE)
     properties = _properties(args.properties)
     admin = await ctx.admin()
     existed = args.if_not_exists and str(path) in await _names(admin, [path.database])

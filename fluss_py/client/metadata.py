@@ -33,6 +33,7 @@ from fluss_py.client.transport import (
     Transport,
     error_from_info,
 )
+from fluss_py.config import split_host_port
 from fluss_py.errors import ApiError, ErrorCode, FlussError, RequestTimedOutError, TableNotExistError
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
@@ -102,13 +103,14 @@ def node_from_pb(pb: common_pb2.ServerNode) -> ServerNode:
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[str]:
-    """``"h1:p1,h2:p2"`` (or a list) -> ``["h1:p1", "h2:p2"]``; each must be host:port."""
+    """``"h1:p1,h2:p2"`` (or a list) -> ``["h1:p1", "h2:p2"]``; each must be host:port with a port 1..65535."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     result = [s.strip() for s in items if s.strip()]
     for s in result:
-        host, _, port = s.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {s!r} is not host:port")
+        try:
+            split_host_port(s)
+        except ValueError as e:
+            raise ValueError(f"bootstrap server {e}") from None
     if not result:
         raise ValueError("no bootstrap servers given")
     return result

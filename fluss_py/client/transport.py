@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
+from fluss_py.config import MAX_RPC_MESSAGE_BYTES
 from fluss_py.errors import (
     ApiError,
     ErrorCode,
@@ -38,7 +39,7 @@ from fluss_py.errors import (
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
 COORDINATOR_SERVICE = "CoordinatorService"
 TABLET_SERVICE = "TabletService"

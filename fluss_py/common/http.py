@@ -35,7 +35,8 @@ Handler = Callable[[], Awaitable[Response]]
 class Request:
     method: str
     path: str
-    query: dict[str, str] = field(default_factory=dict)  # last value of each parameter
+    query: dict[str, str] = field(default_factory=dict)  # last value of each parameter ("" for a bare ``?x``)
+    query_all: dict[str, list[str]] = field(default_factory=dict)  # every value, for handlers that refuse repeats
 
 
 RequestHandler = Callable[[Request], Awaitable[Response]]
@@ -102,7 +103,8 @@ class HttpServer:
             handler = self._routes.get(path)
             method_handler = self._routes.get(f"{method} {path}")
             if method_handler is not None:
-                request = Request(method, path, {k: v[-1] for k, v in parse_qs(query).items()})
+                params = parse_qs(query, keep_blank_values=True)
+                request = Request(method, path, {k: v[-1] for k, v in params.items()}, params)
                 try:
                     status, ctype, body = await method_handler(request)  # type: ignore[call-arg]
                 except Exception as e:

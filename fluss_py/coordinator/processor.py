@@ -72,7 +72,7 @@ from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
-MAX_BUCKETS = 4096
+MAX_BUCKETS = cfg.MAX_BUCKETS
 
 
 # ---------------------------------------------------------------- events
@@ -439,6 +439,8 @@ class TableProcessor:
         rf = event.replication_factor or self._default_rf
         if not 1 <= num_buckets <= MAX_BUCKETS:
             raise InvalidRequestError(f"bucket count must be between 1 and {MAX_BUCKETS}, got {num_buckets}")
+        if len(event.comment.encode()) > cfg.MAX_TABLE_COMMENT_BYTES:
+            raise InvalidRequestError(f"table comment is longer than {cfg.MAX_TABLE_COMMENT_BYTES} bytes")
         properties = validate_properties(event.properties, rf)
         servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
         counter = TableIdCounterZNode.path(self._root)

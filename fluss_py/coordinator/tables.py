@@ -21,7 +21,7 @@ from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
+MIN_INSYNC_REPLICAS = cfg.TABLE_MIN_INSYNC_REPLICAS.key
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +77,18 @@ class TableInfo:
 
 
 def validate_properties(properties: Mapping[str, str], replication_factor: int) -> dict[str, str]:
-    """Check table properties before anything is written: a key that is a server option (e.g.
-    ``log.segment.file-size``, ``table.log.ttl``) must parse as that option's type (tablet servers
-    read it so), ``min.insync.replicas`` must be in 1..RF; other keys pass through. Raises INVALID_CONFIG.
+    """Check table properties before anything is written: every key must be a table option of the config
+    registry (e.g. ``log.segment.file-size``, ``table.log.ttl``, ``min.insync.replicas``) and its value in
+    that option's range (tablet servers read it so); ``min.insync.replicas`` must also be at most the
+    replication factor. Raises INVALID_CONFIG naming the key, the value and what is allowed.
     """
     props = {str(k): str(v) for k, v in properties.items()}
-    for key, value in props.items():
-        option = cfg.OPTIONS.get(key)
-        if option is not None:
-            option.parse(value)  # ConfigError (INVALID_CONFIG) naming the key
-    if MIN_INSYNC_REPLICAS in props:
-        raw = props[MIN_INSYNC_REPLICAS]
-        try:
-            value = int(raw)
-        except ValueError:
-            raise InvalidConfigError(f"{MIN_INSYNC_REPLICAS} must be an integer, got {raw!r}") from None
-        if not 1 <= value <= replication_factor:
-            raise InvalidConfigError(
-                f"{MIN_INSYNC_REPLICAS}={value} must be between 1 and the replication factor {replication_factor}"
-            )
+    parsed = cfg.Config(cfg.TABLE, props)  # ConfigError (INVALID_CONFIG): unknown key, bad value, out of range
+    min_isr = parsed[cfg.TABLE_MIN_INSYNC_REPLICAS]
+    if min_isr is not None and min_isr > replication_factor:
+        raise InvalidConfigError(
+            f"{MIN_INSYNC_REPLICAS}={min_isr} must be between 1 and the replication factor {replication_factor}"
+        )
     return props
 
 

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fluss_py import config as cfg
+from fluss_py.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def table_setting(option: cfg.ConfigOption, properties: Mapping[str, str], server_value: Any) -> Any:
+    """``option``'s value for a table: its property when set and valid, else ``server_value``. The coordinator
+    refuses invalid properties at CreateTable; one stored before that check (an older version) is ignored
+    with a warning rather than failing the bucket."""
+    raw = properties.get(option.key)
+    if raw is None:
+        return server_value
+    try:
+        return option.parse(raw)
+    except ConfigError as e:
+        log.warning("Ignoring table property (using the server's %s): %s", option.show(server_value), e)
+        return server_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +51,8 @@ class LogConfig:
         """Server defaults overridden by table properties (same keys, e.g. ``table.log.ttl``)."""
         props = dict(table_properties or {})
 
-        def get(option: cfg.ConfigOption):
-            if option.key in props:
-                return option.parse(props[option.key])
-            return config[option]
+        def get(option: cfg.ConfigOption) -> Any:
+            return table_setting(option, props, config[option])
 
         return cls(
             segment_bytes=int(get(cfg.LOG_SEGMENT_FILE_SIZE)),

@@ -27,6 +27,7 @@ from fluss_py.errors import (
     UnknownServerError,
     UnknownTableOrBucketError,
 )
+from fluss_py.log.config import LogConfig, table_setting
 from fluss_py.replica.delayed import DelayedFetch, DelayedProduce, Waker
 from fluss_py.replica.fetch_session import FetchSession, FetchSessionCache
 from fluss_py.replica.fetcher.fetcher import FetchSettings
@@ -55,8 +56,6 @@ from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
-
-MIN_ISR_PROPERTY = "min.insync.replicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +309,7 @@ class ReplicaManager:
         self.coordinator_epoch = epoch
 
     def _min_isr(self, properties: Mapping[str, str]) -> int:
-        value = properties.get(MIN_ISR_PROPERTY)
-        return int(value) if value is not None else self.settings.min_insync_replicas
+        return int(table_setting(cfg.TABLE_MIN_INSYNC_REPLICAS, properties, self.settings.min_insync_replicas))
 
     def _get_or_create(self, state: BucketState) -> Replica:
         tb = state.table_bucket
@@ -337,8 +335,6 @@ class ReplicaManager:
         return replica
 
     def _log_config(self, properties: Mapping[str, str]) -> Any:
-        from fluss_py.log.config import LogConfig
-
         return LogConfig.from_config(self.config, properties)
 
     async def become_leader_or_follower(

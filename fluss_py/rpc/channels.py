@@ -13,9 +13,11 @@ import logging
 
 import grpc.aio
 
+from fluss_py.config import MAX_RPC_MESSAGE_BYTES
+
 log = logging.getLogger("fluss_py.rpc.ChannelPool")
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

@@ -5,6 +5,11 @@ response. Per-bucket failures travel as ``ErrorInfo`` (code, message and, for NO
 leader the server knows); a whole-request failure (stale coordinator epoch) is the response's ``error``.
 Record bytes are passed through untouched: nothing here looks at records.
 
+Request sizes and waits asked for by a caller are inputs: a FetchLog's ``max_bytes`` (whole and per bucket)
+is cut to ``fetch.response.max-bytes`` (and ``min_bytes`` to that), its ``max_wait_ms`` and a ProduceLog's
+``timeout_ms`` to ``request.max-hold`` (``RequestLimits``), so no request makes the server read a whole
+segment into memory or hold a waiter for days (docs/tablet-server.md "Request limits").
+
 Control requests (already fenced by coordinator epoch in ``TabletServicer``):
 - NotifyLeaderAndIsr: addresses of the named servers and table properties come with the request; the
   properties decide each bucket's ``LogConfig`` (segment size, TTL, retention; also applied to logs loaded
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fluss_py import config as cfg
@@ -77,6 +83,25 @@ def fetch_response(results: Mapping[TableBucket, FetchBucketResult], session_id:
     return response
 
 
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """What the server grants a request at most, whatever it asks for (bytes, seconds)."""
+
+    fetch_max_bytes: int = 16 * 1024**2
+    max_hold_s: float = 60.0
+
+    @classmethod
+    def from_config(cls, config: cfg.Config) -> RequestLimits:
+        return cls(int(config[cfg.FETCH_RESPONSE_MAX_BYTES]), float(config[cfg.REQUEST_MAX_HOLD]))
+
+    def wait_s(self, asked_ms: int) -> float:
+        """A produce timeout or fetch wait in seconds: negative asks are 0, long ones ``max_hold_s``."""
+        return min(max(asked_ms, 0) / 1000.0, self.max_hold_s)
+
+    def fetch_bytes(self, asked: int) -> int:
+        return min(asked, self.fetch_max_bytes)
+
+
 def _request_failed(what: str, e: Exception) -> common_pb2.ErrorInfo:
     """A whole-request failure: expected ones (FlussError) keep their code; anything else is logged."""
     if not isinstance(e, FlussError):
@@ -100,13 +125,14 @@ class ManagerReplicaLayer:
         self.replicas = replicas
         self.metadata = metadata
         self.config = config
+        self.limits = RequestLimits.from_config(config)
         self._on_metadata = on_metadata
 
     # ---------------------------------------------------------------- data path
     async def produce_log(self, request: Any) -> Any:
         batches = {convert.table_bucket_from_pb(b.table_bucket): b.records for b in request.buckets}
         try:
-            results = await self.replicas.append(request.acks, max(request.timeout_ms, 0) / 1000.0, batches)
+            results = await self.replicas.append(request.acks, self.limits.wait_s(request.timeout_ms), batches)
         except Exception as e:
             return tablet_pb2.ProduceLogResponse(error=_request_failed("ProduceLog", e))
         return tablet_pb2.ProduceLogResponse(
@@ -124,18 +150,21 @@ class ManagerReplicaLayer:
         )
 
     async def fetch_log(self, request: Any) -> Any:
+        limits = self.limits
         buckets = [
             FetchBucketRequest(
                 convert.table_bucket_from_pb(b.table_bucket),
                 b.fetch_offset,
-                b.max_bytes,
+                limits.fetch_bytes(b.max_bytes),
                 b.current_leader_epoch,
                 b.last_fetched_epoch,
                 max(b.flushed_offset, 0),
             )
             for b in request.buckets
         ]
-        max_wait_s = max(request.max_wait_ms, 0) / 1000.0
+        max_wait_s = limits.wait_s(request.max_wait_ms)
+        max_bytes = limits.fetch_bytes(request.max_bytes)
+        min_bytes = min(request.min_bytes, max_bytes)
         try:
             if request.HasField("session"):
                 session = FetchSessionRequest(
@@ -144,14 +173,10 @@ class ManagerReplicaLayer:
                     tuple(convert.table_bucket_from_pb(b) for b in request.session.forgotten),
                 )
                 answer = await self.replicas.fetch_in_session(
-                    FetchRequest(
-                        request.replica_id, max_wait_s, request.min_bytes, request.max_bytes, tuple(buckets), session
-                    )
+                    FetchRequest(request.replica_id, max_wait_s, min_bytes, max_bytes, tuple(buckets), session)
                 )
                 return fetch_response(answer.buckets, answer.session_id)
-            results = await self.replicas.fetch(
-                request.replica_id, max_wait_s, request.min_bytes, request.max_bytes, buckets
-            )
+            results = await self.replicas.fetch(request.replica_id, max_wait_s, min_bytes, max_bytes, buckets)
         except Exception as e:
             return tablet_pb2.FetchLogResponse(error=_request_failed("FetchLog", e))
         return fetch_response(results)

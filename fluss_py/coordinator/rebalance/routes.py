@@ -2,6 +2,8 @@
 
     POST   /rebalance[?dry_run=true]   plan (and start) -> 200 plan/progress JSON;
                                        409 REBALANCE_IN_PROGRESS (with the progress), 400 INVALID_REBALANCE_PLAN
+                                       400 INVALID_REQUEST: dry_run not a boolean spelling (true/false, 1/0,
+                                       yes/no, on/off), given twice, or another parameter (nothing started)
     DELETE /rebalance                  cancel: roll back the current batch's open moves -> 200 progress
     GET    /rebalance                  progress of the current or last rebalance -> 200
 
@@ -35,6 +37,24 @@ def executor_options(config: Any) -> dict[str, Any]:
     }
 
 
+def query_flags(request: Request, names: tuple[str, ...]) -> dict[str, bool]:
+    """The boolean query parameters ``names`` that ``request`` carries. ValueError for anything else: an
+    unknown parameter, one given twice, or a value that is not a boolean spelling — a POST that changes the
+    cluster fails closed, it never guesses."""
+    flags: dict[str, bool] = {}
+    given = request.query_all or {k: [v] for k, v in request.query.items()}
+    for name, values in given.items():
+        if name not in names:
+            raise ValueError(f"unknown query parameter {name!r} (allowed: {', '.join(names) or 'none'})")
+        if len(values) != 1:
+            raise ValueError(f"query parameter {name!r} given {len(values)} times")
+        try:
+            flags[name] = cfg.parse_bool(values[0])
+        except ValueError:
+            raise ValueError(f"{name}={values[0]!r} is not a boolean (use true or false)") from None
+    return flags
+
+
 def rebalance_routes(
     event_loop: Callable[[], Any],
     leader: Callable[[], Awaitable[CoordinatorLeaderInfo | None]],
@@ -60,10 +80,17 @@ def rebalance_routes(
             return json_response({"error": e.code.name, "message": str(e)}, status)
 
     async def post(request: Request) -> Response:
-        dry_run = request.query.get("dry_run", "false").lower() in ("1", "true", "yes")
+        try:
+            dry_run = query_flags(request, ("dry_run",)).get("dry_run", False)
+        except ValueError as e:
+            return json_response({"error": ErrorCode.INVALID_REQUEST.name, "message": str(e)}, 400)
         return await call(StartRebalance(dry_run=dry_run))
 
-    async def delete(_request: Request) -> Response:
+    async def delete(request: Request) -> Response:
+        try:
+            query_flags(request, ())
+        except ValueError as e:
+            return json_response({"error": ErrorCode.INVALID_REQUEST.name, "message": str(e)}, 400)
         return await call(CancelRebalance())
 
     async def get(_request: Request) -> Response:

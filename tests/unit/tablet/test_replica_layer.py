@@ -310,3 +310,29 @@ async def test_update_metadata_sets_aside_the_logs_of_tables_dropped_while_away(
     reloaded.load_logs()
     assert dropped not in reloaded.logs  # never loaded again
     reloaded.shutdown()
+
+
+async def test_fetch_max_bytes_and_waits_are_capped_by_the_server(cluster: ReplicaCluster) -> None:
+    """A FetchLog asking for 2^31-1 bytes (whole and per bucket) gets at most fetch.response.max-bytes (plus
+    at most one batch); a produce timeout or fetch wait of days is cut to request.max-hold."""
+    from fluss_py import config as cfg
+    from fluss_py.tablet.replica_layer import RequestLimits
+
+    layer = _layer(cluster)
+    layer.limits = RequestLimits(fetch_max_bytes=4096, max_hold_s=0.2)
+    lai = LeaderAndIsr(1, 0, (1,), 1, 0)
+    await layer.notify_leader_and_isr(_notify(1, [(TB, lai, (1,))]))
+    value = b"x" * 1000
+    for _ in range(40):
+        assert (await layer.produce_log(_produce(TB, batch(value)))).buckets[0].error.code == ErrorCode.NONE
+    request = _fetch(TB, 0)
+    request.max_bytes = request.buckets[0].max_bytes = cfg.INT32_MAX
+    (f,) = (await layer.fetch_log(request)).buckets
+    assert f.error.code == ErrorCode.NONE and f.log_end_offset == 40
+    assert 0 < len(f.records) <= 4096  # before the cap: all 40 batches (~42 KB)
+    assert [o for o, _ in values_of(f.records)] == list(range(len(values_of(f.records))))
+
+    limits = RequestLimits(fetch_max_bytes=1 << 20, max_hold_s=30.0)
+    assert limits.wait_s(cfg.INT32_MAX) == 30.0 and limits.wait_s(-5) == 0.0 and limits.wait_s(250) == 0.25
+    assert limits.fetch_bytes(cfg.INT32_MAX) == 1 << 20 and limits.fetch_bytes(100) == 100
+    assert RequestLimits.from_config(cfg.Config(cfg.TABLET)) == RequestLimits(16 << 20, 60.0)

@@ -63,3 +63,32 @@ def test_executor_options_from_config():
         cfg.COORDINATOR, {"coordinator.rebalance.auto": "false", "coordinator.rebalance.check-interval": "1min"}
     )
     assert executor_options(c) == {"options": PlanOptions(), "auto": False, "check_interval": 60.0}
+
+
+async def _post(params: dict[str, list[str]], method: str = "POST") -> tuple[int, dict, list]:
+    """One request with these query parameters, as the HTTP server parses them; (status, body, events)."""
+    loop = FakeLoop({"status": "REBALANCING"})
+    request = Request(method, "/rebalance", {k: v[-1] for k, v in params.items()}, params)
+    status, data = body(await rebalance_routes(lambda: loop, leader)[f"{method} /rebalance"](request))
+    return status, data, loop.events
+
+
+async def test_dry_run_accepts_only_boolean_spellings_and_fails_closed():
+    """Anything but a boolean spelling is a 400 and starts nothing (the flag once failed open)."""
+    for value, dry in [(v, True) for v in ("true", "TRUE", "1", "yes", "on")] + [
+        (v, False) for v in ("false", "0", "no", "off")
+    ]:
+        status, _, events = await _post({"dry_run": [value]})
+        assert status == 200 and [(type(e), e.dry_run) for e in events] == [(StartRebalance, dry)], value
+    for params in (
+        {"dry_run": ["maybe"]},
+        {"dry_run": [""]},  # ?dry_run= and a bare ?dry_run
+        {"dry_run": ["2"]},
+        {"dry_run": ["true", "false"]},
+        {"dry_run": ["true"], "force": ["1"]},
+        {"dryrun": ["true"]},  # a typo must not run a real rebalance either
+    ):
+        status, data, events = await _post(params)
+        assert (status, data["error"], events) == (400, "INVALID_REQUEST", []), params
+    status, _, events = await _post({"now": ["1"]}, "DELETE")
+    assert (status, events) == (400, [])
