@@ -218,6 +218,27 @@ def split_host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclass(frozen=True, slots=True)
+class Items:
+    """A list of ``min_count`` .. ``max_count`` items, each one ``each`` admits (e.g. ``data.dirs``)."""
+
+    each: Allowed
+    min_count: int = 1
+    max_count: int | None = None
+
+    def admits(self, value: Any) -> bool:
+        items = tuple(value)
+        if len(items) < self.min_count or (self.max_count is not None and len(items) > self.max_count):
+            return False
+        return all(self.each.admits(v) for v in items)
+
+    def describe(self, show: Callable[[Any], str]) -> str:
+        count = f"{self.min_count}" + (f"..{self.max_count}" if self.max_count != self.min_count else "")
+        if self.max_count is None:
+            count = f"{self.min_count} or more"
+        return f"{count} items, each {self.each.describe(str)}"
+
+
 NON_EMPTY = Text(r"(?s)\s*\S.*", "not empty")
 HOST = Text(_HOST_RE, "a host name or IP address")
 
@@ -277,7 +298,7 @@ class ConfigOption:
     def admits(self, value: Any) -> bool:
         if self.allowed is None:
             return True
-        if self.type == "list":
+        if self.type == "list" and not isinstance(self.allowed, Items):
             return all(self.allowed.admits(v) for v in value)
         return self.allowed.admits(value)
 

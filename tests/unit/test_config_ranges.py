@@ -208,3 +208,15 @@ def test_configuration_doc_is_generated_from_the_registry():
     assert DOC.read_text() == reference_markdown(), "docs/configuration.md is stale: run `make config-doc`"
     for o in cfg.OPTIONS.values():
         assert f"`{o.key}`" in DOC.read_text()
+
+
+def test_list_options_check_their_items_and_count():
+    """What a list key such as data.dirs declares: Items(NON_EMPTY) refuses an empty list and empty items."""
+    opt = cfg.ConfigOption("test.dirs", "list", ("a",), (cfg.TABLET,), "a test", cfg.Items(cfg.NON_EMPTY))
+    assert opt.parse("a, b") == ("a", "b")
+    for bad in ("", " , ", []):
+        with pytest.raises(ConfigError, match=r"not allowed \(allowed: 1 or more items, each not empty\)"):
+            opt.parse(bad)
+    capped = cfg.ConfigOption("test.dirs", "list", ("a",), (cfg.TABLET,), "a test", cfg.Items(cfg.NON_EMPTY, 1, 2))
+    with pytest.raises(ConfigError, match=r"1\.\.2 items"):
+        capped.parse("a,b,c")
