@@ -4,8 +4,9 @@
 
 PATH is a bucket directory (prints its leader-epoch-checkpoint, then every segment), a ``.log`` segment,
 an ``.index``/``.timeindex``, a writer ``.snapshot`` or a ``leader-epoch-checkpoint``. ``--verify`` checks
-every batch's CRC and header, offset continuity, that the file ends on a batch boundary, index entries
-against the log, and the epoch cache against the batches' leader epochs; exit 1 on any problem.
+every batch's CRC and header, its records (lengths and count; compressed ones decompressed up to 64 MiB),
+offset continuity, that the file ends on a batch boundary, index entries against the log, and the epoch
+cache against the batches' leader epochs; exit 1 on any problem.
 Nothing is ever written.
 """
 
@@ -21,7 +22,7 @@ from fluss_py.cli.args import int_in
 from fluss_py.errors import FlussError, LogCorruptedError
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from fluss_py.log.writer_state import SNAPSHOT_SUFFIX, WriterStateManager
-from fluss_py.record.batch import CompressionType, RecordBatch, iter_batches
+from fluss_py.record.batch import MAX_DECOMPRESSED_BYTES, CompressionType, RecordBatch, iter_batches
 
 _INDEX = struct.Struct(">ii")
 _TIME_INDEX = struct.Struct(">qi")
@@ -110,6 +111,12 @@ class Dumper:
                     b.ensure_valid()
                 except FlussError as e:
                     self.problem(f"{path.name} position {b.position}: {e}")
+            elif self.verify:
+                try:
+                    b.ensure_valid_records(MAX_DECOMPRESSED_BYTES)
+                except FlussError as e:
+                    self.problem(f"{path.name} position {b.position}: {e}")
+                    ok = False
             if expected is not None and b.base_offset != expected:
                 self.problem(f"{path.name} position {b.position}: base offset {b.base_offset}, expected {expected}")
             expected = b.next_offset

@@ -1,8 +1,10 @@
 """Validation of an append request before anything is written (docs/storage.md §1, invariant 6).
 
-Works on batch headers and CRCs only (nothing per record). The leader path also assigns offsets and stamps the
-leader epoch into the request buffer in place; neither path touches disk or tablet state, so a raise here
-leaves the log exactly as it was.
+The leader path is the one place where a server looks inside batches: header, CRC, then every record's
+lengths and the record count, compressed records decompressed up to ``log.max-batch-size``
+(``RecordBatch.ensure_valid_records``). It also assigns offsets and stamps the leader epoch into the request
+buffer in place. The follower path checks headers and CRCs only: what it copies was validated by a leader.
+Neither path touches disk or tablet state, so a raise here leaves the log exactly as it was.
 """
 
 from __future__ import annotations
@@ -75,15 +77,17 @@ def validate_leader_append(
     writers: WriterStateManager,
     table_bucket: TableBucket,
 ) -> ValidatedAppend:
-    """Check size, header and CRC of every batch and the idempotent writers' sequences (``writers`` is only
-    read); assign offsets from ``log_end_offset`` and stamp ``leader_epoch`` into ``buf``."""
+    """Check size, header, CRC and records of every batch and the idempotent writers' sequences (``writers`` is
+    only read); assign offsets from ``log_end_offset`` and stamp ``leader_epoch`` into ``buf``."""
     view = memoryview(buf)
     out = ValidatedAppend(next_offset=log_end_offset)
     pending: dict[int, tuple[int, int]] = {}
     for pos, size, h in split_batches(view):
         if size > max_batch_bytes:
             raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds log.max-batch-size ({max_batch_bytes})")
-        RecordBatch(view[pos : pos + size]).ensure_valid()
+        batch = RecordBatch(view[pos : pos + size])
+        batch.ensure_valid()
+        batch.ensure_valid_records(max_batch_bytes)
         offset = out.next_offset
         if h[9] >= 0:
             last_seq = increment_sequence(h[11], h[6])

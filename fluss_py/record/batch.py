@@ -31,13 +31,12 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import IntEnum
 
 import crc32c
-import lz4.frame
-import zstandard
 
 from fluss_py.errors import CorruptMessageError, InvalidRecordBatchError, UnsupportedCompressionError
+from fluss_py.record.compression import CompressionType, compress, decompress
+from fluss_py.record.validation import RECORD_HEADER, RECORD_OVERHEAD, ensure_valid_records
 
 MAGIC = 0
 NO_WRITER_ID = -1
@@ -58,40 +57,12 @@ _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-RECORD_HEADER = struct.Struct(">qii")
-RECORD_OVERHEAD = RECORD_HEADER.size  # 16
 _COMPRESSION_MASK = 0x07
 _INT32_MAX = 2**31 - 1
 _HEADER_PLACEHOLDER = bytes(BATCH_HEADER_SIZE)
-
-
-class CompressionType(IntEnum):
-    NONE = 0
-    LZ4 = 1
-    ZSTD = 2
-
-
-def _compress(kind: CompressionType, data: bytes) -> bytes:
-    if kind is CompressionType.NONE:
-        return data
-    if kind is CompressionType.LZ4:
-        return lz4.frame.compress(data)
-    if kind is CompressionType.ZSTD:
-        return zstandard.ZstdCompressor(level=3).compress(data)
-    raise UnsupportedCompressionError(f"compression {kind!r}")
-
-
-def _decompress(kind: int, data: bytes | memoryview) -> bytes | memoryview:
-    if kind == CompressionType.NONE:
-        return data
-    try:
-        if kind == CompressionType.LZ4:
-            return lz4.frame.decompress(bytes(data))
-        if kind == CompressionType.ZSTD:
-            return zstandard.ZstdDecompressor().decompress(bytes(data), max_output_size=1 << 31)
-    except Exception as e:  # lz4/zstd raise their own error types
-        raise CorruptMessageError(f"cannot decompress records ({CompressionType(kind).name}): {e}") from e
-    raise UnsupportedCompressionError(f"unknown compression code {kind}")
+# What ``records()`` decompresses at most by default (a consumer does not know the leader's
+# log.max-batch-size, 8 MiB by default; the leader never accepts a batch expanding beyond it).
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
 
 def increment_sequence(sequence: int, delta: int) -> int:
@@ -115,7 +86,8 @@ class RecordBatch:
     """A read-only view over one batch's bytes; the header is parsed on first access.
 
     Owned by whoever holds the buffer; cheap to create (no copy). Servers use only the header
-    properties and ``is_valid``; ``records()`` is for clients and tools.
+    properties, ``is_valid`` and (the leader, once) ``ensure_valid_records``; ``records()`` is for clients
+    and tools.
     """
 
     __slots__ = ("_buf", "_h", "_pos")
@@ -252,20 +224,41 @@ class RecordBatch:
             )
         ensure_valid_header(h)
 
-    # --- records (clients and tools only)
-    def records(self) -> Iterator[Record]:
+    def ensure_valid_records(self, max_bytes: int) -> None:
+        """The record-level check (after ``ensure_valid``): the records block decompresses to at most
+        ``max_bytes`` and holds exactly ``record_count`` well-formed records; else ``CorruptMessageError``.
+        The leader runs it once per batch before the append (see ``fluss_py.record.validation``)."""
         h = self._header()
+        data = self._records_block(h, max_bytes)
+        ensure_valid_records(data, h[12], f"batch at offset {h[0]}")
+
+    def _records_block(self, h: tuple, max_bytes: int) -> bytes | memoryview:
         start = self._pos + BATCH_HEADER_SIZE
         end = self._pos + h[1] + LOG_OVERHEAD
-        data = _decompress(h[5] & _COMPRESSION_MASK, memoryview(self._buf)[start:end])
+        try:
+            return decompress(h[5] & _COMPRESSION_MASK, memoryview(self._buf)[start:end], max_bytes)
+        except CorruptMessageError as e:
+            raise CorruptMessageError(f"batch at offset {h[0]}: {e.message}") from None
+
+    # --- records (clients and tools only)
+    def records(self, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> Iterator[Record]:
+        """The records in order; ``CorruptMessageError`` at the first that does not make sense (the records
+        before it have been yielded), or when the block decompresses to more than ``max_bytes``."""
+        h = self._header()
+        data = self._records_block(h, max_bytes)
         base_offset, first_ts, count = h[0], h[7], h[12]
         unpack = RECORD_HEADER.unpack_from
         pos, size = 0, len(data)
         for i in range(count):
             if pos + RECORD_OVERHEAD > size:
-                raise CorruptMessageError(f"batch at offset {base_offset}: record {i} truncated")
+                raise CorruptMessageError(f"batch at offset {base_offset}: record {i} of {count} is missing")
             ts_delta, klen, vlen = unpack(data, pos)
             pos += RECORD_OVERHEAD
+            if klen < -1 or vlen < -1 or pos + max(klen, 0) + max(vlen, 0) > size:
+                raise CorruptMessageError(
+                    f"batch at offset {base_offset}: record {i} has key length {klen}, value length {vlen} "
+                    f"({size - pos} bytes left)"
+                )
             key = None
             if klen >= 0:
                 key = bytes(data[pos : pos + klen])
@@ -274,9 +267,9 @@ class RecordBatch:
             if vlen >= 0:
                 value = bytes(data[pos : pos + vlen])
                 pos += vlen
-            if pos > size:
-                raise CorruptMessageError(f"batch at offset {base_offset}: record {i} runs past the batch")
             yield Record(base_offset + i, first_ts + ts_delta, key, value)
+        if pos != size:
+            raise CorruptMessageError(f"batch at offset {base_offset}: {size - pos} bytes after the last record")
 
     def __repr__(self) -> str:
         h = self._header()
@@ -422,7 +415,7 @@ class RecordBatchBuilder:
             buf = bytearray().join(self._parts)
         else:
             buf = bytearray(_HEADER_PLACEHOLDER)
-            buf += _compress(self._compression, b"".join(self._parts[1:]))
+            buf += compress(self._compression, b"".join(self._parts[1:]))
         count = self._count
         HEADER.pack_into(
             buf,

@@ -57,9 +57,21 @@ class ConsumerRecord(NamedTuple):
 
 
 class _Completed(NamedTuple):
+    """One bucket's answer: its records from the position on, where the position goes once they are taken,
+    and the error of a batch that could not be read (raised by ``take`` after every record before it)."""
+
     generation: int
     records: list[ConsumerRecord]
     next_offset: int
+    error: FlussError | None = None
+
+
+def _unreadable(tb: TableBucket, offset: int, cause: FlussError) -> FlussError:
+    """The error ``poll`` raises for a batch it cannot read: same code, saying where and what to do."""
+    return type(cause)(
+        f"bucket {tb}: cannot read the batch at offset {offset} ({cause.message}); every record before offset "
+        f"{offset} was delivered; seek past the batch to skip it"
+    )
 
 
 class _Session:
@@ -137,7 +149,9 @@ class Fetcher:
 
     # ---------------------------------------------------------------- user side
     def take(self, max_records: int) -> list[ConsumerRecord]:
-        """Buffered records at the current positions (advancing them); raises a pending fatal error."""
+        """Buffered records at the current positions (advancing them); raises a pending fatal error, and the
+        error of a bucket's unreadable batch once every record before it has been taken (the position stays
+        at that batch: each later take raises again until the user seeks past it)."""
         if self._errors:
             raise self._errors.pop(0)
         out: list[ConsumerRecord] = []
@@ -155,14 +169,26 @@ class Fetcher:
                 out.extend(records[:room])
                 self._positions.advance(tb, records[room - 1].offset + 1)
                 self._buffer[tb] = completed._replace(records=records[room:])
+            elif completed.error is not None and not records:
+                if out:
+                    continue  # raised by the next take, after the records handed out now
+                del self._buffer[tb]
+                self._after_take()
+                raise completed.error
             else:
                 out.extend(records)
                 self._positions.advance(tb, max(completed.next_offset, p.offset))
-                del self._buffer[tb]
+                if completed.error is not None:
+                    self._buffer[tb] = completed._replace(records=[])
+                else:
+                    del self._buffer[tb]
+        self._after_take()
+        return out
+
+    def _after_take(self) -> None:
         if not self._buffer:
             self.data.clear()
         self.wakeup.set()
-        return out
 
     # ---------------------------------------------------------------- the loop
     async def _run(self) -> None:
@@ -339,19 +365,30 @@ class Fetcher:
             self._busy_servers.pop(server_id, None)
 
     def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> None:
+        """Decode the answer batch by batch. A batch that fails its checks ends it: the records of the
+        batches before it are buffered, then its error (a batch is delivered whole or not at all)."""
         assert p.offset is not None
         records: list[ConsumerRecord] = []
         next_offset = p.offset
+        error: FlussError | None = None
         for batch in iter_batches(data):
-            batch.ensure_valid()
             if batch.last_offset < p.offset:
                 continue
-            for r in batch.records():
-                if r.offset >= p.offset:
-                    records.append(ConsumerRecord(tb, r.offset, r.timestamp_ms, r.key, r.value))
+            try:
+                batch.ensure_valid()
+                decoded = [
+                    ConsumerRecord(tb, r.offset, r.timestamp_ms, r.key, r.value)
+                    for r in batch.records()
+                    if r.offset >= p.offset
+                ]
+            except FlussError as e:
+                error = _unreadable(tb, batch.base_offset, e)
+                log.warning("%s", error.message)
+                break
+            records.extend(decoded)
             next_offset = batch.last_offset + 1
-        if records or next_offset > p.offset:
-            self._buffer[tb] = _Completed(p.generation, records, next_offset)
+        if records or next_offset > p.offset or error is not None:
+            self._buffer[tb] = _Completed(p.generation, records, next_offset, error)
             self.data.set()
 
     def _on_bucket_error(self, tb: TableBucket, p: BucketPosition, error: FlussError, server_id: int) -> None:

@@ -228,3 +228,32 @@ def test_fetch_session_names_only_moved_buckets_and_starts_over_after_a_reset() 
     assert s.delta({b: (0, 2)}) == ([], [c])
     s.answered(0)  # a server without sessions: every request stays full
     assert s.id == 0 and s.delta({b: (0, 2)}) == ([b], [])
+
+
+async def test_a_bad_batch_is_raised_after_every_record_before_it_and_until_the_user_seeks_past() -> None:
+    """The batch at offset 10 claims 4 records but its fourth has a value length of 2^31-1 (the leader of a
+    real cluster refuses it; a log written before that check, or by a faulty server, may still hold one)."""
+    from fluss_py.errors import CorruptMessageError
+    from fluss_py.record.batch import set_base_offset_and_epoch
+    from fluss_py.testing.bad_batches import lying_value_length
+
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    await fill(cluster, 10, prefix="before")
+    bucket = cluster.buckets[TableBucket(tid, 0)]
+    bad = bytearray(lying_value_length(3))
+    set_base_offset_and_epoch(bad, 0, bucket.leo, bucket.leader_epoch)
+    bucket.batches.append(bytes(bad))
+    bucket.leo += 4
+    await fill(cluster, 5, prefix="after")
+    async with consumer(cluster) as c:
+        await c.assign("t")
+        got = await poll_n(c, 10)
+        assert [r.value for r in got] == [f"before{i}".encode() for i in range(10)]
+        for _ in range(2):  # raised, and raised again: the position stays at the bad batch
+            with pytest.raises(CorruptMessageError, match=r"offset 10 .*value length 2147483647.*seek past"):
+                await poll_n(c, 1)
+            assert await c.position(TableBucket(tid, 0)) == 10
+        c.seek(TableBucket(tid, 0), 14)
+        rest = await poll_n(c, 5)
+    assert [(r.offset, r.value) for r in rest] == [(14 + i, f"after{i}".encode()) for i in range(5)]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fluss_py.cli.main import main
+from fluss_py.log import LogConfig
 
 from .helpers import batch, open_log
 
@@ -65,3 +66,30 @@ def test_verify_detects_corruption(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_missing_path_is_usage_error(tmp_path: Path) -> None:
     assert main(["dump-log", str(tmp_path / "nope")]) == 2
+
+
+@pytest.mark.parametrize("bad", ["lying-value-length", "count-larger-than-records", "lz4-bomb"])
+def test_verify_checks_the_records_inside_a_batch_with_a_valid_crc(
+    tmp_path: Path, capsys: pytest.CaptureFixture, bad: str
+) -> None:
+    """A bad batch that reached a log without the leader's record check (here: appended as a follower)."""
+    from fluss_py.record.batch import set_base_offset_and_epoch
+    from fluss_py.testing import bad_batches
+
+    forged = {
+        "lying-value-length": bad_batches.lying_value_length,
+        "count-larger-than-records": bad_batches.count_larger_than_records,
+        "lz4-bomb": lambda: bad_batches.lz4_bomb(80 * 1024 * 1024),
+    }[bad]()
+    d = tmp_path / "1-0"
+    t = open_log(d, LogConfig(max_batch_bytes=8 * 1024 * 1024))
+    t.append_as_leader(batch(2), 0)
+    data = bytearray(forged)
+    set_base_offset_and_epoch(data, 0, 2, 0)
+    t.append_as_follower(bytes(data))
+    t.close()
+    assert main(["dump-log", str(d), "--verify"]) == 1
+    out = capsys.readouterr().out
+    assert "crcValid: true" in out
+    problems = [line for line in out.splitlines() if line.startswith("PROBLEM")]
+    assert len(problems) == 1 and "batch at offset 2" in problems[0], problems
