@@ -8,7 +8,9 @@ Checkpoint format (``CheckpointFile``)::
     <entry line>
 
 Writes go to ``<name>.tmp``, are fsynced, renamed over the target, and the directory is fsynced, so a
-reader sees either the old or the new content, never a mix. Per data dir, ``OffsetCheckpoint`` files hold
+reader sees either the old or the new content, never a mix. Reading is strict (ASCII, integers, the stated
+count): whatever else is in the file raises ``LogCorruptedError``, and its owner rebuilds it from the log
+(docs/storage.md "Bad checkpoints"). Per data dir, ``OffsetCheckpoint`` files hold
 ``<table_id> <bucket> <offset>`` lines (high watermarks, recovery points, log start offsets).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError, StorageError
@@ -26,6 +29,8 @@ HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".fluss_cleanshutdown"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]{1,19}\Z")  # ASCII only (``int`` also takes "١٢", "1_000" and " 7 ")
 
 
 def fsync_dir(path: Path) -> None:
@@ -67,14 +72,21 @@ class CheckpointFile:
         lines += [" ".join(str(f) for f in e) for e in entries]
         write_atomic(self.path, ("\n".join(lines) + "\n").encode())
 
-    def read(self) -> list[tuple[str, ...]] | None:
-        """Entries as string tuples; None if the file does not exist; LogCorruptedError if malformed."""
+    def read(self) -> list[tuple[int, ...]] | None:
+        """Entries as tuples of integers; None if the file does not exist; ``LogCorruptedError`` naming the
+        file for anything else than this format exactly (ASCII decimal integers, ``fields`` per line)."""
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        if not text:
+        if not raw:
             return []
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise LogCorruptedError(
+                f"{self.path}: not a text checkpoint (byte {e.start} is {raw[e.start]:#04x})"
+            ) from None
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -82,19 +94,21 @@ class CheckpointFile:
             raise LogCorruptedError(f"{self.path}: truncated checkpoint (no version/count lines)")
         if lines[0].strip() != str(CHECKPOINT_VERSION):
             raise LogCorruptedError(f"{self.path}: unsupported checkpoint version {lines[0]!r}")
-        try:
-            count = int(lines[1])
-        except ValueError:
-            raise LogCorruptedError(f"{self.path}: bad entry count line {lines[1]!r}") from None
+        if not _INTEGER.match(lines[1]):
+            raise LogCorruptedError(f"{self.path}: bad entry count line {lines[1]!r}")
+        count = int(lines[1])
         body = lines[2:]
         if count != len(body):
             raise LogCorruptedError(f"{self.path}: header says {count} entries, found {len(body)}")
         out = []
         for i, line in enumerate(body, start=3):
-            parts = tuple(line.split())
-            if len(parts) != self.fields:
-                raise LogCorruptedError(f"{self.path}: line {i} {line!r} does not have {self.fields} fields")
-            out.append(parts)
+            parts = line.split()
+            if len(parts) != self.fields or not all(_INTEGER.match(p) for p in parts):
+                raise LogCorruptedError(f"{self.path}: line {i} {line!r} is not {self.fields} integers")
+            values = tuple(int(p) for p in parts)
+            if any(not _INT64_MIN <= v <= _INT64_MAX for v in values):
+                raise LogCorruptedError(f"{self.path}: line {i} {line!r} holds a value outside int64")
+            out.append(values)
         return out
 
 
@@ -117,11 +131,12 @@ class OffsetCheckpoint:
         self._written = dict(offsets)
 
     def read(self) -> dict[TableBucket, int]:
+        """``LogCorruptedError`` for a malformed file, a negative field or a bucket named twice."""
         entries = self._file.read() or []
-        try:
-            return {TableBucket(int(t), int(b)): int(o) for t, b, o in entries}
-        except ValueError as e:
-            raise LogCorruptedError(f"{self.path}: non-integer field ({e})") from None
+        out = {TableBucket(t, b): o for t, b, o in entries}
+        if len(out) != len(entries) or any(min(e) < 0 for e in entries):
+            raise LogCorruptedError(f"{self.path}: a bucket named twice, or a negative id or offset")
+        return out
 
 
 def write_clean_shutdown_marker(data_dir: Path) -> None:

@@ -49,14 +49,15 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
-        """Read ``path`` (missing file = empty cache); raise LogCorruptedError naming the file if malformed."""
-        rows = CheckpointFile(path, 2).read() or []
-        try:
-            entries = [EpochEntry(int(e), int(o)) for e, o in rows]
-        except ValueError:
-            raise LogCorruptedError(f"{path}: non-integer epoch entry") from None
+        """Read ``path`` (missing file = empty cache); ``LogCorruptedError`` naming the file if it is malformed,
+        or its entries are negative or not strictly increasing. (Whether they match the log is the loader's
+        check: ``fluss_py.log.loader``.)"""
+        entries = [EpochEntry(e, o) for e, o in CheckpointFile(path, 2).read() or []]
+        for e in entries:
+            if e.epoch < 0 or e.start_offset < 0:
+                raise LogCorruptedError(f"{path}: negative entry {e}")
         for a, b in itertools.pairwise(entries):
-            if b.epoch <= a.epoch or b.start_offset < a.start_offset:
+            if b.epoch <= a.epoch or b.start_offset <= a.start_offset:
                 raise LogCorruptedError(f"{path}: entries not increasing ({a} then {b})")
         cache = cls(path, entries)
         cache._on_disk = [(e.epoch, e.start_offset) for e in entries]

@@ -19,6 +19,7 @@ from pathlib import Path
 from fluss_py.errors import LogCorruptedError
 from fluss_py.log.config import LogConfig
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from fluss_py.log.reconcile import epoch_cache_contradiction, reconcile_offsets
 from fluss_py.log.segment import LogSegment
 from fluss_py.log.writer_state import WriterStateManager
 from fluss_py.record.batch import RecordBatch
@@ -116,14 +117,21 @@ class LogLoader:
         if recover_from < len(self.segments):
             self._recover_segments(recover_from, recovery_point, rebuild_epochs)
         leo = self.segments[-1].next_offset if self.segments else 0
-        first_base = self.segments[0].base_offset if self.segments else 0
-        start = first_base if log_start is None else max(log_start, first_base)
-        if not self.segments or leo < start:
-            if self.segments:
-                log.warning("%s: log end %d is below log start %d; starting over", self.dir, leo, start)
+        if self.segments:
+            offsets = reconcile_offsets(self.segments[0].base_offset, leo, log_start, hw, recovery_point, clean)
+            for problem in offsets.problems:
+                log.warning("%s: checkpointed %s (a bad checkpoint: the log wins)", self.dir, problem)
+            start, hw, recovery_point = offsets.log_start, offsets.high_watermark, offsets.recovery_point
+        else:
+            start = 0 if log_start is None else log_start
             self.segments = reset_log(self.dir, self.segments, start, self.config, self.epoch_cache, self.writers)
             self._bases = [start]
             leo = recovery_point = hw = start
+        if not rebuild_epochs:
+            reason = self._epoch_cache_contradiction(start, leo, clean)
+            if reason is not None:
+                log.warning("%s: %s %s; rebuilding it from the log", self.dir, LEADER_EPOCH_CHECKPOINT, reason)
+                rebuild_epochs = True
         if rebuild_epochs:
             self._rebuild_epoch_cache()
         self.epoch_cache.truncate_from_end(leo)
@@ -135,8 +143,8 @@ class LogLoader:
             writers=self.writers,
             log_start_offset=start,
             log_end_offset=leo,
-            recovery_point=leo if clean else min(max(recovery_point, start), leo),
-            high_watermark=min(max(hw, start), leo),
+            recovery_point=recovery_point,
+            high_watermark=hw,
         )
         log.info(
             "%s: loaded %d segments, log [%d, %d), hw %d, %s shutdown, %.3f s",
@@ -202,6 +210,15 @@ class LogLoader:
             log.warning("%s: deleting segment %d after a corruption before it", self.dir, seg.base_offset)
             seg.delete()
         del self.segments[i:], self._bases[i:]
+
+    def _epoch_cache_contradiction(self, start: int, leo: int, clean: bool) -> str | None:
+        def batch_at(offset: int) -> tuple | None:
+            i = bisect.bisect_right(self._bases, offset) - 1
+            found = self.segments[i].find_batch(offset) if i >= 0 else None
+            return None if found is None else found[1]
+
+        last = batch_at(leo - 1) if leo > start else None
+        return epoch_cache_contradiction(self.epoch_cache.entries(), start, leo, batch_at, last, clean)
 
     def _rebuild_epoch_cache(self) -> None:
         entries: list[EpochEntry] = []

@@ -196,6 +196,8 @@ class WriterStateManager:
 
     @staticmethod
     def read_snapshot(path: Path) -> dict[int, WriterStateEntry]:
+        """The writers of a snapshot file; ``CorruptSnapshotError`` if it is malformed (CRC, layout, trailing
+        bytes) or contradicts its name: every batch it remembers must lie below the offset it was taken at."""
         data = path.read_bytes()
         if len(data) < _HEAD.size:
             raise CorruptSnapshotError(f"{path.name}: truncated ({len(data)} bytes)")
@@ -204,19 +206,30 @@ class WriterStateManager:
             raise CorruptSnapshotError(f"{path.name}: unsupported version {version}")
         if crc32c.crc32c(data[6:]) != crc:
             raise CorruptSnapshotError(f"{path.name}: CRC mismatch")
+        try:
+            taken_at = int(path.name[: -len(SNAPSHOT_SUFFIX)])
+        except ValueError:
+            raise CorruptSnapshotError(f"{path.name}: not named <offset>{SNAPSHOT_SUFFIX}") from None
         writers: dict[int, WriterStateEntry] = {}
         pos = _HEAD.size
         try:
             for _ in range(count):
                 wid, epoch, ts, n = _WRITER.unpack_from(data, pos)
                 pos += _WRITER.size
+                if wid < 0 or epoch < 0 or not 0 <= n <= MAX_CACHED_BATCHES or wid in writers:
+                    raise CorruptSnapshotError(f"{path.name}: writer {wid} epoch {epoch} with {n} batches")
                 entry = WriterStateEntry(wid, epoch, ts)
                 for _ in range(n):
-                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
+                    b = BatchMetadata(*_BATCH.unpack_from(data, pos))
                     pos += _BATCH.size
+                    if not 0 <= b.first_offset <= b.last_offset < taken_at or b.first_seq < 0 or b.last_seq < 0:
+                        raise CorruptSnapshotError(f"{path.name}: writer {wid}: {b} does not lie below {taken_at}")
+                    entry.batches.append(b)
                 writers[wid] = entry
         except struct.error as e:
             raise CorruptSnapshotError(f"{path.name}: {e}") from None
+        if pos != len(data):
+            raise CorruptSnapshotError(f"{path.name}: {len(data) - pos} bytes after the last writer")
         return writers
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:

@@ -40,9 +40,17 @@ def test_empty_checkpoint_round_trip(tmp_path: Path) -> None:
     [
         (b"1\n0\n", "version"),
         (b"0\n2\n0 0\n", "header says 2"),
-        (b"0\n1\n0\n", "fields"),
+        (b"0\n1\n0\n", "is not 2 integers"),
         (b"0\n2\n3 10\n1 20\n", "not increasing"),
-        (b"0\n1\nx 1\n", "non-integer"),
+        (b"0\n2\n1 10\n3 10\n", "not increasing"),
+        (b"0\n1\nx 1\n", "is not 2 integers"),
+        (b"0\n1\n1_0 1\n", "is not 2 integers"),
+        (b"0\n1\n\xd9\xa1 1\n", "not a text checkpoint"),  # ARABIC-INDIC DIGIT ONE: int() would take it
+        (b"0\n1\n\xff\xfe 1\n", "not a text checkpoint"),
+        (b"0\n1\n-1 5\n", "negative"),
+        (b"0\n1\n1 99999999999999999999\n", "is not 2 integers"),
+        (b"0\n1\n1 9999999999999999999\n", "outside int64"),
+        (b"0\nx\n", "bad entry count"),
     ],
 )
 def test_corrupt_checkpoint_names_file_and_problem(tmp_path: Path, content: bytes, what: str) -> None:

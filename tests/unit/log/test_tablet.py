@@ -258,8 +258,11 @@ def test_log_start_checkpoint_and_hw_respected_on_open(tmp_path: Path) -> None:
     t = open_log(d, clean_shutdown=True, log_start_offset=4, high_watermark=15)
     assert (t.log_start_offset, t.high_watermark, t.log_end_offset, t.recovery_point) == (4, 15, 20, 20)
     t.close()
-    t = open_log(d, clean_shutdown=True, log_start_offset=50)  # segments went missing: start over at 50
-    assert (t.log_start_offset, t.log_end_offset) == (50, 50)
+    t.close()
+    # A log start past the log end contradicts the log: a bad checkpoint, the log is kept (it used to be
+    # deleted: one bad line could destroy a replica's only copy of its data).
+    t = open_log(d, clean_shutdown=True, log_start_offset=50, high_watermark=70, recovery_point=90)
+    assert (t.log_start_offset, t.high_watermark, t.log_end_offset, t.recovery_point) == (0, 20, 20, 20)
 
 
 def test_patched_header_crc_stays_valid_on_disk(tmp_path: Path) -> None:
