@@ -18,7 +18,9 @@ from enum import Enum
 from typing import Any
 
 from fluss_py.errors import (
+    CorruptMessageError,
     FencedLeaderEpochError,
+    InvalidRecordBatchError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
@@ -35,6 +37,9 @@ ACKS_ALL = -1
 
 class IllegalStateTransition(RuntimeError):
     """A replica was asked to move to a state whose legal predecessors do not include its current one."""
+
+
+REFUSED_WARNING_INTERVAL_S = 10.0
 
 
 class ReplicaState(Enum):
@@ -93,6 +98,8 @@ class Replica:
         self.followers: dict[int, FollowerProgress] = {}
         self.leader_epoch_start_offset = 0
         self.durable_offset = 0  # leader, log.flush.on-ack: fsynced on every maximal-ISR member below it
+        self._refused_batches = 0  # malformed batches refused as leader since the last warning about them
+        self._refused_warned_at: float | None = None
 
     def __repr__(self) -> str:
         return f"Replica({self.table_bucket}, {self.state.value}, epoch={self.leader_epoch}, isr={self.isr})"
@@ -250,9 +257,28 @@ class Replica:
             raise NotEnoughReplicasError(
                 f"bucket {self.table_bucket}: ISR {list(self.isr)} is smaller than min.insync.replicas {self.min_isr}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        try:
+            info = self.log.append_as_leader(records, self.leader_epoch)
+        except (CorruptMessageError, InvalidRecordBatchError) as e:
+            self._refused(e)
+            raise
         self.maybe_increment_hw()
         return info
+
+    def _refused(self, e: Exception) -> None:
+        """Warn about a malformed batch a producer sent (a client bug, or someone probing): at most one line
+        per bucket every ``REFUSED_WARNING_INTERVAL_S``, counting the others."""
+        self._refused_batches += 1
+        now = self._clock()
+        if self._refused_warned_at is not None and now - self._refused_warned_at < REFUSED_WARNING_INTERVAL_S:
+            return
+        log.warning(
+            "bucket %s: refused %d malformed batch(es) from producers, nothing written; latest: %s",
+            self.table_bucket,
+            self._refused_batches,
+            e,
+        )
+        self._refused_batches, self._refused_warned_at = 0, now
 
     def maybe_increment_hw(self) -> bool:
         """HW := min LEO over the maximal ISR, only ever forwards. True when it moved."""

@@ -76,6 +76,15 @@ def create_table(
     return table_id
 
 
+def one_bucket_on_three_servers(cluster_factory, table: str, replicas: tuple[int, ...] = (1, 2, 3)):
+    """One coordinator and three tablet servers with ``FAULT_OVERRIDES``, and ``fluss.<table>`` with one bucket
+    replicated on all of them: returns (cluster, the bucket, {server name: ReplicaFiles})."""
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES)
+    table_id = create_table(cluster, table)
+    tb = TableBucket(table_id, 0)
+    return cluster, tb, {server_name(s): ReplicaFiles(cluster, server_name(s), tb) for s in replicas}
+
+
 def leader_isr(zk: ZkView, cluster: LocalCluster, tb: TableBucket) -> LeaderAndIsr | None:
     data = zk.get_bytes(LeaderIsrZNode.path(cluster.zk_root, tb.table_id, tb.bucket))
     return None if data is None else LeaderIsrZNode.decode(data)
@@ -229,10 +238,17 @@ def raw_produce(
     builder = RecordBatchBuilder()
     for v in values:
         builder.append(v)
+    return raw_produce_batch(address, tb, builder.build(), acks, timeout_s)
+
+
+def raw_produce_batch(
+    address: str | grpc.Channel, tb: TableBucket, records: bytes, acks: int, timeout_s: float
+) -> RawResult:
+    """One ProduceLog carrying ``records`` as they are (e.g. a malformed batch)."""
     request = tablet_pb2.ProduceLogRequest(
         acks=acks,
         timeout_ms=int(timeout_s * 1000),
-        buckets=[tablet_pb2.ProduceBucket(table_bucket=_tb_pb(tb), records=builder.build())],
+        buckets=[tablet_pb2.ProduceBucket(table_bucket=_tb_pb(tb), records=records)],
     )
     if isinstance(address, str):
         with grpc.insecure_channel(address) as channel:

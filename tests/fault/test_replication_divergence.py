@@ -22,7 +22,6 @@ from fluss_py.errors import ErrorCode
 from fluss_py.testing.faults import kill9, pause, resume
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
-from fluss_py.types import TableBucket
 from tests.fault.replication_support import (
     DATABASE,
     FAULT_OVERRIDES,
@@ -32,8 +31,8 @@ from tests.fault.replication_support import (
     bootstrap,
     bucket_offsets,
     consume,
-    create_table,
     leader_isr,
+    one_bucket_on_three_servers,
     produce,
     raw_produce,
     server_id,
@@ -53,14 +52,6 @@ PREFIX = [b"p%03d" % i for i in range(20)]
 # process's socket) at most replica.fetch.wait.max.ms later. Holding the pause this long before writing
 # guarantees that what the leader writes next cannot reach the paused follower.
 PARKED_FETCH_EXPIRY_S = 2 * int(FAULT_OVERRIDES["replica.fetch.wait.max.ms"]) / 1000
-
-
-def _setup(cluster_factory, table: str):
-    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES)
-    table_id = create_table(cluster, table)
-    tb = TableBucket(table_id, 0)
-    files = {server_name(s): ReplicaFiles(cluster, server_name(s), tb) for s in REPLICAS}
-    return cluster, tb, files
 
 
 def _committed_prefix(cluster, zk, tb, table, files) -> None:
@@ -90,7 +81,7 @@ def _converged(cluster, tb, table, files, timeout: float = 20.0) -> int:
 
 def test_unclean_tail_divergence_old_leader_truncates_its_unreplicated_records_and_converges(cluster_factory):
     table = "divergence"
-    cluster, tb, files = _setup(cluster_factory, table)
+    cluster, tb, files = one_bucket_on_three_servers(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
         _committed_prefix(cluster, zk, tb, table, files)
         before = leader_isr(zk, cluster, tb)
@@ -142,7 +133,7 @@ def test_hw_truncation_follower_ahead_of_the_new_leader_truncates_and_nothing_ac
     cluster_factory,
 ):
     table = "hw_truncation"
-    cluster, tb, files = _setup(cluster_factory, table)
+    cluster, tb, files = one_bucket_on_three_servers(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
         _committed_prefix(cluster, zk, tb, table, files)
         before = leader_isr(zk, cluster, tb)
