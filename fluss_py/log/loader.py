@@ -103,7 +103,7 @@ class LogLoader:
             self.epoch_cache = LeaderEpochCache.load(self.dir / LEADER_EPOCH_CHECKPOINT)
             rebuild_epochs = not (self.dir / LEADER_EPOCH_CHECKPOINT).exists()
         except LogCorruptedError as e:
-            log.warning("%s; rebuilding the leader-epoch cache from the log", e)
+            log.warning("%s; rebuilding it from the log", e)
             rebuild_epochs = True
         self.segments = [LogSegment(self.dir, b, self.config.index_interval_bytes) for b in bases]
         self._bases = list(bases)

@@ -111,7 +111,9 @@ class LogManager:
         try:
             return cp.read()
         except Exception as e:  # an unreadable checkpoint means "recover everything" (offset 0)
-            log.warning("%s: unreadable (%s); treating every offset in it as 0", cp.path, e)
+            log.warning(
+                "%s: unreadable (%s); treating every offset in it as 0 (rewritten at the next checkpoint)", cp.path, e
+            )
             return {}
 
     def get_or_create(self, table_bucket: TableBucket, log_config: LogConfig | None = None) -> LogTablet:
