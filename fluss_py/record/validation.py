@@ -35,21 +35,29 @@ def ensure_valid_records(data: bytes | bytearray | memoryview, count: int, where
         return
     unpack = _LENGTHS.unpack_from
     pos, size = 0, len(data)
-    for i in range(count):
-        if pos + RECORD_OVERHEAD > size:
+    i = klen = vlen = 0
+    try:
+        for i in range(count):
+            klen, vlen = unpack(data, pos)  # struct.error when fewer than 16 bytes are left
+            if klen >= 0 and vlen >= 0:
+                pos += RECORD_OVERHEAD + klen + vlen
+            elif klen < -1 or vlen < -1:
+                raise CorruptMessageError(f"{where}: record {i} has key length {klen}, value length {vlen}")
+            else:
+                pos += RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+    except struct.error:
+        if pos > size:
+            i -= 1  # the previous record claimed more bytes than there are
+        else:
             raise CorruptMessageError(
                 f"{where}: record {i} of {count} is missing or truncated ({size - pos} bytes left, "
                 f"a record needs at least {RECORD_OVERHEAD})"
-            )
-        klen, vlen = unpack(data, pos)
-        if klen < -1 or vlen < -1:
-            raise CorruptMessageError(f"{where}: record {i} has key length {klen}, value length {vlen}")
-        pos += RECORD_OVERHEAD + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
-        if pos > size:
-            raise CorruptMessageError(
-                f"{where}: record {i} (key length {klen}, value length {vlen}) runs {pos - size} bytes past "
-                f"the end of the records ({size} bytes)"
-            )
+            ) from None
+    if pos > size:
+        raise CorruptMessageError(
+            f"{where}: record {i} (key length {klen}, value length {vlen}) runs {pos - size} bytes past "
+            f"the end of the records ({size} bytes)"
+        )
     if pos != size:
         raise CorruptMessageError(f"{where}: {size - pos} bytes after the last of {count} records")
 
@@ -72,6 +80,6 @@ def _uniform(data: bytes | bytearray | memoryview, count: int) -> bool:
         return False
     if count == 1:
         return True
-    view = memoryview(data)
-    lengths = bytes(view[_LENGTHS_AT : _LENGTHS_AT + _LENGTHS_SIZE])
-    return all(view[_LENGTHS_AT + j :: stride].tobytes() == lengths[j : j + 1] * count for j in range(_LENGTHS_SIZE))
+    flat = data if isinstance(data, bytes) else bytes(data)  # (strided slices of bytes run 3x faster)
+    lengths = flat[_LENGTHS_AT : _LENGTHS_AT + _LENGTHS_SIZE]
+    return all(flat[_LENGTHS_AT + j :: stride] == lengths[j : j + 1] * count for j in range(_LENGTHS_SIZE))
