@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from fluss_py.log import LogConfig, LogTablet
 from fluss_py.log.validator import validate_leader_append
 from fluss_py.log.writer_state import WriterStateManager
 from fluss_py.record import CompressionType, RecordBatch, RecordBatchBuilder
@@ -83,4 +85,34 @@ def run() -> list[dict]:
         label = f"256 KiB batch of {batch.record_count} records, {name}"
         rows.append(row(f"leader validation, {label}", whole * 1e6, "us/batch"))
         rows.append(row("  of which the record check", check * 1e6, "us/batch"))
+    rows += _append_with_and_without_the_check()
     return rows
+
+
+def _append_with_and_without_the_check() -> list[dict]:
+    """``LogTablet.append_as_leader`` (validation, stamping, one write to the page cache) of 256 KiB batches
+    of 50..150 B records, with the record check and with it replaced by a no-op, interleaved."""
+    raw = SHAPES["50-150 B values"]()
+    real = RecordBatch.ensure_valid_records
+    with tempfile.TemporaryDirectory(prefix="bench-validation-", dir=os.environ.get("BENCH_DIR")) as root:
+        log = LogTablet.open(Path(root) / "1-0", TB, LogConfig(segment_bytes=1 << 30, max_batch_bytes=MAX_BATCH))
+
+        def append() -> None:
+            if log.size_in_bytes > 512 * 1024 * 1024:  # keep the page cache small: start again
+                log.truncate_fully_and_start_at(log.log_end_offset)
+            log.append_as_leader(raw, 1)
+
+        def without() -> None:
+            RecordBatch.ensure_valid_records = lambda self, max_bytes: None  # type: ignore[method-assign]
+            try:
+                append()
+            finally:
+                RecordBatch.ensure_valid_records = real  # type: ignore[method-assign]
+
+        with_check, without_check = _best_per_call([append, without], rounds=7)
+        log.close()
+    mb = len(raw) / 1e6
+    return [
+        row("leader append, 256 KiB batches of 50-150 B records, with the record check", mb / with_check, "MB/s"),
+        row("leader append, the same without it", mb / without_check, "MB/s"),
+    ]
