@@ -7,6 +7,7 @@ caller (``LogLoader``), with one warning. Nothing here does I/O: the loader pass
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ def epoch_cache_contradiction(
 
     An entry starting exactly at the log end is a new leader's epoch, assigned before its first write.
     """
+    starts = [e.start_offset for e in entries]
     for i, e in enumerate(entries):
         if e.start_offset > log_end:
             if clean:
@@ -46,10 +48,10 @@ def epoch_cache_contradiction(
             return f"entry {e} does not start at a batch boundary ({where} holds offset {e.start_offset})"
         if h[2] != e.epoch:
             return f"entry {e}: the batch at offset {e.start_offset} has leader epoch {h[2]}"
-        if e.start_offset > log_start and (reason := _epoch_before(entries, i, batch_at)) is not None:
+        if e.start_offset > log_start and (reason := _epoch_before(entries, starts, i, batch_at)) is not None:
             return reason
     if last_batch is not None and last_batch[0] >= log_start:
-        epoch = _epoch_of(entries, last_batch[0])
+        epoch = _epoch_of(entries, starts, last_batch[0])
         if epoch != last_batch[2]:
             return (
                 f"the last batch (offset {last_batch[0]}) has leader epoch {last_batch[2]}, the checkpoint says "
@@ -58,19 +60,22 @@ def epoch_cache_contradiction(
     return None
 
 
-def _epoch_of(entries: list[EpochEntry], offset: int) -> int | None:
-    covering = [e for e in entries if e.start_offset <= offset]
-    return covering[-1].epoch if covering else None
+def _epoch_of(entries: list[EpochEntry], starts: list[int], offset: int, upto: int | None = None) -> int | None:
+    """The epoch the first ``upto`` entries (all by default) give ``offset`` (``starts``: their start offsets)."""
+    i = bisect.bisect_right(starts, offset, 0, len(starts) if upto is None else upto)
+    return entries[i - 1].epoch if i else None
 
 
-def _epoch_before(entries: list[EpochEntry], i: int, batch_at: Callable[[int], tuple | None]) -> str | None:
+def _epoch_before(
+    entries: list[EpochEntry], starts: list[int], i: int, batch_at: Callable[[int], tuple | None]
+) -> str | None:
     """The batch just before entry i's start belongs to the previous entry's epoch (or, with no previous
     entry, to a lower epoch): otherwise entry i starts later than its epoch did."""
     e = entries[i]
     h = batch_at(e.start_offset - 1)
     if h is None:
         return None
-    expected = _epoch_of(entries[:i], h[0])
+    expected = _epoch_of(entries, starts, h[0], upto=i)
     if (expected is not None and h[2] != expected) or (expected is None and h[2] >= e.epoch):
         return f"entry {e}: the batch before it (offset {h[0]}) has leader epoch {h[2]}"
     return None
