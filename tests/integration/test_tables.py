@@ -4,7 +4,8 @@
   election (first replica leads, every replica in the ISR, epochs 0, the leader's coordinator epoch);
   every tablet server receives the table in UpdateMetadata;
 - replication factor 4 on 3 servers: INVALID_REPLICATION_FACTOR and nothing is created in ZooKeeper;
-- AdjustIsr and ControlledShutdown over gRPC change leader_isr conditionally;
+- AdjustIsr and ControlledShutdown over gRPC change leader_isr conditionally, and only with the replica token
+  of the server they name (without it: refused, nothing changes);
 - kill -9 of a bucket leader: after its session expires the next ISR member leads and the dead one
   leaves every ISR; a coordinator failover keeps all of it (the new leader reloads from ZooKeeper).
 """
@@ -20,10 +21,17 @@ from fluss_py.client.sync import SyncAdmin
 from fluss_py.errors import ErrorCode
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2_grpc
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
 from fluss_py.types import TableBucket
-from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableIdCounterZNode, TableZNode
+from fluss_py.zk.paths import (
+    LeaderIsrZNode,
+    TableAssignmentZNode,
+    TableIdCounterZNode,
+    TabletServerZNode,
+    TableZNode,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
 
@@ -50,6 +58,12 @@ def _tablet_metadata(cluster, name):
     with grpc.insecure_channel(cluster.get(name).rpc_address) as channel:
         response = tablet_pb2_grpc.TabletServiceStub(channel).GetMetadata(common_pb2.MetadataRequest(), timeout=3)
     return response.metadata if response.error.code == 0 else None
+
+
+def _as_server(zk, root, server_id):
+    """Call metadata proving the caller is tablet server ``server_id``: the replica token of its registration."""
+    registration = TabletServerZNode.decode(zk.get_bytes(TabletServerZNode.path(root, server_id)))
+    return call_metadata(REPLICA_TOKEN_KEY, registration.replica_token)
 
 
 def _zk_tables_state(zk, root):
@@ -103,15 +117,23 @@ def test_create_table_rf3_writes_leader_isr_and_rf4_creates_nothing(cluster_fact
         shrink = coordinator_pb2.AdjustIsrRequest(server_id=leader0, buckets=[coordinator_pb2.AdjustIsrBucket(
             table_bucket=common_pb2.TableBucket(table_id=table_id, bucket=0), leader_epoch=0, bucket_epoch=0,
             new_isr=[leader0, follower0])])  # fmt: skip
-        (result,) = stub.AdjustIsr(shrink, timeout=3).buckets
+        # without the named server's replica token the coordinator refuses it and changes nothing
+        before_isr = zk.get_json(LeaderIsrZNode.path(root, table_id, 0))
+        unproven = stub.AdjustIsr(shrink, timeout=3)
+        assert unproven.error.code == ErrorCode.REPLICA_NOT_AUTHENTICATED and not unproven.buckets, unproven
+        assert zk.get_json(LeaderIsrZNode.path(root, table_id, 0)) == before_isr
+        # with it (read from the server's registration, as the server itself presents it) it is applied
+        as_leader0 = _as_server(zk, root, leader0)
+        (result,) = stub.AdjustIsr(shrink, timeout=3, metadata=as_leader0).buckets
         assert result.error.code == ErrorCode.NONE and list(result.leader_and_isr.isr) == [leader0, follower0]
         assert zk.get_json(LeaderIsrZNode.path(root, table_id, 0))["isr"] == [leader0, follower0]
         del shrink.buckets[0].new_isr[1:]
-        (stale,) = stub.AdjustIsr(shrink, timeout=3).buckets
+        (stale,) = stub.AdjustIsr(shrink, timeout=3, metadata=as_leader0).buckets
         assert stale.error.code == ErrorCode.INVALID_UPDATE_VERSION
 
         # controlled shutdown of server 1: it leads nothing afterwards and is in no ISR
-        done = stub.ControlledShutdown(coordinator_pb2.ControlledShutdownRequest(server_id=1), timeout=5)
+        shutdown = coordinator_pb2.ControlledShutdownRequest(server_id=1)
+        done = stub.ControlledShutdown(shutdown, timeout=5, metadata=_as_server(zk, root, 1))
         assert done.error.code == ErrorCode.NONE and list(done.remaining_leaders) == []
         for bucket in assignment:
             state = zk.get_json(LeaderIsrZNode.path(root, table_id, bucket))
