@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from signal import SIGCONT, SIGTERM
+from types import MappingProxyType
 from typing import Any
 
 from fluss_py.testing.cluster_file import (
@@ -66,6 +67,10 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
+def _frozen(overrides: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return MappingProxyType({str(k): str(v) for k, v in (overrides or {}).items()})
+
+
 class LocalCluster:
     """Owns the processes of one local cluster, its directory and its cluster.json."""
 
@@ -88,11 +93,12 @@ class LocalCluster:
     ) -> None:
         self.directory = Path(directory).absolute()
         self.ports = ports or default_allocator()
-        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
-        self.role_overrides = {
-            COORDINATOR: {str(k): str(v) for k, v in (coordinator_overrides or {}).items()},
-            TABLET_SERVER: {str(k): str(v) for k, v in (tablet_overrides or {}).items()},
-        }
+        # Read-only: every server's command line is recorded from them here (and by add_*), so a change
+        # made after the constructor would silently miss the servers already recorded.
+        self.overrides = _frozen(overrides)
+        self.role_overrides = MappingProxyType(
+            {COORDINATOR: _frozen(coordinator_overrides), TABLET_SERVER: _frozen(tablet_overrides)}
+        )
         self.conf_dir = conf_dir
         self.launcher = list(launcher) if launcher else default_launcher()
         self.die_with_parent = die_with_parent
@@ -134,7 +140,8 @@ class LocalCluster:
         self = cls.__new__(cls)
         self.directory = directory
         self.ports = ports or default_allocator()
-        self.overrides, self.role_overrides = {}, {COORDINATOR: {}, TABLET_SERVER: {}}
+        self.overrides = _frozen(None)
+        self.role_overrides = MappingProxyType({COORDINATOR: _frozen(None), TABLET_SERVER: _frozen(None)})
         self.conf_dir, self.launcher, self._zk = CONF_DIR, default_launcher(), None
         self.die_with_parent = False
         self.record = record

@@ -4,7 +4,8 @@
 - ``zk_root``          a fresh root per test, e.g. ``/fluss-test_leader_failover-3``
 - ``cluster_factory``  ``make(coordinators, tablet_servers, ...) -> LocalCluster`` on the shared ZooKeeper
                        under ``zk_root`` (or with its own ZooKeeper and the default ``/fluss`` root);
-                       ``overrides`` go to every server, ``tablet_overrides`` to tablet servers only;
+                       ``overrides`` go to every server, ``coordinator_overrides`` / ``tablet_overrides``
+                       to one role only (fixed when the cluster is made: its command lines are recorded);
                        every cluster it made is closed after the test, every PID killed, pass or fail
 - ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
@@ -78,6 +79,7 @@ def cluster_factory(
         own_zookeeper: bool = False,
         start: bool = True,
         overrides: Mapping[str, Any] | None = None,
+        coordinator_overrides: Mapping[str, Any] | None = None,
         tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
     ) -> LocalCluster:
@@ -93,6 +95,7 @@ def cluster_factory(
             zk_root=root,
             tick_time=500,
             overrides={**TEST_OVERRIDES, **(overrides or {})},
+            coordinator_overrides=coordinator_overrides,
             tablet_overrides=tablet_overrides,
             die_with_parent=True,
         )

@@ -40,13 +40,15 @@ pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
 BUCKETS = 30
 RF = 3
+NO_AUTO_REBALANCE = {"coordinator.rebalance.auto": "false"}
 
 
 def make_cluster(cluster_factory, coordinators: int, **coordinator_overrides) -> LocalCluster:
-    cluster = cluster_factory(coordinators=coordinators, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES,
-                              start=False)  # fmt: skip
-    cluster.role_overrides[COORDINATOR].update({k.replace("_", "."): str(v) for k, v in coordinator_overrides.items()})
-    cluster.start()
+    overrides = {k.replace("_", "."): str(v) for k, v in coordinator_overrides.items()}
+    cluster = cluster_factory(coordinators=coordinators, tablet_servers=3, coordinator_overrides=overrides,
+                              tablet_overrides=FAULT_OVERRIDES)  # fmt: skip
+    for name in cluster.names(COORDINATOR):  # the servers were started with them
+        assert all(f"{k}={v}" in cluster.get(name).argv for k, v in overrides.items()), cluster.get(name).argv
     return cluster
 
 
@@ -240,9 +242,8 @@ def test_the_throttle_holds_while_a_new_server_is_filled(cluster_factory):
     change before their copy is done), over every window between two samples."""
     overrides = {**FAULT_OVERRIDES, "tablet-server.rebalance.throttle-bytes-per-second": str(THROTTLE),
                  "replica.fetch.max.bytes": str(FETCH_MAX)}  # fmt: skip
-    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=overrides, start=False)
-    cluster.role_overrides[COORDINATOR].update({"coordinator.rebalance.auto": "false"})
-    cluster.start()
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, coordinator_overrides=NO_AUTO_REBALANCE,
+                              tablet_overrides=overrides)  # fmt: skip
     buckets = 6
     table_id = create_table(cluster, "throttle", buckets=buckets, rf=RF)
     record = b"t" * (16 * 1024)
@@ -301,9 +302,8 @@ def test_a_restarted_follower_catches_up_unthrottled(cluster_factory):
     over 20 s throttled; it rejoins every ISR in well under that, and no leader counts a throttled byte."""
     throttle = 64 * 1024
     overrides = {**FAULT_OVERRIDES, "tablet-server.rebalance.throttle-bytes-per-second": str(throttle)}
-    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=overrides, start=False)
-    cluster.role_overrides[COORDINATOR].update({"coordinator.rebalance.auto": "false"})
-    cluster.start()
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, coordinator_overrides=NO_AUTO_REBALANCE,
+                              tablet_overrides=overrides)  # fmt: skip
     buckets = 3
     table_id = create_table(cluster, "restart", buckets=buckets, rf=RF)
     victim = server_name(3)

@@ -134,9 +134,8 @@ def test_create_table_refuses_out_of_range_properties(cluster_factory):
 
 
 def test_rebalance_with_a_bad_dry_run_value_starts_nothing(cluster_factory):
-    cluster: LocalCluster = cluster_factory(coordinators=1, tablet_servers=2, start=False)
-    cluster.role_overrides[COORDINATOR].update({"coordinator.rebalance.auto": "false"})
-    cluster.start()
+    cluster: LocalCluster = cluster_factory(coordinators=1, tablet_servers=2,
+                                            coordinator_overrides={"coordinator.rebalance.auto": "false"})  # fmt: skip
     leader = cluster.wait_for_leader(15)
     with SyncAdmin(cluster.get(f"{TABLET_SERVER}-1").rpc_address, request_timeout=10.0) as admin:
         admin.create_table("fluss.skewed", num_buckets=6, replication_factor=1)
