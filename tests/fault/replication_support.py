@@ -10,8 +10,10 @@ on its own thread and loop and never touches a process.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,6 +317,7 @@ class SteadyProducer:
         self._stop = threading.Event()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._main, name="steady-producer", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, timeout: float = 30.0) -> SteadyProducer:
         self._thread.start()
@@ -327,7 +330,7 @@ class SteadyProducer:
     def stop(self, timeout: float = 90.0) -> list[Sent]:
         self._stop.set()
         self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the steady producer did not stop"
+        assert not self._thread.is_alive(), f"the steady producer did not stop; it is at:\n{self._where()}"
         if self.failure is not None:
             raise self.failure
         return self.sent
@@ -353,7 +356,23 @@ class SteadyProducer:
             self.failure = e
             self._started.set()
 
+    def _where(self) -> str:
+        """Where a stuck producer thread is: its stack and each task's await chain (for the failure)."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        lines = traceback.format_stack(frame) if frame is not None else ["(thread gone)\n"]
+        loop = self._loop
+        for task in asyncio.all_tasks(loop) if loop is not None and not loop.is_closed() else ():
+            lines.append(f"task {task.get_name()}:\n")
+            awaited: object = task.get_coro()
+            while awaited is not None:
+                f = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+                if f is not None:
+                    lines.append(f"  {f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}\n")
+                awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        return "".join(lines) + f"last completed send: {self.sent[-1] if self.sent else None}"
+
     async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         producer = Producer(self.servers, self.options)
         try:
             seq = 0

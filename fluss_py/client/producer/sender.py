@@ -152,6 +152,12 @@ class Sender:
             seq = state.sequencer
             if seq.needs_reset():
                 self._start_reset(tb, state)
+                # Its batches wait for a new writer id, which may take long (no coordinator answers): wake up
+                # to fail them at their delivery timeout (_expire) all the same.
+                queue = self._acc.queues.get(tb)
+                waiting = [*seq.retry, queue[0]] if queue else seq.retry
+                if waiting:
+                    wake.append(min(b.deadline for b in waiting))
                 continue
             if seq.in_flight:
                 self._abandon_moved(tb, seq, now)

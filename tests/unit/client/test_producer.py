@@ -193,6 +193,26 @@ async def test_lost_writer_state_restarts_sequences_under_a_new_writer_id() -> N
     assert sum(1 for _, n, _ in cluster.calls if n == "AllocateWriterId") == 2
 
 
+async def test_a_bucket_waiting_for_a_new_writer_id_still_fails_its_record_at_the_delivery_timeout() -> None:
+    """The writer state is lost (power cut) and no new writer id can be had (no coordinator answers): the
+    record fails once its delivery timeout passes; the caller is not left waiting for the coordinator."""
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster, delivery_timeout=0.5, request_timeout=0.2) as p:
+        for v in (b"a", b"b", b"c"):
+            await (await p.send("t", v))
+        cluster.truncate(tb, 2)
+        cluster.dead.add(cluster.coordinator_address)
+        fut = await p.send("t", b"d")
+        with pytest.raises(RequestTimedOutError, match="delivery timeout"):
+            await asyncio.wait_for(fut, 10.0)  # (without the bound the test would hang: its only failure mode)
+        cluster.dead.discard(cluster.coordinator_address)
+        r = await asyncio.wait_for(await p.send("t", b"e"), 10.0)  # the reset completes once it answers
+    assert values(cluster, tb) == [b"a", b"b", b"e"]
+    assert r.offset == 2
+
+
 async def test_non_retriable_error_fails_only_that_batch() -> None:
     cluster = FakeCluster()
     tid = cluster.create_table("fluss", "t")
