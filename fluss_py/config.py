@@ -230,6 +230,19 @@ TABLET_SERVER_ID = option("tablet-server.id", "int", 0, [TABLET], "tablet server
 TABLET_SERVER_RACK = option("tablet-server.rack", "str", "", [TABLET], "rack, for replica placement",
                             Text(r"[A-Za-z0-9_.:/\-]{0,255}", "empty or up to 255 of [A-Za-z0-9_.:/-]"))  # fmt: skip
 DATA_DIR = option("data.dir", "str", "data", [TABLET], "directory holding bucket logs and checkpoints", NON_EMPTY)
+DATA_DIRS = option("data.dirs", "list", (), [TABLET],
+                  "several data directories (comma separated; one failing takes only its replicas offline); "
+                  "empty: data.dir alone", Items(NON_EMPTY, min_count=0, max_count=256))  # fmt: skip
+LOG_DIR_RECOVERY_CHECK_INTERVAL = option("log.dir.recovery-check-interval", "duration", 5.0, [TABLET],
+                                         "how often a data dir that filled up is checked for free space "
+                                         "(it comes back online by itself)", Range(0.01, HOUR))  # fmt: skip
+LOG_DIR_MIN_FREE = option("log.dir.min-free", "size", 64 * MiB, [TABLET],
+                          "free space a full data dir needs to come back online", Range(0))  # fmt: skip
+LOG_SCRUB_RATE = option("log.scrub.rate", "size", 8 * MiB, [TABLET],
+                        "bytes per second the scrubber reads to check CRCs (0: off)", Range(0))  # fmt: skip
+LOG_SCRUB_INTERVAL = option("log.scrub.interval", "duration", HOUR, [TABLET],
+                            "pause between two scrubbing passes over the closed segments",
+                            Range(0.01, 30 * DAY))  # fmt: skip
 MIN_INSYNC_REPLICAS = option("tablet-server.min.insync.replicas", "int", 2, [TABLET],
                              "acks=all needs at least this many replicas in ISR",
                              Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip

@@ -154,6 +154,25 @@ def remove_from_isr(current: LeaderAndIsr, server: int, coordinator_epoch: int) 
     return current.with_isr(rest, coordinator_epoch)
 
 
+def corrupt_replica(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    server: int,
+    live: Set[int],
+    coordinator_epoch: int,
+    shutting_down: Set[int] = _EMPTY,
+) -> LeaderAndIsr | None:
+    """``server`` found a corrupt segment in its replica: it must not count as a full copy while it repairs
+    itself from another. A leader hands leadership to the first other live ISR member (which leaves it out of
+    the ISR); a follower leaves the ISR. None when it is not in the ISR, or when it is the only ISR member that
+    could lead (a damaged copy beats none: it keeps leading, and the operator is told by its log)."""
+    if server not in current.isr:
+        return None
+    if current.leader == server:
+        return controlled_shutdown_leader(replicas, current, live, {*shutting_down, server}, coordinator_epoch)
+    return remove_from_isr(current, server, coordinator_epoch)
+
+
 def reconcile_liveness(
     replicas: Sequence[int],
     current: LeaderAndIsr,

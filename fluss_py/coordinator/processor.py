@@ -13,6 +13,9 @@ implies on the ``TabletChannel`` (never awaited: a paused tablet server cannot s
     ListTables / GetMetadata / AllocateWriterId
     AdjustIsr           validate (leader epoch, bucket epoch, eligibility) -> conditional write -> answer
     ControlledShutdown  move leadership off the server, take it out of ISRs -> remaining leaders
+    ReplicasFailed / ReplicasCorrupt / ReplicasRecovered   a server's ReportReplicaFaults (or a storage
+                        error answering NotifyLeaderAndIsr): failed replicas count as dead for their bucket,
+                        corrupt ones leave the ISR and leadership, recovered ones are told their role again
     membership          ``on_servers_changed(joined, died)``, called by MetadataHandlers on the loop:
                         dead: new leaders from live ISRs, dead replicas leave ISRs; joined: elect
                         leaderless/new buckets, tell the server its role
@@ -132,6 +135,22 @@ class ReplicasFailed(Event):
     buckets: list[TableBucket]
 
 
+@dataclass(eq=False)
+class ReplicasCorrupt(Event):
+    """A tablet server found corrupt segments in these replicas (it repairs them as a follower)."""
+
+    server_id: int
+    buckets: list[TableBucket]
+
+
+@dataclass(eq=False)
+class ReplicasRecovered(Event):
+    """A tablet server's data directory is back: these replicas may serve again (as followers first)."""
+
+    server_id: int
+    buckets: list[TableBucket]
+
+
 FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPTED})
 
 
@@ -193,6 +212,8 @@ class TableProcessor:
             ListTables: self.list_tables,
             GetMetadata: self.get_metadata,
             AdjustIsr: self.adjust_isr,
+            ReplicasCorrupt: self.replicas_corrupt,
+            ReplicasRecovered: self.replicas_recovered,
             ControlledShutdown: self.controlled_shutdown,
             AllocateWriterId: self.allocate_writer_id,
             ReplicasFailed: self.replicas_failed,
@@ -577,6 +598,51 @@ class TableProcessor:
         self._send(batch)
         log.error("Tablet server %d reported failed replicas %s: %d leadership/ISR change(s)", event.server_id,
                   [str(tb) for tb in tbs], len(changed))  # fmt: skip
+
+    async def replicas_corrupt(self, event: ReplicasCorrupt) -> None:
+        """Take corrupt replicas out of the ISR, and out of leadership when another ISR member can lead."""
+        await self._ensure_loaded()
+        sid, changes = event.server_id, []
+        for tb in event.buckets:
+            bucket = self.view.buckets.get(tb)
+            if bucket is None or bucket.leader_and_isr is None or sid not in bucket.replicas:
+                continue
+            live = self.live() - self.view.failed_on(tb)
+            new = election.corrupt_replica(
+                bucket.replicas, bucket.leader_and_isr, sid, live, self.epoch, self.view.shutting_down
+            )
+            if new is not None:
+                changes.append((tb, new))
+            elif bucket.leader_and_isr.leader == sid:
+                log.error("bucket %s: leader %d reports a corrupt log, but no other ISR member can lead", tb, sid)
+        changed = await self.store.write_leader_isr(changes)
+        batch = self._batch()
+        for tb, _ in changed:
+            self._notify(batch, tb)
+            self._set_states(tb)
+        if changed:
+            batch.update_metadata(self.live())
+        self._send(batch)
+        log.warning("Tablet server %d reported corrupt replicas %s: %d leadership/ISR change(s)", sid,
+                    [str(tb) for tb in event.buckets], len(changed))  # fmt: skip
+
+    async def replicas_recovered(self, event: ReplicasRecovered) -> None:
+        """A data directory came back: its replicas count as live again; their server learns their roles (as
+        a returning server does), and leaderless buckets among them may elect."""
+        await self._ensure_loaded()
+        sid = event.server_id
+        tbs = [tb for tb in event.buckets if tb in self.view.buckets and sid in self.view.buckets[tb].replicas]
+        self.view.failed_replicas -= {(tb, sid) for tb in tbs}
+        changed = await self._reconcile(tbs)
+        batch = self._batch()
+        batch.update_metadata(self.live())
+        for tb in tbs:
+            self._notify(batch, tb, [sid])
+            self._set_states(tb)
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        self._send(batch)
+        log.info("Tablet server %d reports replicas %s back: %d change(s)", sid, [str(tb) for tb in tbs], len(changed))
 
     # ---------------------------------------------------------------- ISR and shutdown
     async def adjust_isr(self, event: AdjustIsr) -> coordinator_pb2.AdjustIsrResponse:

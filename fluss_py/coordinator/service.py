@@ -6,8 +6,8 @@
 - On the leader, database and table DDL, GetMetadata, AdjustIsr, ControlledShutdown and AllocateWriterId
   and the consumer-group offsets (``coordinator/groups.py``) go through the single-writer event loop
   (table events: ``coordinator/processor.py``).
-- AdjustIsr and ControlledShutdown change ISRs and leaderships on a tablet server's word: the caller must
-  prove it is the server it names (``ReplicaVerifier``: its replica token, docs/peer-trust.md), else
+- AdjustIsr, ControlledShutdown and ReportReplicaFaults change ISRs and leaderships on a tablet server's
+  word: the caller must prove it is the server it names (``ReplicaVerifier``: its replica token, docs/peer-trust.md), else
   REPLICA_NOT_AUTHENTICATED, logged and counted (``refusals``).
 
 Who may call: grpc.aio, on the process's loop.
@@ -26,11 +26,19 @@ from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
-from fluss_py.errors import ErrorCode, FlussError, NotCoordinatorLeaderError, ReplicaNotAuthenticatedError
+from fluss_py.errors import (
+    ErrorCode,
+    FlussError,
+    InvalidRequestError,
+    NotCoordinatorLeaderError,
+    ReplicaNotAuthenticatedError,
+)
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import RefusalLog, ReplicaVerifier
 from fluss_py.types import CoordinatorLeaderInfo
+
+log = logging.getLogger(__name__)
 
 
 class CoordinatorView(Protocol):
@@ -182,6 +190,25 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             return coordinator_pb2.ControlledShutdownResponse(error=refused)
         event = tables.ControlledShutdown(request.server_id)
         return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, event, fill)
+
+    async def ReportReplicaFaults(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        buckets = [convert.table_bucket_from_pb(b) for b in request.buckets]
+        kinds = {
+            coordinator_pb2.REPLICA_OFFLINE: tables.ReplicasFailed,
+            coordinator_pb2.REPLICA_CORRUPT: tables.ReplicasCorrupt,
+            coordinator_pb2.REPLICA_RECOVERED: tables.ReplicasRecovered,
+        }
+        kind = kinds.get(request.fault)
+        if kind is None:
+            return coordinator_pb2.SimpleResponse(
+                error=convert.error_info(InvalidRequestError(f"unknown replica fault {request.fault}"))
+            )
+        refused = await self._unproven("ReportReplicaFaults", request.server_id, context)
+        if refused is not None:
+            return coordinator_pb2.SimpleResponse(error=refused)
+        log.info("Tablet server %d reports %s for %d bucket(s): %s", request.server_id,
+                 coordinator_pb2.ReplicaFault.Name(request.fault), len(buckets), request.reason)  # fmt: skip
+        return await self._on_leader(coordinator_pb2.SimpleResponse, kind(request.server_id, buckets), _nothing)
 
     async def AllocateWriterId(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def fill(response: Any, writer_id: int) -> None:

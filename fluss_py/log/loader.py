@@ -20,6 +20,7 @@ from fluss_py.errors import LogCorruptedError
 from fluss_py.log.config import LogConfig
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from fluss_py.log.reconcile import epoch_cache_contradiction, reconcile_offsets
+from fluss_py.log.scrub import Corruption, verify_segment_file
 from fluss_py.log.segment import LogSegment
 from fluss_py.log.writer_state import WriterStateManager
 from fluss_py.record.batch import RecordBatch
@@ -42,6 +43,8 @@ class LoadedLog:
     log_end_offset: int
     recovery_point: int
     high_watermark: int
+    corruption: Corruption | None = None  # first corrupt batch below the recovery point (unclean start check)
+    verified_bytes: int = 0  # bytes whose CRCs that check read
 
 
 def _recovery_check(h: tuple, view: memoryview) -> None:
@@ -114,6 +117,9 @@ class LogLoader:
             if not seg.load():  # a missing or corrupt index: re-validate from this segment on
                 recover_from, recovery_point = i, seg.base_offset
                 break
+        corruption, verified = None, 0
+        if not clean:  # the medium may have changed what was fsynced: check it, but change nothing
+            corruption, verified = self._verify_segments(self.segments[:recover_from])
         if recover_from < len(self.segments):
             self._recover_segments(recover_from, recovery_point, rebuild_epochs)
         leo = self.segments[-1].next_offset if self.segments else 0
@@ -145,18 +151,35 @@ class LogLoader:
             log_end_offset=leo,
             recovery_point=recovery_point,
             high_watermark=hw,
+            corruption=corruption if corruption is not None and start <= corruption.offset < leo else None,
+            verified_bytes=verified,
         )
         log.info(
-            "%s: loaded %d segments, log [%d, %d), hw %d, %s shutdown, %.3f s",
+            "%s: loaded %d segments, log [%d, %d), hw %d, %s shutdown (%d MB CRC-checked), %.3f s",
             self.dir,
             len(self.segments),
             start,
             leo,
             loaded.high_watermark,
             "clean" if clean else "unclean",
+            verified // 1_000_000,
             time.monotonic() - started,
         )
         return loaded
+
+    def _verify_segments(self, segments: list[LogSegment]) -> tuple[Corruption | None, int]:
+        """CRC-check segments recovery trusts (below the recovery point): (the first corrupt batch or None,
+        bytes read). A corrupt segment is reported once, here; the replica layer repairs it from the leader (a
+        follower truncates to the offset and fetches again) instead of recovery cutting a log that may hold
+        the only copy of later batches."""
+        verified = 0
+        for seg in segments:
+            corruption = verify_segment_file(seg.log_path, seg.base_offset, seg.size)
+            verified += seg.size if corruption is None else corruption.position
+            if corruption is not None:
+                log.error("%s; the replica will be repaired from the leader", corruption)
+                return corruption, verified
+        return None, verified
 
     def _scan_directory(self) -> list[int]:
         """Delete leftovers of interrupted writes and orphan indexes; refuse unknown files."""

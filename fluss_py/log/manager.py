@@ -17,7 +17,7 @@ import contextlib
 import logging
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fluss_py import config as cfg
@@ -57,9 +57,13 @@ class LogManager:
     executor thread it serialises), at start (``load_logs``), on replica creation/deletion, from the
     periodic flush/checkpoint loop and at shutdown."""
 
-    def __init__(self, data_dir: Path, config: cfg.Config) -> None:
+    def __init__(
+        self, data_dir: Path, config: cfg.Config, on_io_error: Callable[[Path, BaseException], None] | None = None
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
+        self.on_io_error = on_io_error  # told (data dir, error) when a log of this dir fails a disk operation
+        self.verified_bytes = 0  # CRC-checked at the last load (unclean start)
         self.logs: dict[TableBucket, LogTablet] = {}
         self.hw_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
         self.recovery_checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
@@ -92,19 +96,39 @@ class LogManager:
                 log.warning("%s: not a bucket directory; ignored", path)
                 continue
             tb = TableBucket(int(m.group(1)), int(m.group(2)))
-            self.logs[tb] = LogTablet.open(
-                path,
-                tb,
-                configs.get(tb) or self.default_log_config(),
-                recovery_point=rps.get(tb, 0),
-                log_start_offset=starts.get(tb),
-                high_watermark=hws.get(tb, 0),
-                clean_shutdown=clean,
+            self.logs[tb] = self._watch(
+                LogTablet.open(
+                    path,
+                    tb,
+                    configs.get(tb) or self.default_log_config(),
+                    recovery_point=rps.get(tb, 0),
+                    log_start_offset=starts.get(tb),
+                    high_watermark=hws.get(tb, 0),
+                    clean_shutdown=clean,
+                )
             )
+            self.verified_bytes += self.logs[tb].verified_bytes
         log.info(
             "%s: loaded %d logs after a %s shutdown", self.data_dir, len(self.logs), "clean" if clean else "unclean"
         )
         return dict(self.logs)
+
+    def _watch(self, tablet: LogTablet) -> LogTablet:
+        tablet.io_error = self._tablet_io_error
+        return tablet
+
+    def _tablet_io_error(self, tablet: LogTablet, error: BaseException) -> None:
+        if self.on_io_error is not None:
+            self.on_io_error(self.data_dir, error)
+
+    def close_all_without_flush(self) -> list[TableBucket]:
+        """The dir failed: drop every log's descriptors (nothing more is written here); returns their buckets."""
+        buckets = list(self.logs)
+        for tablet in self.logs.values():
+            with contextlib.suppress(OSError):
+                tablet.close_without_flush()
+        self.logs.clear()
+        return buckets
 
     @staticmethod
     def _read_checkpoint(cp: OffsetCheckpoint) -> dict[TableBucket, int]:
@@ -120,11 +144,13 @@ class LogManager:
         tablet = self.logs.get(table_bucket)
         if tablet is None:
             path = self.data_dir / bucket_dir_name(table_bucket)
-            tablet = LogTablet.open(
-                path,
-                table_bucket,
-                log_config or self.default_log_config(),
-                clean_shutdown=not path.exists(),  # a dir we did not load: validate it all
+            tablet = self._watch(
+                LogTablet.open(
+                    path,
+                    table_bucket,
+                    log_config or self.default_log_config(),
+                    clean_shutdown=not path.exists(),  # a dir we did not load: validate it all
+                )
             )
             self.logs[table_bucket] = tablet
         return tablet

@@ -27,6 +27,17 @@ SCAN_CHUNK = 8 * 1024 * 1024
 MAX_SEGMENT_POSITION = 2**31 - 1
 
 
+def _write_fully(fd: int, buf: bytes | bytearray) -> None:
+    """``os.write`` until every byte is written. A short write (a disk filling up) is followed by another
+    write, which then raises the real error (ENOSPC: "No space left on device"), not a made-up one."""
+    view = memoryview(buf)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, f"write returned {written}")
+        view = view[written:]
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -40,6 +51,42 @@ class BatchMeta:
     base_offset: int
     last_offset: int
     max_timestamp: int
+
+
+def scan_batches(fd: int, start_pos: int, end: int) -> Iterator[tuple[int, tuple, memoryview]]:
+    """(position, header tuple, batch bytes) for the whole batches of ``fd`` in [start_pos, end); stops at a
+    torn tail or at a length that cannot be a batch. Reads in chunks of 8 MiB (more for a larger batch): as
+    fast from the page cache as short header reads. Used by segments, recovery and the scrubber (which
+    passes its own descriptor, so it may run in a thread)."""
+    pos = start_pos
+    unpack = HEADER.unpack_from
+    while end - pos >= BATCH_HEADER_SIZE:
+        chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+        view = memoryview(chunk)
+        cpos, clen = 0, len(chunk)
+        while clen - cpos >= BATCH_HEADER_SIZE:
+            h = unpack(view, cpos)
+            size = h[1] + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE:
+                return
+            if cpos + size > clen:
+                break
+            yield pos + cpos, h, view[cpos : cpos + size]
+            cpos += size
+        if cpos == 0:
+            # One batch larger than the chunk: read exactly it (or stop at a torn tail).
+            if clen < BATCH_HEADER_SIZE:
+                return
+            h = unpack(view, 0)
+            size = h[1] + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE or pos + size > end:
+                return
+            big = os.pread(fd, size, pos)
+            if len(big) < size:
+                return
+            yield pos, h, memoryview(big)
+            cpos = size
+        pos += cpos
 
 
 class LogSegment:
@@ -156,37 +203,10 @@ class LogSegment:
     ) -> Iterator[tuple[int, tuple, memoryview]]:
         """(position, header tuple, batch bytes) for whole batches from ``start_pos``; stops at a torn tail.
 
-        Reads in chunks of 8 MiB (more for a larger batch); ``verify`` is only a hint that the caller will
-        look at the bytes (without it short header reads would do, but chunks are as fast from page cache).
+        ``verify`` is only a hint that the caller will look at the bytes (see ``scan_batches``).
         """
         end = self.size if end_pos is None else min(end_pos, self.size)
-        pos = start_pos
-        unpack = HEADER.unpack_from
-        while end - pos >= BATCH_HEADER_SIZE:
-            chunk = os.pread(self._fd, min(SCAN_CHUNK, end - pos), pos)
-            view = memoryview(chunk)
-            cpos, clen = 0, len(chunk)
-            while clen - cpos >= BATCH_HEADER_SIZE:
-                h = unpack(view, cpos)
-                size = h[1] + LOG_OVERHEAD
-                if size < BATCH_HEADER_SIZE:
-                    return
-                if cpos + size > clen:
-                    break
-                yield pos + cpos, h, view[cpos : cpos + size]
-                cpos += size
-            if cpos == 0:
-                # One batch larger than the chunk: read exactly it (or stop at a torn tail).
-                h = unpack(view, 0)
-                size = h[1] + LOG_OVERHEAD
-                if size < BATCH_HEADER_SIZE or pos + size > end:
-                    return
-                big = os.pread(self._fd, size, pos)
-                if len(big) < size:
-                    return
-                yield pos, h, memoryview(big)
-                cpos = size
-            pos += cpos
+        return scan_batches(self._fd, start_pos, end)
 
     def find_batch(self, offset: int) -> tuple[int, tuple] | None:
         """(position, header) of the batch holding ``offset`` (or the first after it); None past the end.
@@ -227,9 +247,7 @@ class LogSegment:
         """Write ``buf`` (whole validated batches) with one ``os.write``; on failure nothing stays."""
         start = self.size
         try:
-            written = os.write(self._fd, buf)
-            if written != len(buf):
-                raise OSError(errno.EIO, f"short write: {written} of {len(buf)} bytes")
+            _write_fully(self._fd, buf)
         except OSError as e:
             try:
                 os.ftruncate(self._fd, start)
@@ -269,6 +287,17 @@ class LogSegment:
         self._rescan_tail_stats()
         self._changed()
         return removed
+
+    def truncate_to_position(self, position: int, offset: int) -> None:
+        """Cut the file at ``position``, where the batch of base offset ``offset`` starts (a corrupt one whose
+        header cannot be trusted to find it)."""
+        position = min(position, self.size)
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(offset)
+        self._rescan_tail_stats()
+        self._changed()
 
     def _rescan_tail_stats(self) -> None:
         """Recompute next offset and max timestamp after a truncation (from the index, then a short scan)."""

@@ -17,12 +17,15 @@ truncates and deletes.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from fluss_py.errors import (
     FencedLeaderEpochError,
@@ -41,6 +44,25 @@ from fluss_py.types import TableBucket
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
+
+IoErrorHook = Callable[["LogTablet", BaseException], None]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _disk_io(method: _F) -> _F:
+    """A call that touches the disk: an ``OSError`` (or the ``StorageError`` wrapping one) is reported to
+    the tablet's ``io_error`` hook (the data dir's failure handling, docs/storage.md §9) and re-raised."""
+
+    @functools.wraps(method)
+    def wrapper(self: LogTablet, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (OSError, StorageError) as e:
+            if self.io_error is not None:
+                self.io_error(self, e)
+            raise
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(slots=True)
@@ -85,6 +107,16 @@ class LogTablet:
         self._bytes_since_snapshot = 0
         self._truncations = 0  # a flush begun before a truncation does not move the recovery point
         self._closed = False
+        self.io_error: IoErrorHook | None = None  # set by the LogManager owning the data dir
+        # the first offset of a batch found corrupt (CRC, header, continuity) below the log end; None: none
+        # known. Set by the unclean-start check and the scrubber; cleared by a truncation to or below it.
+        self.corrupt_from: int | None = None
+        self.corrupt_segment_base = -1  # the segment holding it, and the position there
+        self._corrupt_position = -1
+        if loaded.corruption is not None:
+            c = loaded.corruption
+            self.mark_corrupt(c.offset, c.segment_base, c.position)
+        self.verified_bytes = loaded.verified_bytes
 
     @classmethod
     def open(
@@ -113,6 +145,7 @@ class LogTablet:
         self._bases = [offset]
         self._leo = self._log_start = self._hw = self._recovery_point = offset
         self._truncations += 1
+        self.corrupt_from = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -143,10 +176,45 @@ class LogTablet:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
+    @property
+    def truncations(self) -> int:
+        """How many truncations (or restarts) the log has had: a scrub begun before one is void."""
+        return self._truncations
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def mark_corrupt(self, offset: int, segment_base: int, position: int) -> bool:
+        """Record a corrupt batch at ``offset`` (at ``position`` in segment ``segment_base``; the lowest one
+        wins); True when it is news."""
+        if offset >= self._leo or (self.corrupt_from is not None and self.corrupt_from <= offset):
+            return False
+        self.corrupt_from, self.corrupt_segment_base, self._corrupt_position = offset, segment_base, position
+        return True
+
+    @_disk_io
+    def truncate_at_corruption(self) -> None:
+        """Cut the log where the recorded corrupt batch starts (by position: its header may be the damaged
+        part) and delete every later segment; then it is as after ``truncate_to(corrupt_from)``."""
+        if self.corrupt_from is None:
+            return
+        if self.corrupt_segment_base not in self._bases:  # retention or a truncation removed it meanwhile
+            self.corrupt_from = None
+            return
+        i = self._bases.index(self.corrupt_segment_base)
+        log.warning("%s: truncating the corrupt log at offset %d (LEO %d)", self.dir, self.corrupt_from, self._leo)
+        while len(self.segments) > i + 1:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.segments[-1].truncate_to_position(self._corrupt_position, self.corrupt_from)
+        self._after_truncation()
+
     def writer_state(self, writer_id: int) -> WriterStateEntry | None:
         return self.writers.writers.get(writer_id)
 
     # ------------------------------------------------------------------ appends
+    @_disk_io
     def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
         """Validate, dedupe, assign offsets, stamp ``leader_epoch`` and write. Nothing is written on error."""
         if leader_epoch < 0:
@@ -172,6 +240,7 @@ class LogTablet:
             first, v.next_offset - 1, v.max_timestamp, now_ms, v.record_count, len(buf), False, leader_epoch
         )
 
+    @_disk_io
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
         now_ms = int(time.time() * 1000)
@@ -206,6 +275,7 @@ class LogTablet:
         self._leo = last_offset + 1
         self._bytes_since_snapshot += len(buf)
 
+    @_disk_io
     def roll(self) -> LogSegment:
         """Start a new segment at LEO (no-op if the active one is empty); writer snapshot at the new base."""
         active = self.segments[-1]
@@ -220,6 +290,7 @@ class LogTablet:
         return seg
 
     # ------------------------------------------------------------------ reads
+    @_disk_io
     def read(self, fetch_offset: int, max_bytes: int, upper_bound: int) -> FetchDataInfo:
         """Whole batches from the one holding ``fetch_offset``, below ``upper_bound``, about ``max_bytes``."""
         if fetch_offset < self._log_start or fetch_offset > self._leo:
@@ -257,6 +328,7 @@ class LogTablet:
             cut += size
         return data[:cut]
 
+    @_disk_io
     def offset_for_timestamp(self, ts_ms: int) -> int | None:
         """Base offset of the first batch whose max timestamp is >= ``ts_ms`` (None if there is none)."""
         for seg in self.segments:
@@ -279,6 +351,7 @@ class LogTablet:
         self._hw = new
         return True
 
+    @_disk_io
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after ``offset`` (a batch holding it goes whole); no-op if >= LEO."""
         if offset >= self._leo:
@@ -291,17 +364,24 @@ class LogTablet:
             self.segments.pop().delete()
             self._bases.pop()
         self.segments[-1].truncate_to(offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
         self._leo = self.segments[-1].next_offset
         self.epoch_cache.truncate_from_end(self._leo)
         self._rebuild_writer_state()
         self._hw = min(self._hw, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
         self._truncations += 1
+        if self.corrupt_from is not None and self.corrupt_from >= self._leo:
+            self.corrupt_from = None
 
+    @_disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("%s: deleting the whole log and restarting at %d", self.dir, offset)
         self._reset_at(offset)
 
+    @_disk_io
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding [recovery point, up_to) (default LEO) and advance the recovery point."""
         target = self._leo if up_to is None else min(up_to, self._leo)
@@ -323,6 +403,7 @@ class LogTablet:
             self.writers.take_snapshot(self._leo)
             self._bytes_since_snapshot = 0
 
+    @_disk_io
     def begin_flush(self) -> FlushJob | None:
         """Step 1 of ``flush()`` with the fsyncs left to the caller's thread (docs/storage.md §7): None when
         nothing is new, else a job whose ``descriptors`` are fsynced and closed elsewhere before
@@ -353,6 +434,7 @@ class LogTablet:
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
 
+    @_disk_io
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past ``table.log.ttl`` or over the size limit (only below the HW)."""
         deleted = 0
@@ -388,6 +470,7 @@ class LogTablet:
         return self.writers.expire(now_ms, int(self.config.writer_expiration_s * 1000))
 
     # ------------------------------------------------------------------ lifecycle
+    @_disk_io
     def close(self) -> None:
         """Clean close: flush everything, write a writer snapshot at LEO. An empty log without writers needs
         none (recovery has nothing to replay): a server with thousands of idle buckets stops without

@@ -1,4 +1,5 @@
-"""The replica layer's seam to the coordinator leader: AdjustIsr (the leader proposes ISR changes).
+"""The replica layer's seam to the coordinator leader: AdjustIsr (the leader proposes ISR changes) and
+ReportReplicaFaults (replicas this server can no longer serve, or can again: docs/storage.md §9).
 
 ``CoordinatorGateway`` is the Protocol (fakes in unit tests); ``GrpcCoordinatorGateway`` talks to whichever
 coordinator currently leads, found through a callable the tablet server wires to its ZooKeeper view.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -28,6 +29,12 @@ class CoordinatorGateway(Protocol):
 
     async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]) -> dict[TableBucket, AdjustIsrResult]:
         """Propose ISR changes; one result per bucket. Raises a retriable ApiError if no leader answered."""
+        ...
+
+    async def report_replica_faults(
+        self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str
+    ) -> None:
+        """Tell the coordinator leader (``fault``: a ``coordinator_pb2.ReplicaFault``); raises if unanswered."""
         ...
 
 
@@ -71,22 +78,7 @@ class GrpcCoordinatorGateway:
                 for i in items
             ],
         )
-        address = self._leader_address()
-        for _attempt in range(2):
-            if not address:
-                raise CoordinatorNotAvailableError("no coordinator leader is known")
-            try:
-                stub = await self._stub_for(address)
-                response = await stub.AdjustIsr(request, timeout=self._timeout_s, metadata=self._metadata)
-            except grpc.aio.AioRpcError as e:
-                raise wire.network_error(e, f"AdjustIsr to coordinator {address}") from e
-            error = wire.error_of(response.error)
-            if error is None:
-                break
-            if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address and _attempt == 0:
-                address = error.leader_address
-                continue
-            raise error
+        response = await self._call("AdjustIsr", request)
         results: dict[TableBucket, AdjustIsrResult] = {}
         for b in response.buckets:
             tb = wire.bucket_of(b.table_bucket)
@@ -94,6 +86,34 @@ class GrpcCoordinatorGateway:
             lai = wire.leader_and_isr_of(b.leader_and_isr) if error is None and b.HasField("leader_and_isr") else None
             results[tb] = AdjustIsrResult(tb, error, lai)
         return results
+
+    async def report_replica_faults(
+        self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str
+    ) -> None:
+        request = coordinator_pb2.ReportReplicaFaultsRequest(
+            server_id=server_id, fault=fault, buckets=[wire.pb_bucket(tb) for tb in buckets], reason=reason
+        )
+        await self._call("ReportReplicaFaults", request)
+
+    async def _call(self, method: str, request: Any) -> Any:
+        """One call to the leader; a NOT_COORDINATOR_LEADER answer naming another is followed once."""
+        address = self._leader_address()
+        for attempt in range(2):
+            if not address:
+                raise CoordinatorNotAvailableError("no coordinator leader is known")
+            try:
+                stub = await self._stub_for(address)
+                response = await getattr(stub, method)(request, timeout=self._timeout_s, metadata=self._metadata)
+            except grpc.aio.AioRpcError as e:
+                raise wire.network_error(e, f"{method} to coordinator {address}") from e
+            error = wire.error_of(response.error)
+            if error is None:
+                return response
+            if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address and attempt == 0:
+                address = error.leader_address
+                continue
+            raise error
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         if self._channel is not None:

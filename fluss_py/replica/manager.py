@@ -35,6 +35,7 @@ from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.fetcher.manager import FetcherManager
 from fluss_py.replica.gateway import CoordinatorGateway
 from fluss_py.replica.group_flush import GroupFlusher
+from fluss_py.replica.log_faults import LogFaultHandler
 from fluss_py.replica.messages import (
     AdjustIsrItem,
     BucketState,
@@ -175,6 +176,11 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self.failures: list[BaseException] = []
         self._closed = False
+        self.offline: dict[TableBucket, str] = {}  # replicas whose data directory failed: why
+        self.faults = LogFaultHandler(self, config)
+        listeners = getattr(log_manager, "listeners", None)  # LogDirs: told of every failed data directory
+        if listeners is not None:
+            listeners.append(self.faults.dir_failed)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -187,9 +193,19 @@ class ReplicaManager:
             ("checkpoint", self._checkpoint_loop),
             ("group-flush", self.group_flush.run),
         ):
-            task = asyncio.create_task(body(), name=f"replica-manager-{self.server_id}-{name}")
-            task.add_done_callback(self._on_task_done)
-            self._tasks.append(task)
+            self.spawn(name, body)
+        self.faults.start()
+
+    def spawn(self, name: str, body: Callable[[], Any], *, once: bool = False) -> None:
+        """Run ``body()`` as an owned task: cancelled at shutdown, its failure kept for /health and logged.
+        ``once``: a short job, forgotten when done (else a loop that must run until shutdown)."""
+        if self._closed:
+            return
+        task = asyncio.create_task(body(), name=f"replica-manager-{self.server_id}-{name}")
+        task.add_done_callback(self._on_task_done)
+        if once:
+            task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+        self._tasks.append(task)
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None:
@@ -209,9 +225,10 @@ class ReplicaManager:
         if self._closed:
             return
         self._closed = True
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             try:
                 await task
             except asyncio.CancelledError:
@@ -277,7 +294,27 @@ class ReplicaManager:
         for s in servers:
             self._servers[s.id] = s
 
+    @property
+    def gateway(self) -> CoordinatorGateway:
+        return self._gateway
+
+    def server(self, server_id: int) -> ServerNode | None:
+        return self._servers.get(server_id)
+
+    def remove_replica(self, tb: TableBucket, error: ApiError) -> Replica | None:
+        """Stop serving ``tb`` here (Offline, forgotten): parked produces fail with ``error``. The caller
+        stops its fetching."""
+        replica = self._replicas.pop(tb, None)
+        if replica is not None:
+            replica.go_offline()
+        self.delayed_produce.fail_bucket(tb, error)
+        self._role_changed(tb)
+        self._isr_pending.pop(tb, None)
+        return replica
+
     def _not_leader(self, tb: TableBucket, replica: Replica | None) -> ApiError:
+        if replica is None and tb in self.offline:
+            return StorageError(f"tablet server {self.server_id}: bucket {tb}: {self.offline[tb]}")
         if replica is None:
             return UnknownTableOrBucketError(f"tablet server {self.server_id} does not host bucket {tb}")
         leader = self._servers.get(replica.leader_id)
@@ -314,8 +351,16 @@ class ReplicaManager:
     def _get_or_create(self, state: BucketState) -> Replica:
         tb = state.table_bucket
         replica = self._replicas.get(tb)
+        if tb in self.offline:
+            raise StorageError(f"tablet server {self.server_id}: bucket {tb}: {self.offline[tb]}")
         if replica is None:
             log_tablet = self.log_manager.get(tb)
+            if log_tablet is None and getattr(self.log_manager, "offline", None) and self._may_hold_data(state):
+                # it may be in the failed directory: an empty log here must not count as an ISR copy
+                raise StorageError(
+                    f"tablet server {self.server_id}: bucket {tb} is not in an online data directory and may be in "
+                    f"an offline one ({', '.join(map(str, self.log_manager.offline))})"
+                )
             if log_tablet is None:
                 log_tablet = self.log_manager.get_or_create(tb, self._log_config(state.table_properties))
             replica = Replica(
@@ -333,6 +378,11 @@ class ReplicaManager:
             if replica.state is ReplicaState.OFFLINE:
                 replica.transition(ReplicaState.ONLINE)
         return replica
+
+    def _may_hold_data(self, state: BucketState) -> bool:
+        """This server is in the ISR of a bucket past its first term: it should hold a log of it."""
+        lai = state.leader_and_isr
+        return lai.leader_epoch > 0 and self.server_id in lai.isr
 
     def _log_config(self, properties: Mapping[str, str]) -> Any:
         return LogConfig.from_config(self.config, properties)
@@ -378,6 +428,8 @@ class ReplicaManager:
                     follow[tb] = (self._servers[lai.leader], lai.leader_epoch)  # its address is known now
                 replica.adding_replicas = state.adding_replicas  # the coordinator's latest word (in-order requests)
                 errors[tb] = None
+                if replica.log.corrupt_from is not None:
+                    self.faults.check_corruption(tb)  # leave the ISR and leadership, or repair now
             except Exception as e:
                 errors[tb] = _as_api_error(e, f"become leader/follower of {tb}")
         await self.fetchers.remove_buckets(stop_fetching)
@@ -405,6 +457,7 @@ class ReplicaManager:
                     del self._replicas[tb]
                 stopped.append(tb)
                 if item.delete:
+                    self.offline.pop(tb, None)
                     self.log_manager.delete(tb)
                 errors[tb] = None
             except Exception as e:

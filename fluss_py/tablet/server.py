@@ -38,7 +38,6 @@ import contextlib
 import functools
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -47,7 +46,7 @@ from prometheus_client.core import CounterMetricFamily
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.errors import ServerIdConflictError
-from fluss_py.log.manager import LogManager
+from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
@@ -63,6 +62,7 @@ from fluss_py.tablet.metrics import replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED, ReplicaLayer, TabletServicer
+from fluss_py.tablet.storage_health import StorageCollector, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import (
     BadVersionError,
@@ -133,7 +133,7 @@ class TabletServer:
         self.servicer: TabletServicer | None = None
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
         self.metadata_cache = MetadataCache()
-        self.log_manager: LogManager | None = None
+        self.log_manager: LogDirs | None = None
         self.replica_manager: ReplicaManager | None = None
         self._gateway: GrpcCoordinatorGateway | None = None
         self._custom_layer = replica_layer
@@ -146,6 +146,7 @@ class TabletServer:
         self._in_lifecycle = False
         self._leader_watch: Any = None
         self._retention_task: asyncio.Task[None] | None = None
+        self._retention_failure: BaseException | None = None
         self.metrics = CollectorRegistry()
         Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
@@ -192,12 +193,19 @@ class TabletServer:
                 body["replica_manager"] = "ok"
             except RuntimeError as e:
                 body["replica_manager"] = str(e)
+        if self._retention_failure is not None:
+            body["retention"] = f"failed: {self._retention_failure!r}"
+        if self.log_manager is not None:
+            body.update(health_fields(self.log_manager, self.replica_manager))
         return json_response(body)
 
     def _start_replicas(self) -> ReplicaLayer:
-        """Load (recover) every log of data.dir, then start the replica manager; before any RPC is served."""
-        log_manager = LogManager(Path(self.config[cfg.DATA_DIR]), self.config)
+        """Lock and load (recover) every log of the data dirs, then start the replica manager; before any RPC
+        is served. A directory that fails to load is offline; a locked one stops the start (StorageError)."""
+        log_manager = LogDirs(data_dirs_of(self.config), self.config)
+        started = time.monotonic()
         logs = log_manager.load_logs()
+        load_s = time.monotonic() - started
         # only now may shutdown write the clean-shutdown marker: after a failed load it would let the next
         # start trust logs that were never recovered
         self.log_manager = log_manager
@@ -205,11 +213,14 @@ class TabletServer:
         endpoints = functools.partial(GrpcLeaderEndpoint, replica_token=self.replica_token)
         self.replica_manager = ReplicaManager(self.server_id, self.log_manager, self.config, self._gateway, endpoints)
         self.replica_manager.start()
+        self.metrics.register(StorageCollector(log_manager, self.replica_manager, load_s))
         self._retention_task = asyncio.create_task(self._retention_loop(), name="log-retention")
+        self._retention_task.add_done_callback(self._retention_done)
         log.info(
-            "Tablet server %d: %d logs loaded from %s (%s shutdown before)",
-            self.server_id, len(logs), self.log_manager.data_dir,
-            "clean" if self.log_manager.had_clean_shutdown else "unclean",
+            "Tablet server %d: %d logs loaded from %s (%s shutdown before) in %.3f s, %d MB CRC-checked%s",
+            self.server_id, len(logs), ", ".join(map(str, log_manager.paths)),
+            "clean" if log_manager.had_clean_shutdown else "unclean", load_s, log_manager.verified_bytes // 1_000_000,
+            "".join(f"; {p} OFFLINE: {f.reason}" for p, f in log_manager.offline.items()),
         )  # fmt: skip
         layer = ManagerReplicaLayer(self.replica_manager, self.metadata_cache, self.config)
         return MeteredReplicaLayer(layer, self.request_metrics)
@@ -274,9 +285,15 @@ class TabletServer:
                     continue
                 try:
                     tablet.apply_retention(now_ms)
-                except Exception:  # one failing log must not stop retention of the others; it stays visible
+                except Exception:  # one failing log must not stop retention of the others (a disk error also
+                    # takes its directory offline: LogDirs is told by the log itself); it stays visible
                     log.exception("Retention of bucket %s failed", tb)
                 await asyncio.sleep(0)
+
+    def _retention_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._retention_failure = task.exception()
+            log.error("The retention loop died", exc_info=self._retention_failure)
 
     async def _controlled_shutdown(self) -> None:
         """Hand leadership away and leave the ISRs while still serving (bounded). A server leading nothing
@@ -324,7 +341,7 @@ class TabletServer:
         if self._gateway is not None:
             await self._gateway.close()
         if self.log_manager is not None:
-            self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker
+            self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker, unlock
         if self._http is not None:
             await self._http.close()
         await self.zk.close()

@@ -1,11 +1,21 @@
 from fluss_py.rpc.pb import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReplicaFault(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLICA_OFFLINE: _ClassVar[ReplicaFault]
+    REPLICA_CORRUPT: _ClassVar[ReplicaFault]
+    REPLICA_RECOVERED: _ClassVar[ReplicaFault]
+REPLICA_OFFLINE: ReplicaFault
+REPLICA_CORRUPT: ReplicaFault
+REPLICA_RECOVERED: ReplicaFault
 
 class SimpleResponse(_message.Message):
     __slots__ = ("error",)
@@ -154,6 +164,18 @@ class ControlledShutdownResponse(_message.Message):
     error: _common_pb2.ErrorInfo
     remaining_leaders: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., remaining_leaders: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+
+class ReportReplicaFaultsRequest(_message.Message):
+    __slots__ = ("server_id", "fault", "buckets", "reason")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    FAULT_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    fault: ReplicaFault
+    buckets: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    reason: str
+    def __init__(self, server_id: _Optional[int] = ..., fault: _Optional[_Union[ReplicaFault, str]] = ..., buckets: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocateWriterIdRequest(_message.Message):
     __slots__ = ()

@@ -85,6 +85,11 @@ class CoordinatorServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.ReportReplicaFaults = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/ReportReplicaFaults',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ReportReplicaFaultsRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+                _registered_method=True)
         self.AllocateWriterId = channel.unary_unary(
                 '/fluss.v1.CoordinatorService/AllocateWriterId',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AllocateWriterIdRequest.SerializeToString,
@@ -171,6 +176,12 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportReplicaFaults(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AllocateWriterId(self, request, context):
         """Clients.
         """
@@ -248,6 +259,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'ReportReplicaFaults': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportReplicaFaults,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ReportReplicaFaultsRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
             ),
             'AllocateWriterId': grpc.unary_unary_rpc_method_handler(
                     servicer.AllocateWriterId,
@@ -540,6 +556,33 @@ class CoordinatorService:
             '/fluss.v1.CoordinatorService/ControlledShutdown',
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportReplicaFaults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/ReportReplicaFaults',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ReportReplicaFaultsRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
             options,
             channel_credentials,
             insecure,
