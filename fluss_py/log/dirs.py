@@ -148,8 +148,9 @@ class LogDirs:
                 continue
             try:
                 logs = d.manager.load_logs()
-            except OSError as e:
-                self._mark_failed(d, e)
+            except (OSError, StorageError) as e:  # e.g. a full disk refusing a rebuilt checkpoint: retried
+                if d.failure is None:
+                    self._mark_failed(d, e)
                 continue
             self.had_clean_shutdown &= d.manager.had_clean_shutdown
             for tb in logs:

@@ -60,7 +60,8 @@ class LogFaultHandler:
         self._reasons: dict[int, str] = {}
         self._wakeup: asyncio.Event | None = None
         self._reported_segments: set[tuple[TableBucket, int]] = set()
-        self._offline_in: dict[TableBucket, Path] = {}  # offline replicas: their failed data directory
+        # offline replicas: their failed data directory (None: refused while some directory was offline)
+        self._offline_in: dict[TableBucket, Path | None] = {}
         self.corrupt_segments = 0  # found since start (logged once each)
         self.repairs = 0  # truncations of a corrupt log followed by a fetch from the leader
         self.scrubbed_bytes = 0
@@ -105,11 +106,17 @@ class LogFaultHandler:
         await rm.fetchers.remove_buckets(tbs)
         self.report(OFFLINE, tbs, reason)
 
+    def refused_while_offline(self, tb: TableBucket, reason: str) -> None:
+        """A bucket without a log here was refused while a directory is offline (it may hold the bucket):
+        offline until a directory comes back (then reported REPLICA_RECOVERED, and asked for again)."""
+        self.rm.offline[tb] = reason
+        self._offline_in[tb] = None
+
     async def _dir_recovery_loop(self) -> None:
         while True:
             await asyncio.sleep(self.recovery_interval_s)
             for path, buckets in self.rm.log_manager.try_recover(self.min_free):
-                back = {tb for tb, p in self._offline_in.items() if p == path} | set(buckets)
+                back = {tb for tb, p in self._offline_in.items() if p in (path, None)} | set(buckets)
                 for tb in back:
                     self._offline_in.pop(tb, None)
                     self.rm.offline.pop(tb, None)

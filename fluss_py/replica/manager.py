@@ -355,12 +355,12 @@ class ReplicaManager:
             raise StorageError(f"tablet server {self.server_id}: bucket {tb}: {self.offline[tb]}")
         if replica is None:
             log_tablet = self.log_manager.get(tb)
-            if log_tablet is None and getattr(self.log_manager, "offline", None) and self._may_hold_data(state):
-                # it may be in the failed directory: an empty log here must not count as an ISR copy
-                raise StorageError(
-                    f"tablet server {self.server_id}: bucket {tb} is not in an online data directory and may be in "
-                    f"an offline one ({', '.join(map(str, self.log_manager.offline))})"
-                )
+            offline_dirs = getattr(self.log_manager, "offline", None)
+            if log_tablet is None and offline_dirs and not self._brand_new(state):
+                # it may be in the failed directory: a second, empty copy elsewhere would shadow it
+                reason = f"not in an online data directory, maybe in offline {', '.join(map(str, offline_dirs))}"
+                self.faults.refused_while_offline(tb, reason)
+                raise StorageError(f"tablet server {self.server_id}: bucket {tb}: {reason}")
             if log_tablet is None:
                 log_tablet = self.log_manager.get_or_create(tb, self._log_config(state.table_properties))
             replica = Replica(
@@ -379,10 +379,11 @@ class ReplicaManager:
                 replica.transition(ReplicaState.ONLINE)
         return replica
 
-    def _may_hold_data(self, state: BucketState) -> bool:
-        """This server is in the ISR of a bucket past its first term: it should hold a log of it."""
+    @staticmethod
+    def _brand_new(state: BucketState) -> bool:
+        """A bucket unchanged since its table was created: no server can hold data of it yet."""
         lai = state.leader_and_isr
-        return lai.leader_epoch > 0 and self.server_id in lai.isr
+        return lai.leader_epoch == 0 and lai.bucket_epoch == 0
 
     def _log_config(self, properties: Mapping[str, str]) -> Any:
         return LogConfig.from_config(self.config, properties)
