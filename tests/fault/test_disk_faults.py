@@ -77,6 +77,10 @@ def _assert_all_there(cluster, table: str, sent: dict[int, list[bytes]]) -> None
         assert got[: len(values)] == values, f"bucket {b}: acknowledged records missing or out of order"
 
 
+def _lais(zk, cluster, tbs) -> dict[str, object]:
+    return {str(tb): leader_isr(zk, cluster, tb) for tb in tbs}
+
+
 def _dir_of(data_dirs: list[Path], tb: TableBucket) -> Path | None:
     found = [d for d in data_dirs if (d / bucket_dir_name(tb)).is_dir()]
     return found[0] if found else None
@@ -115,7 +119,7 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
                     now[tb].leader == VICTIM for tb in led_other
                 )
 
-            cluster.wait_until(moved, 30, lambda: f"leader_isr now { {str(tb): leader_isr(zk, cluster, tb) for tb in tbs} }")
+            cluster.wait_until(moved, 30, lambda: f"leader_isr now {_lais(zk, cluster, tbs)}")
             assert cluster.alive(name)
             health = cluster.health(name)
             assert health["state"] == "Running" and health["replica_manager"] == "ok", health
@@ -147,7 +151,7 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
             cluster.wait_until(
                 lambda: all(VICTIM in leader_isr(zk, cluster, tb).isr for tb in tbs),
                 60,
-                lambda: f"{name} back in every ISR; leader_isr { {str(tb): leader_isr(zk, cluster, tb) for tb in tbs} }",
+                lambda: f"{name} back in every ISR; leader_isr {_lais(zk, cluster, tbs)}",
             )
             assert cluster.health(name)["log_dirs"][str(full_dir)] == "online"
             for tb in on_full:  # its copy holds every record, byte for byte as the leader's
@@ -182,7 +186,7 @@ def test_io_error_takes_the_dir_offline_and_moves_every_leadership(cluster_facto
                     for tb in tbs
                 ),
                 30,
-                lambda: f"leader_isr { {str(tb): leader_isr(zk, cluster, tb) for tb in tbs} }",
+                lambda: f"leader_isr {_lais(zk, cluster, tbs)}",
             )
             assert cluster.alive(name) and registered(zk, cluster, VICTIM) is not None
         health = cluster.health(name)
