@@ -100,9 +100,10 @@ class LogFaultHandler:
         for tb in sorted(tbs):
             rm.offline[tb] = reason
             self._offline_in[tb] = failure.path
-            replica = rm.remove_replica(tb, StorageError(f"bucket {tb}: {reason}"))
+            replica = rm.replica(tb)
             if replica is not None:
                 log.error("bucket %s: replica offline (%s; was %s)", tb, reason, replica.state.value)
+            rm.remove_replica(tb, StorageError(f"bucket {tb}: {reason}"))
         await rm.fetchers.remove_buckets(tbs)
         self.report(OFFLINE, tbs, reason)
 

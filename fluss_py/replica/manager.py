@@ -177,6 +177,7 @@ class ReplicaManager:
         self.failures: list[BaseException] = []
         self._closed = False
         self.offline: dict[TableBucket, str] = {}  # replicas whose data directory failed: why
+        self.checkpoint_failures = 0  # flush/checkpoint rounds that failed for another reason than a disk
         self.faults = LogFaultHandler(self, config)
         listeners = getattr(log_manager, "listeners", None)  # LogDirs: told of every failed data directory
         if listeners is not None:
@@ -870,7 +871,14 @@ class ReplicaManager:
                 await asyncio.sleep(self.settings.isr_retry_backoff_s)
 
     async def _checkpoint_loop(self) -> None:
+        """Every log.flush.interval: fsync what is new (in a thread; advances recovery points), then write the
+        offset checkpoints. A disk error takes only its data directory offline (``LogDirs``); anything else is
+        logged with its traceback each time, counted, and the next round tries again."""
         while True:
             await asyncio.sleep(self.settings.checkpoint_interval_s)
-            await self.log_manager.flush_all_async()  # fsync what is new (in a thread); advances recovery points
-            self.log_manager.checkpoint()
+            try:
+                await self.log_manager.flush_all_async()
+                self.log_manager.checkpoint()
+            except Exception:
+                self.checkpoint_failures += 1
+                log.exception("flush/checkpoint round failed (%d so far); retrying", self.checkpoint_failures)

@@ -193,10 +193,16 @@ class TabletServer:
                 body["replica_manager"] = "ok"
             except RuntimeError as e:
                 body["replica_manager"] = str(e)
+        problems: list[str] = []
+        if body.get("replica_manager", "ok") != "ok":
+            problems.append(body["replica_manager"])
         if self._retention_failure is not None:
-            body["retention"] = f"failed: {self._retention_failure!r}"
+            problems.append(f"retention loop failed: {self._retention_failure!r}")
         if self.log_manager is not None:
             body.update(health_fields(self.log_manager, self.replica_manager))
+            problems += [f"data directory {p} {s}" for p, s in body["log_dirs"].items() if s != "online"]
+        body["status"] = "degraded" if problems else "ok"  # the process runs; something in it does not
+        body["problems"] = problems
         return json_response(body)
 
     def _start_replicas(self) -> ReplicaLayer:

@@ -12,8 +12,10 @@
     fluss_log_recovery_verified_bytes        bytes CRC-checked by the last (unclean) start
     fluss_log_recovery_seconds               how long loading the logs took at start
     fluss_replica_offline_count              replicas offline here because their directory failed
+    fluss_replica_checkpoint_failures_total  flush/checkpoint rounds that failed for another reason (retried)
 
-/health adds ``log_dirs`` ({dir: "online" | "offline: <reason> (<ERRNO>) since <time>"}) and ``offline_replicas``.
+/health adds ``log_dirs`` ({dir: "online" | "offline: <reason> (<ERRNO>) since <time>"}) and ``offline_replicas``;
+the server adds ``status`` ("ok" | "degraded") and ``problems`` (offline dirs, dead background loops).
 Who may call: the tablet server's HTTP handlers, on its loop.
 """
 
@@ -73,6 +75,11 @@ class StorageCollector(Collector):
             ("fluss_log_corruption_repairs", "Corrupt logs refetched from the leader", faults.repairs),
             ("fluss_log_scrubbed_bytes", "Bytes the scrubber CRC-checked", faults.scrubbed_bytes),
             ("fluss_log_scrub_passes", "Scrubbing passes finished", faults.scrub_passes),
+            (
+                "fluss_replica_checkpoint_failures",
+                "Flush/checkpoint rounds failed (not a disk)",
+                self.rm.checkpoint_failures,
+            ),
         ):
             yield CounterMetricFamily(name, doc, value=value)
         yield GaugeMetricFamily(

@@ -123,6 +123,7 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
             assert cluster.alive(name)
             health = cluster.health(name)
             assert health["state"] == "Running" and health["replica_manager"] == "ok", health
+            assert health["status"] == "degraded" and len(health["problems"]) == 1, health
             assert health["log_dirs"][str(other_dir)] == "online"
             assert health["log_dirs"][str(full_dir)].startswith("offline: No space left on device (ENOSPC)"), health
             assert sorted(health["offline_replicas"]) == sorted(str(tb) for tb in on_full)
@@ -153,7 +154,8 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
                 60,
                 lambda: f"{name} back in every ISR; leader_isr {_lais(zk, cluster, tbs)}",
             )
-            assert cluster.health(name)["log_dirs"][str(full_dir)] == "online"
+            health = cluster.health(name)
+            assert health["log_dirs"][str(full_dir)] == "online" and health["status"] == "ok", health
             for tb in on_full:  # its copy holds every record, byte for byte as the leader's
                 leader = server_name(leader_isr(zk, cluster, tb).leader)
                 mine = sorted((full_dir / bucket_dir_name(tb)).glob("*.log"))

@@ -218,7 +218,9 @@ class ReplicaFetcher:
             async with asyncio.timeout(timeout):
                 await self._changed.wait()
         except TimeoutError:
-            pass
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # a close() raced with the timeout: it wins
+                raise asyncio.CancelledError from None
 
     def _next_retry(self) -> float | None:
         """When the earliest backed-off bucket may be tried again (None: none is backing off)."""

@@ -8,6 +8,7 @@ from fluss_py.coordinator.election import (
     IsrChange,
     adjust_isr,
     controlled_shutdown_leader,
+    corrupt_replica,
     initial_leader,
     offline_leader,
     preferred_leader,
@@ -91,6 +92,21 @@ def test_controlled_shutdown_moves_leader_and_shrinks_isr():
 def test_controlled_shutdown_without_another_isr_member_keeps_leader():
     assert controlled_shutdown_leader([1, 2, 3], lai(1, [1]), {1, 2, 3}, {1}, CE) is None
     assert controlled_shutdown_leader([1, 2, 3], lai(1, [1, 2]), {1, 2, 3}, {1, 2}, CE) is None
+
+
+def test_a_corrupt_leader_hands_over_to_another_isr_member_and_leaves_the_isr():
+    assert corrupt_replica([1, 2, 3], lai(1, [1, 2, 3]), 1, {1, 2, 3}, CE) == LeaderAndIsr(2, 4, (2, 3), CE, 8)
+    assert corrupt_replica([1, 2, 3], lai(1, [1, 2, 3]), 1, {1, 3}, CE) == LeaderAndIsr(3, 4, (3,), CE, 8)
+
+
+def test_a_corrupt_leader_without_another_live_isr_member_keeps_leading():
+    assert corrupt_replica([1, 2, 3], lai(1, [1]), 1, {1, 2, 3}, CE) is None
+    assert corrupt_replica([1, 2, 3], lai(1, [1, 2]), 1, {1, 3}, CE) is None  # 2 is dead
+
+
+def test_a_corrupt_follower_leaves_the_isr_unless_absent_or_last():
+    assert corrupt_replica([1, 2, 3], lai(1, [1, 2, 3]), 2, {1, 2, 3}, CE) == LeaderAndIsr(1, 3, (1, 3), CE, 8)
+    assert corrupt_replica([1, 2, 3], lai(1, [1, 3]), 2, {1, 2, 3}, CE) is None
 
 
 # ---------------------------------------------------------------- preferred / reassignment

@@ -15,6 +15,8 @@ from fluss_py.coordinator.processor import (
     DropTable,
     GetMetadata,
     ListTables,
+    ReplicasCorrupt,
+    ReplicasRecovered,
     TableProcessor,
     options_from_config,
 )
@@ -519,3 +521,25 @@ async def test_a_replica_reporting_a_storage_failure_loses_leadership_until_its_
     await h.revive(2)
     (r,) = (await h.proc.adjust_isr(adjust(1, table_id, tb.bucket, lai.leader_epoch, lai.bucket_epoch, [1, 2]))).buckets
     assert r.error.code == ErrorCode.NONE
+
+
+async def test_a_corrupt_replica_leaves_leadership_and_isr_and_a_recovered_one_is_told_its_role(h):
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=3))
+    await h.drain()
+    before = h.lai(table_id, 0)
+    leader = before.leader
+    await h.proc.replicas_corrupt(ReplicasCorrupt(leader, [TableBucket(table_id, 0)]))
+    await h.drain()
+    after = h.lai(table_id, 0)
+    assert after.leader != leader and leader not in after.isr and after.leader_epoch == before.leader_epoch + 1
+    # it may rejoin once it caught up again (the new leader proposes it): it is not a failed replica
+    (r,) = (
+        await h.proc.adjust_isr(
+            adjust(after.leader, table_id, 0, after.leader_epoch, after.bucket_epoch, [*after.isr, leader])
+        )
+    ).buckets
+    assert r.error.code == ErrorCode.NONE
+    h.gateway.calls.clear()
+    await h.proc.replicas_recovered(ReplicasRecovered(leader, [TableBucket(table_id, 0)]))
+    await h.drain()
+    assert any(server == leader and kind == NOTIFY for server, kind, _ in h.gateway.calls)

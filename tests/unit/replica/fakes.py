@@ -95,6 +95,12 @@ class FakeCoordinator:
         self.calls: list[GatewayCall] = []
         self.block: asyncio.Event | None = None
         self.fail = False
+        self.faults: list[tuple[int, int, list[TableBucket]]] = []  # (server, ReplicaFault, buckets)
+
+    async def report_replica_faults(self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str):
+        if self.fail:
+            raise NetworkExceptionError("coordinator unreachable")
+        self.faults.append((server_id, fault, list(buckets)))
 
     async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]):
         self.calls.append(GatewayCall(server_id, list(items)))

@@ -1,0 +1,70 @@
+"""The replica layer's reaction to storage faults (docs/storage.md §8-9): a corrupt replica leaves the ISR
+before it truncates and fetches again; a full data directory takes its replicas offline and reports them,
+and brings them back once it has space again."""
+
+from __future__ import annotations
+
+import errno
+
+from fluss_py import config as cfg
+from fluss_py.errors import ErrorCode
+from fluss_py.log.dirs import LogDirs
+from fluss_py.replica.log_faults import CORRUPT, OFFLINE, RECOVERED
+from fluss_py.replica.manager import ReplicaManager
+from fluss_py.replica.messages import BucketState
+from fluss_py.types import LeaderAndIsr
+from tests.unit.replica.fakes import batch, log_contents
+from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
+
+R3 = (1, 2, 3)
+
+
+async def test_a_corrupt_follower_reports_first_then_repairs_once_out_of_the_isr(cluster3: ReplicaCluster) -> None:
+    await cluster3.create(TB, R3)
+    leader, follower = cluster3.managers[1], cluster3.managers[2]
+    for i in range(5):
+        assert (await leader.append(-1, 5.0, {TB: batch(b"v%d" % i)}))[TB].error is None
+    log2 = follower.replica(TB).log
+    await wait_until(lambda: log2.log_end_offset == 5)
+    seg = log2.segments[-1]
+    assert log2.mark_corrupt(2, seg.base_offset, seg.position_of(2))
+
+    follower.faults.check_corruption(TB)  # in the ISR: it must leave it before it truncates below the HW
+    await wait_until(lambda: cluster3.coordinator.faults)
+    assert cluster3.coordinator.faults == [(2, CORRUPT, [TB])] and log2.log_end_offset == 5
+
+    await cluster3.elect(TB, R3, 1, (1, 3))  # the coordinator's answer: out of the ISR
+    await wait_until(lambda: follower.faults.repairs == 1 and log2.corrupt_from is None)
+    await wait_until(lambda: log_contents(log2) == log_contents(leader.replica(TB).log))
+
+
+async def test_a_full_dir_takes_its_replicas_offline_and_brings_them_back_when_it_has_space(clock, tmp_path) -> None:
+    c = ReplicaCluster(3, clock, tmp_path, SETTINGS)
+    config = cfg.load_config(cfg.TABLET, None, {"log.dir.recovery-check-interval": "1s", "log.dir.min-free": "0"})
+    await c.kill(2)
+    dirs = LogDirs([tmp_path / "server-2"], config)
+    dirs.load_logs()
+    m = ReplicaManager(2, dirs, config, c.coordinator, c.endpoint_factory, c.clock, settings=SETTINGS)
+    m.start()
+    c.managers[2] = m
+    c.down.discard(2)
+    try:
+        await c.create(TB, R3)
+        assert m.replica(TB) is not None
+        dirs.fail(tmp_path / "server-2", OSError(errno.ENOSPC, "No space left on device"))
+        await wait_until(lambda: (2, OFFLINE, [TB]) in c.coordinator.faults)
+        assert m.replica(TB) is None and TB in m.offline and m.fetchers.fetcher_of(TB) is None
+        lai = c.coordinator.state[TB]
+        errors = await m.become_leader_or_follower(1, [BucketState(TB, lai, R3, {})], [node(r) for r in R3])
+        assert errors[TB].code == ErrorCode.STORAGE_ERROR
+        fetched = await m.fetch(-1, 0, 1, 1 << 20, [])
+        assert fetched == {}
+
+        # log.dir.min-free 0: the next probe (every 10 ms) finds the dir usable again
+        await wait_until(lambda: (2, RECOVERED, [TB]) in c.coordinator.faults)
+        assert not m.offline
+        c.coordinator.state[TB] = LeaderAndIsr(1, lai.leader_epoch + 1, (1, 3), 1, lai.bucket_epoch + 1)
+        await c.notify(TB, R3)
+        assert m.replica(TB) is not None and m.replica(TB).leader_id == 1
+    finally:
+        await c.close()
