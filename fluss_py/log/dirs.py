@@ -226,7 +226,11 @@ class LogDirs:
             if not online:
                 raise StorageError(f"bucket {tb}: every data directory is offline")
             d = min(online, key=lambda x: len(x.manager.logs))
-        tablet = d.manager.get_or_create(tb, log_config)
+        try:
+            tablet = d.manager.get_or_create(tb, log_config)
+        except (OSError, StorageError) as e:  # creating or opening its files failed: the disk did
+            self.fail(d.path, e)
+            raise StorageError(f"bucket {tb}: cannot open its log in {d.path}: {e}") from e
         self._where[tb] = d
         return tablet
 

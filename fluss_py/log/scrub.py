@@ -23,6 +23,9 @@ from fluss_py.log.segment import scan_batches
 from fluss_py.record.batch import LOG_OVERHEAD, RecordBatch
 
 
+SCAN_BUFFER = 1024 * 1024  # reused for every read of one check
+
+
 @dataclass(frozen=True, slots=True)
 class Corruption:
     """The first bad batch of a segment: ``offset`` is where the good prefix ends."""
@@ -62,7 +65,7 @@ def verify_fd(fd: int, path: Path, base_offset: int, end: int, limiter: RateLimi
     """Check every batch of the segment open at ``fd`` up to position ``end``: each one's header and CRC, the
     base offsets following on, and the batches filling ``end`` exactly. None when all is well."""
     expected, pos = base_offset, 0
-    for pos, h, view in scan_batches(fd, 0, end):
+    for pos, h, view in scan_batches(fd, 0, end, bytearray(SCAN_BUFFER)):
         if h[0] != expected:
             return Corruption(path, base_offset, expected, pos, f"base offset {h[0]}, expected {expected}")
         try:

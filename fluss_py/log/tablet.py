@@ -58,7 +58,7 @@ def _disk_io(method: _F) -> _F:
         try:
             return method(self, *args, **kwargs)
         except (OSError, StorageError) as e:
-            if self.io_error is not None:
+            if self.io_error is not None and not self._closed:  # a closed log's EBADF says nothing of the disk
                 self.io_error(self, e)
             raise
 

@@ -197,16 +197,17 @@ class ReplicaManager:
             self.spawn(name, body)
         self.faults.start()
 
-    def spawn(self, name: str, body: Callable[[], Any], *, once: bool = False) -> None:
+    def spawn(self, name: str, body: Callable[[], Any], *, once: bool = False) -> asyncio.Task[None] | None:
         """Run ``body()`` as an owned task: cancelled at shutdown, its failure kept for /health and logged.
         ``once``: a short job, forgotten when done (else a loop that must run until shutdown)."""
         if self._closed:
-            return
+            return None
         task = asyncio.create_task(body(), name=f"replica-manager-{self.server_id}-{name}")
         task.add_done_callback(self._on_task_done)
         if once:
             task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
         self._tasks.append(task)
+        return task
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None:

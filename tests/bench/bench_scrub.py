@@ -1,0 +1,127 @@
+"""Scrubbing (docs/storage.md §8): how fast the CRC check reads, and what a running scrubber costs produce.
+
+- the check alone on one thread, from the page cache (``verify_segment_file`` over 512 MiB of 64 KiB batches);
+  this is also the rate of the unclean-start check;
+- acks=all latency (1 KiB record, one request at a time, RF 3) in the replica layer of ``bench_replica``
+  (three ReplicaManagers in one process), with no scrubber, with the scrubber at the default
+  ``log.scrub.rate`` (8 MB/s) and with it unthrottled, each over 256 MiB of closed segments on the leader's
+  server. The scrubber's worker thread competes for the GIL with the event loop: that is the cost measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import uvloop
+
+from fluss_py import config as cfg
+from fluss_py.log import LogConfig
+from fluss_py.log.scrub import verify_segment_file
+from fluss_py.record import RecordBatchBuilder
+from fluss_py.types import TableBucket
+from tests.bench.bench_replica import R3, SETTINGS, TB
+from tests.bench.common import p50_p99_ms, row
+from tests.unit.replica.fakes import FakeClock, batch
+from tests.unit.replica.harness import ReplicaCluster
+
+MiB = 1024 * 1024
+SCRUBBED = TableBucket(9, 0)
+DEFAULT_RATE = int(cfg.LOG_SCRUB_RATE.default)
+
+
+def _batch_64k() -> bytes:
+    b = RecordBatchBuilder(max_bytes=64 * 1024)
+    value = os.urandom(1000)
+    while b.append(value, timestamp_ms=1_700_000_000_000):
+        pass
+    return b.build()
+
+
+def _fill(c: ReplicaCluster, total: int) -> None:
+    """A log on server 1 that only the scrubber reads: ``total`` bytes in 64 MiB segments."""
+    t = c.log_managers[1].get_or_create(SCRUBBED, LogConfig(segment_bytes=64 * MiB, max_batch_bytes=8 * MiB))
+    raw = _batch_64k()
+    for _ in range(total // len(raw)):
+        t.append_as_leader(raw, 1)
+    t.roll()
+    t.flush()
+
+
+def bench_check_rate(c: ReplicaCluster) -> dict:
+    t = c.log_managers[1].get(SCRUBBED)
+    assert t is not None
+    started, n = time.perf_counter(), 0
+    for seg in t.segments[:-1]:
+        assert verify_segment_file(seg.log_path, seg.base_offset, seg.size) is None
+        n += seg.size
+    rate = n / (time.perf_counter() - started) / 1e6
+    return row("scrub: CRC check, one thread, page cache", rate, "MB/s", f">= {DEFAULT_RATE / 1e6:.0f}", rate >= 8)
+
+
+async def _latencies(c: ReplicaCluster, n: int) -> list[float]:
+    leader, out = c.managers[1], []
+    for i in range(n):
+        data = batch(b"%01024d" % i)
+        t = time.perf_counter()
+        r = await leader.append(-1, 5.0, {TB: data})
+        out.append(time.perf_counter() - t)
+        assert r[TB].error is None, r[TB].error
+    return out
+
+
+async def _with_scrubber(c: ReplicaCluster, rate: int, n: int) -> tuple[float, float, float]:
+    """p50, p99 (ms) of ``n`` acks=all produces while server 1 scrubs at ``rate`` (-1: no scrubber), and the
+    scrub rate achieved meanwhile (MB/s)."""
+    faults, task = c.managers[1].faults, None
+    if rate >= 0:
+        faults.scrub_rate, faults.scrub_interval_s = rate, 0.0
+        task = c.managers[1].spawn(f"bench-scrub-{rate}", faults._scrub_loop, once=True)
+        await asyncio.sleep(0.2)  # the scrubber is reading
+    before, started = faults.scrubbed_bytes, time.perf_counter()
+    lat = await _latencies(c, n)
+    elapsed = time.perf_counter() - started
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    p50, p99 = p50_p99_ms(lat)
+    return p50, p99, (faults.scrubbed_bytes - before) / elapsed / 1e6
+
+
+async def _main(root: Path) -> list[dict]:
+    c = ReplicaCluster(3, FakeClock(), root, SETTINGS)
+    rows = []
+    try:
+        await c.create(TB, R3)
+        _fill(c, 256 * MiB)
+        rows.append(bench_check_rate(c))
+        await _latencies(c, 200)  # warm up
+        base50, base99, _ = await _with_scrubber(c, -1, 1500)
+        rows.append(row("acks=all 1 KiB p50, no scrubber", base50, "ms"))
+        rows.append(row("acks=all 1 KiB p99, no scrubber", base99, "ms"))
+        for rate, what in ((DEFAULT_RATE, "scrubbing at 8 MB/s (default)"), (0, "scrubbing unthrottled")):
+            p50, p99, mbs = await _with_scrubber(c, rate, 1500)
+            limit = 1.5 * base99 if rate else None
+            rows.append(row(f"acks=all 1 KiB p50, {what}", p50, "ms"))
+            ok = limit is None or p99 <= limit
+            rows.append(row(f"acks=all 1 KiB p99, {what}", p99, "ms", "<= 1.5x no scrubber" if limit else "", ok))
+            rows.append(row(f"scrub rate achieved, {what}", mbs, "MB/s"))
+    finally:
+        await c.close()
+    return rows
+
+
+def run() -> list[dict]:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scrub-", dir=os.environ.get("BENCH_DIR")) as d,
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        return runner.run(_main(Path(d)))
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(r)
