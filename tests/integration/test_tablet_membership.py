@@ -40,6 +40,8 @@ def test_a_second_live_server_with_the_same_id_refuses_to_start(cluster_factory)
             argv[i] = f"http.port={free_port()}"
         elif arg.startswith("log.dir="):
             argv[i] = f"log.dir={cluster.directory / 'duplicate'}"
+        elif arg.startswith("data.dir="):  # its own (a shared one is refused earlier: test_disk_faults.py)
+            argv[i] = f"data.dir={cluster.directory / 'duplicate-data'}"
     t0 = time.monotonic()
     result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1, result.stderr
