@@ -22,7 +22,6 @@ from pathlib import Path
 from fluss_py.log.segment import scan_batches
 from fluss_py.record.batch import LOG_OVERHEAD, RecordBatch
 
-
 SCAN_BUFFER = 1024 * 1024  # reused for every read of one check
 
 
@@ -49,8 +48,10 @@ class RateLimiter:
         self._clock = clock
         self._start = clock()
         self._taken = 0
+        self.total = 0  # bytes taken since creation (the scrubber's progress)
 
     def take(self, n: int) -> None:
+        self.total += n
         if self.bytes_per_s <= 0:
             return
         self._taken += n

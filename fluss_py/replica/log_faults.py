@@ -64,8 +64,13 @@ class LogFaultHandler:
         self._offline_in: dict[TableBucket, Path | None] = {}
         self.corrupt_segments = 0  # found since start (logged once each)
         self.repairs = 0  # truncations of a corrupt log followed by a fetch from the leader
-        self.scrubbed_bytes = 0
+        self._limiter: RateLimiter | None = None
         self.scrub_passes = 0
+
+    @property
+    def scrubbed_bytes(self) -> int:
+        """Bytes the scrubber has CRC-checked since start (as it reads, not per finished segment)."""
+        return self._limiter.total if self._limiter is not None else 0
 
     # ------------------------------------------------------------ lifecycle (from ReplicaManager.start)
     def start(self) -> None:
@@ -168,7 +173,7 @@ class LogFaultHandler:
         """Every ``log.scrub.interval``: CRC-check every closed segment of every log at ``log.scrub.rate`` in a
         worker thread. A result is void when the log was truncated meanwhile."""
         loop = asyncio.get_running_loop()
-        limiter = RateLimiter(self.scrub_rate)
+        limiter = self._limiter = RateLimiter(self.scrub_rate)
         while True:
             await asyncio.sleep(self.scrub_interval_s)
             for tb, tablet in list(self.rm.log_manager.logs.items()):
@@ -188,7 +193,6 @@ class LogFaultHandler:
                         break
                     if tablet.closed or tablet.truncations != truncations or seg not in tablet.segments:
                         break
-                    self.scrubbed_bytes += size
                     if found is not None:
                         self._note_corruption(tb, tablet, found)
                         break

@@ -62,33 +62,35 @@ def bench_check_rate(c: ReplicaCluster) -> dict:
     return row("scrub: CRC check, one thread, page cache", rate, "MB/s", f">= {DEFAULT_RATE / 1e6:.0f}", rate >= 8)
 
 
-async def _latencies(c: ReplicaCluster, n: int) -> list[float]:
-    leader, out = c.managers[1], []
-    for i in range(n):
+async def _latencies(c: ReplicaCluster, seconds: float) -> list[float]:
+    """acks=all produces of one 1 KiB record, one at a time, for ``seconds``."""
+    leader, out, i = c.managers[1], [], 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
         data = batch(b"%01024d" % i)
         t = time.perf_counter()
         r = await leader.append(-1, 5.0, {TB: data})
         out.append(time.perf_counter() - t)
         assert r[TB].error is None, r[TB].error
+        i += 1
     return out
 
 
-async def _with_scrubber(c: ReplicaCluster, rate: int, n: int) -> tuple[float, float, float]:
-    """p50, p99 (ms) of ``n`` acks=all produces while server 1 scrubs at ``rate`` (-1: no scrubber), and the
-    scrub rate achieved meanwhile (MB/s)."""
+async def _phase(c: ReplicaCluster, rate: int, seconds: float) -> tuple[list[float], float]:
+    """Latencies while server 1 scrubs at ``rate`` bytes/s (0: unthrottled, -1: no scrubber), and the scrub
+    rate achieved meanwhile (MB/s)."""
     faults, task = c.managers[1].faults, None
     if rate >= 0:
         faults.scrub_rate, faults.scrub_interval_s = rate, 0.0
         task = c.managers[1].spawn(f"bench-scrub-{rate}", faults._scrub_loop, once=True)
         await asyncio.sleep(0.2)  # the scrubber is reading
     before, started = faults.scrubbed_bytes, time.perf_counter()
-    lat = await _latencies(c, n)
-    elapsed = time.perf_counter() - started
+    lat = await _latencies(c, seconds)
+    mbs = (faults.scrubbed_bytes - before) / (time.perf_counter() - started) / 1e6
     if task is not None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    p50, p99 = p50_p99_ms(lat)
-    return p50, p99, (faults.scrubbed_bytes - before) / elapsed / 1e6
+    return lat, mbs
 
 
 async def _main(root: Path) -> list[dict]:
@@ -98,17 +100,23 @@ async def _main(root: Path) -> list[dict]:
         await c.create(TB, R3)
         _fill(c, 256 * MiB)
         rows.append(bench_check_rate(c))
-        await _latencies(c, 200)  # warm up
-        base50, base99, _ = await _with_scrubber(c, -1, 1500)
+        await _latencies(c, 0.5)  # warm up
+        # alternate the phases (this machine is shared: a burst of load then hits both, not one)
+        samples: dict[int, list[float]] = {-1: [], DEFAULT_RATE: [], 0: []}
+        rates: dict[int, list[float]] = {-1: [], DEFAULT_RATE: [], 0: []}
+        for _ in range(2):
+            for rate in (-1, DEFAULT_RATE, 0):
+                lat, mbs = await _phase(c, rate, 2.0)
+                samples[rate] += lat
+                rates[rate].append(mbs)
+        base50, base99 = p50_p99_ms(samples[-1])
         rows.append(row("acks=all 1 KiB p50, no scrubber", base50, "ms"))
         rows.append(row("acks=all 1 KiB p99, no scrubber", base99, "ms"))
         for rate, what in ((DEFAULT_RATE, "scrubbing at 8 MB/s (default)"), (0, "scrubbing unthrottled")):
-            p50, p99, mbs = await _with_scrubber(c, rate, 1500)
-            limit = 1.5 * base99 if rate else None
-            rows.append(row(f"acks=all 1 KiB p50, {what}", p50, "ms"))
-            ok = limit is None or p99 <= limit
-            rows.append(row(f"acks=all 1 KiB p99, {what}", p99, "ms", "<= 1.5x no scrubber" if limit else "", ok))
-            rows.append(row(f"scrub rate achieved, {what}", mbs, "MB/s"))
+            p50, p99 = p50_p99_ms(samples[rate])
+            rows.append(row(f"acks=all 1 KiB p50, {what}", p50, "ms", "<= 1.2x no scrubber", p50 <= 1.2 * base50))
+            rows.append(row(f"acks=all 1 KiB p99, {what}", p99, "ms"))
+            rows.append(row(f"scrub rate achieved, {what}", sum(rates[rate]) / len(rates[rate]), "MB/s"))
     finally:
         await c.close()
     return rows
