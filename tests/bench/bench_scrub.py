@@ -1,7 +1,7 @@
 """Scrubbing (docs/storage.md §8): how fast the CRC check reads, and what a running scrubber costs produce.
 
-- the check alone on one thread, from the page cache (``verify_segment_file`` over 512 MiB of 64 KiB batches);
-  this is also the rate of the unclean-start check;
+- the check alone on one thread, from the page cache (``verify_segment_file`` over 256 MiB of 64 KiB batches),
+  and an unclean-start open of that log (every segment below the recovery point checked);
 - acks=all latency (1 KiB record, one request at a time, RF 3) in the replica layer of ``bench_replica``
   (three ReplicaManagers in one process), with no scrubber, with the scrubber at the default
   ``log.scrub.rate`` (8 MB/s) and with it unthrottled, each over 256 MiB of closed segments on the leader's
@@ -19,7 +19,7 @@ from pathlib import Path
 import uvloop
 
 from fluss_py import config as cfg
-from fluss_py.log import LogConfig
+from fluss_py.log import LogConfig, LogTablet
 from fluss_py.log.scrub import verify_segment_file
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.types import TableBucket
@@ -62,6 +62,19 @@ def bench_check_rate(c: ReplicaCluster) -> dict:
     return row("scrub: CRC check, one thread, page cache", rate, "MB/s", f">= {DEFAULT_RATE / 1e6:.0f}", rate >= 8)
 
 
+def bench_unclean_open(c: ReplicaCluster) -> dict:
+    """Open the scrubbed log as after a crash with everything flushed: every segment is CRC-checked."""
+    t = c.log_managers[1].get(SCRUBBED)
+    assert t is not None
+    size, leo, path = t.size_in_bytes, t.log_end_offset, t.dir
+    started = time.perf_counter()
+    again = LogTablet.open(path, SCRUBBED, t.config, recovery_point=leo, clean_shutdown=False)
+    elapsed = time.perf_counter() - started
+    assert again.corrupt_from is None and again.verified_bytes >= size - 64 * MiB
+    again.close_without_flush()
+    return row(f"unclean-start open of {size / MiB:.0f} MiB (64 MiB segments, all CRC-checked)", elapsed, "s")
+
+
 async def _latencies(c: ReplicaCluster, seconds: float) -> list[float]:
     """acks=all produces of one 1 KiB record, one at a time, for ``seconds``."""
     leader, out, i = c.managers[1], [], 0
@@ -100,6 +113,7 @@ async def _main(root: Path) -> list[dict]:
         await c.create(TB, R3)
         _fill(c, 256 * MiB)
         rows.append(bench_check_rate(c))
+        rows.append(bench_unclean_open(c))
         await _latencies(c, 0.5)  # warm up
         # alternate the phases (this machine is shared: a burst of load then hits both, not one)
         samples: dict[int, list[float]] = {-1: [], DEFAULT_RATE: [], 0: []}
