@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluss_py import config as cfg
-from fluss_py.errors import StorageError
+from fluss_py.errors import FlussError, StorageError
 from fluss_py.log.config import LogConfig
 from fluss_py.log.manager import LogManager
 from fluss_py.log.tablet import LogTablet
@@ -313,7 +313,7 @@ class LogDirs:
                 probe.unlink()
                 manager = LogManager(d.path, self.config, self.fail)
                 logs = manager.load_logs()
-            except (OSError, StorageError) as e:
+            except (OSError, FlussError) as e:  # still full, failing, or a file it cannot load (LOG_CORRUPTED)
                 log.info("data directory %s is still unusable: %s", d.path, e)
                 continue
             d.manager, d.failure = manager, None

@@ -4,6 +4,7 @@ and brings them back once it has space again."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 
 from fluss_py import config as cfg
@@ -66,5 +67,27 @@ async def test_a_full_dir_takes_its_replicas_offline_and_brings_them_back_when_i
         c.coordinator.state[TB] = LeaderAndIsr(1, lai.leader_epoch + 1, (1, 3), 1, lai.bucket_epoch + 1)
         await c.notify(TB, R3)
         assert m.replica(TB) is not None and m.replica(TB).leader_id == 1
+    finally:
+        await c.close()
+
+
+async def test_the_checkpoint_loop_survives_an_unexpected_failure_and_counts_it(clock, tmp_path) -> None:
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, checkpoint_interval_s=0.02))
+    try:
+        await c.create(TB, (1, 2))
+        lm, m = c.log_managers[1], c.managers[1]
+        real, calls = lm.checkpoint, []
+
+        def failing_once() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("a bug, not a disk")
+            real()
+
+        lm.checkpoint = failing_once
+        assert (await m.append(-1, 5.0, {TB: batch(b"a", b"b")}))[TB].error is None
+        await wait_until(lambda: lm.hw_checkpoint.read().get(TB) == 2)  # later rounds ran
+        assert m.checkpoint_failures == 1
+        m.check_health()  # the loop is alive
     finally:
         await c.close()
