@@ -509,14 +509,23 @@ class FlushJob:
     truncations: int
     segments: list[tuple[LogSegment, int]] = field(default_factory=list)
     descriptors: list[int] = field(default_factory=list)
+    error: OSError | None = None  # the fsync failure, if any
 
     def sync(self) -> None:
-        """fsync every descriptor (any thread); raises StorageError naming the log on failure."""
+        """fsync every descriptor (any thread); raises StorageError naming the log on failure (kept in
+        ``error`` for the loop to report to the log's data dir: ``report_failure``)."""
         try:
             for fd in self.descriptors:
                 os.fsync(fd)
         except OSError as e:
+            self.error = e
             raise StorageError(f"{self.tablet.dir}: flush failed: {e}") from e
+
+    def report_failure(self) -> None:
+        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §9)."""
+        tablet = self.tablet
+        if self.error is not None and tablet.io_error is not None and not tablet.closed:
+            tablet.io_error(tablet, self.error)
 
     def close(self) -> None:
         for fd in self.descriptors:

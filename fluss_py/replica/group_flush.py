@@ -96,6 +96,7 @@ class GroupFlusher:
 
     async def _round(self, tablets: list[Any]) -> FlushOutcome:
         jobs: list[FlushJob] = []
+        jobs_closing: list[FlushJob] = []
         try:
             for t in tablets:
                 job = t.begin_flush()
@@ -117,6 +118,8 @@ class GroupFlusher:
         except Exception as e:
             for job in jobs:  # begun but never handed to the thread
                 job.close()
+            for job in jobs_closing:  # a failed fsync: that log's data dir goes offline (docs/storage.md §9)
+                job.report_failure()
             self.failures += 1
             error = e if isinstance(e, ApiError) else StorageError(f"group flush failed: {e}")
             log.error("group flush of %d logs failed: %s", len(tablets), error)
