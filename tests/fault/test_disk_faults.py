@@ -147,7 +147,16 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
             kill9(cluster, name)
             cluster.start_process(name, wait=True, timeout=60)
             assert registered(zk, cluster, VICTIM) is not None
-            assert cluster.health(name)["state"] == "Running"
+            health = cluster.health(name)
+            assert health["state"] == "Running" and health["log_dirs"][str(other_dir)] == "online", health
+            cluster.wait_until(  # the other dir's replicas serve again (back in their ISRs)
+                lambda: all(VICTIM in leader_isr(zk, cluster, tb).isr for tb in tbs if tb not in on_full),
+                30,
+                lambda: f"{name} back in the ISRs of {other_dir}'s buckets; {_lais(zk, cluster, tbs)}",
+            )
+            # the full dir's buckets were not recreated, empty, in the other dir (that copy would shadow theirs)
+            assert not [tb for tb in on_full if (other_dir / bucket_dir_name(tb)).exists()]
+            assert all(VICTIM not in leader_isr(zk, cluster, tb).isr for tb in on_full)
             disks.free(full_dir)
             cluster.wait_until(
                 lambda: all(VICTIM in leader_isr(zk, cluster, tb).isr for tb in tbs),
