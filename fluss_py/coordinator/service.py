@@ -192,20 +192,19 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, event, fill)
 
     async def ReportReplicaFaults(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        buckets = [convert.table_bucket_from_pb(b) for b in request.buckets]
-        kinds = {
-            coordinator_pb2.REPLICA_OFFLINE: tables.ReplicasFailed,
-            coordinator_pb2.REPLICA_CORRUPT: tables.ReplicasCorrupt,
-            coordinator_pb2.REPLICA_RECOVERED: tables.ReplicasRecovered,
-        }
-        kind = kinds.get(request.fault)
-        if kind is None:
-            return coordinator_pb2.SimpleResponse(
-                error=convert.error_info(InvalidRequestError(f"unknown replica fault {request.fault}"))
-            )
+        """A tablet server's replicas that failed, are corrupt, or are back (docs/storage.md §8-9)."""
         refused = await self._unproven("ReportReplicaFaults", request.server_id, context)
         if refused is not None:
             return coordinator_pb2.SimpleResponse(error=refused)
+        kind = {
+            coordinator_pb2.REPLICA_OFFLINE: tables.ReplicasFailed,
+            coordinator_pb2.REPLICA_CORRUPT: tables.ReplicasCorrupt,
+            coordinator_pb2.REPLICA_RECOVERED: tables.ReplicasRecovered,
+        }.get(request.fault)
+        if kind is None:
+            error = InvalidRequestError(f"unknown replica fault {request.fault}")
+            return coordinator_pb2.SimpleResponse(error=convert.error_info(error))
+        buckets = [convert.table_bucket_from_pb(b) for b in request.buckets]
         log.info("Tablet server %d reports %s for %d bucket(s): %s", request.server_id,
                  coordinator_pb2.ReplicaFault.Name(request.fault), len(buckets), request.reason)  # fmt: skip
         return await self._on_leader(coordinator_pb2.SimpleResponse, kind(request.server_id, buckets), _nothing)

@@ -1,5 +1,5 @@
-"""The coordinator believes AdjustIsr and ControlledShutdown only from the tablet server they name
-(docs/peer-trust.md): the caller must present that server's replica token."""
+"""The coordinator believes AdjustIsr, ControlledShutdown and ReportReplicaFaults only from the tablet server
+they name (docs/peer-trust.md): the caller must present that server's replica token."""
 
 from __future__ import annotations
 
@@ -49,3 +49,19 @@ async def test_isr_changes_and_controlled_shutdowns_need_the_named_servers_token
     assert svc.refusals.counts == {"replica_not_authenticated": 6}
     assert (await svc.AdjustIsr(adjust, Context("t2"))).error.code == ErrorCode.NOT_COORDINATOR_LEADER
     assert (await svc.ControlledShutdown(stop, Context("t2"))).error.code == ErrorCode.NOT_COORDINATOR_LEADER
+
+
+async def test_replica_fault_reports_need_the_named_servers_token():
+    """A forged REPLICA_OFFLINE/CORRUPT would move leaderships away from a healthy server."""
+
+    async def registration(server_id: int) -> str | None:
+        return {2: "t2"}.get(server_id)
+
+    svc = CoordinatorServicer(Standby(), TokenReplicaVerifier(None, registration))
+    report = coordinator_pb2.ReportReplicaFaultsRequest(server_id=2, fault=coordinator_pb2.REPLICA_OFFLINE)
+    for context in (Context(), Context("t3")):
+        assert (await svc.ReportReplicaFaults(report, context)).error.code == ErrorCode.REPLICA_NOT_AUTHENTICATED
+    assert svc.refusals.counts == {"replica_not_authenticated": 2}
+    assert (await svc.ReportReplicaFaults(report, Context("t2"))).error.code == ErrorCode.NOT_COORDINATOR_LEADER
+    unknown = coordinator_pb2.ReportReplicaFaultsRequest(server_id=2, fault=7)
+    assert (await svc.ReportReplicaFaults(unknown, Context("t2"))).error.code == ErrorCode.INVALID_REQUEST
