@@ -134,7 +134,9 @@ def _as_api_error(e: Exception, what: str) -> ApiError:
 class ReplicaManager:
     """Owns every ``Replica`` of this server, the delayed produce/fetch, the fetchers and four background
     tasks: ISR shrink (every lag/2, one scan over all leaders), the AdjustIsr sender (one batched request
-    for all pending proposals), the HW/recovery checkpoint and the group flush of ``log.flush.on-ack`` logs.
+    for all pending proposals), the HW/recovery checkpoint and the group flush of ``log.flush.on-ack`` logs;
+    and ``faults`` (``LogFaultHandler``: failed data directories, corrupt logs, the scrubber, with their tasks
+    started through ``spawn``). Replicas of a failed directory leave ``_replicas`` for ``offline``.
     Everything runs on one asyncio loop; the tablet service calls the async methods from its RPC handlers.
     """
 

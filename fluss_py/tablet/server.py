@@ -287,7 +287,7 @@ class TabletServer:
             await asyncio.sleep(RETENTION_CHECK_INTERVAL_S)
             now_ms = int(time.time() * 1000)
             for tb, tablet in list(self.log_manager.logs.items()):
-                if self.log_manager.logs.get(tb) is not tablet:  # deleted (StopReplica) meanwhile
+                if self.log_manager.get(tb) is not tablet:  # deleted (StopReplica) or its dir failed meanwhile
                     continue
                 try:
                     tablet.apply_retention(now_ms)
