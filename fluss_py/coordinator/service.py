@@ -192,7 +192,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.ControlledShutdownResponse, event, fill)
 
     async def ReportReplicaFaults(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        """A tablet server's replicas that failed, are corrupt, or are back (docs/storage.md §8-9)."""
+        """A tablet server's replicas that failed, are corrupt, or are back (docs/storage.md §9-10)."""
         refused = await self._unproven("ReportReplicaFaults", request.server_id, context)
         if refused is not None:
             return coordinator_pb2.SimpleResponse(error=refused)

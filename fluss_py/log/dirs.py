@@ -6,7 +6,7 @@ locked (``<dir>/.lock``, ``flock``) for the life of the process, so a second ser
 refuses to start instead of writing the same files.
 
 A directory fails when any disk operation on it fails (``OSError``: EIO, ENOSPC, EROFS, ...), reported by its
-logs (``LogTablet``'s I/O hook), by its flush or by its checkpoint writes. Then, once (docs/storage.md §9)::
+logs (``LogTablet``'s I/O hook), by its flush or by its checkpoint writes. Then, once (docs/storage.md §10)::
 
     Online --any OSError--> Offline(reason)          its logs are closed without flush and forgotten; the
                               |                      listeners (the replica layer) take its replicas offline

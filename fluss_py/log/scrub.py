@@ -1,4 +1,4 @@
-"""Checking segments that recovery would otherwise trust: the CRC of every batch (docs/storage.md §6, §8).
+"""Checking segments that recovery would otherwise trust: the CRC of every batch (docs/storage.md §6, §9).
 
 Two callers, one check:
 

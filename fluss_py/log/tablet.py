@@ -51,7 +51,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _disk_io(method: _F) -> _F:
     """A call that touches the disk: an ``OSError`` (or the ``StorageError`` wrapping one) is reported to
-    the tablet's ``io_error`` hook (the data dir's failure handling, docs/storage.md §9) and re-raised."""
+    the tablet's ``io_error`` hook (the data dir's failure handling, docs/storage.md §10) and re-raised."""
 
     @functools.wraps(method)
     def wrapper(self: LogTablet, *args: Any, **kwargs: Any) -> Any:
@@ -522,7 +522,7 @@ class FlushJob:
             raise StorageError(f"{self.tablet.dir}: flush failed: {e}") from e
 
     def report_failure(self) -> None:
-        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §9)."""
+        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §10)."""
         tablet = self.tablet
         if self.error is not None and tablet.io_error is not None and not tablet.closed:
             tablet.io_error(tablet, self.error)

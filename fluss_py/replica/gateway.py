@@ -1,5 +1,5 @@
 """The replica layer's seam to the coordinator leader: AdjustIsr (the leader proposes ISR changes) and
-ReportReplicaFaults (replicas this server can no longer serve, or can again: docs/storage.md §9).
+ReportReplicaFaults (replicas this server can no longer serve, or can again: docs/storage.md §10).
 
 ``CoordinatorGateway`` is the Protocol (fakes in unit tests); ``GrpcCoordinatorGateway`` talks to whichever
 coordinator currently leads, found through a callable the tablet server wires to its ZooKeeper view.

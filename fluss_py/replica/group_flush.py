@@ -118,7 +118,7 @@ class GroupFlusher:
         except Exception as e:
             for job in jobs:  # begun but never handed to the thread
                 job.close()
-            for job in jobs_closing:  # a failed fsync: that log's data dir goes offline (docs/storage.md §9)
+            for job in jobs_closing:  # a failed fsync: that log's data dir goes offline (docs/storage.md §10)
                 job.report_failure()
             self.failures += 1
             error = e if isinstance(e, ApiError) else StorageError(f"group flush failed: {e}")

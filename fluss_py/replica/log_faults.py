@@ -1,6 +1,6 @@
 """What the replica layer does when its storage fails it: failed data directories, corrupt segments.
 
-``LogFaultHandler`` is owned by the ``ReplicaManager`` and runs on its event loop (docs/storage.md §8-9):
+``LogFaultHandler`` is owned by the ``ReplicaManager`` and runs on its event loop (docs/storage.md §9-10):
 
 - **Directory failure** (``LogDirs`` tells ``dir_failed``, from inside the failing call): queued, then on the
   handler's task every replica of the directory goes Offline here (parked produces fail with STORAGE_ERROR,

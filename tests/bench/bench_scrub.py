@@ -1,4 +1,4 @@
-"""Scrubbing (docs/storage.md §8): how fast the CRC check reads, and what a running scrubber costs produce.
+"""Scrubbing (docs/storage.md §9): how fast the CRC check reads, and what a running scrubber costs produce.
 
 - the check alone on one thread, from the page cache (``verify_segment_file`` over 256 MiB of 64 KiB batches),
   and an unclean-start open of that log (every segment below the recovery point checked);

@@ -1,4 +1,4 @@
-"""Silent media corruption on real processes (docs/storage.md §8): a byte flipped in a closed segment.
+"""Silent media corruption on real processes (docs/storage.md §9): a byte flipped in a closed segment.
 
 - in a follower's segment while it is down (then it restarts after a kill -9): the unclean-start check finds
   it although it lies below the recovery point, the follower truncates there and fetches the rest again, and

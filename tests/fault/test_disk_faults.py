@@ -1,4 +1,4 @@
-"""Disk faults on real processes and real filesystems (docs/storage.md §9, docs/operations.md "Disk faults").
+"""Disk faults on real processes and real filesystems (docs/storage.md §10, docs/operations.md "Disk faults").
 
 - a full disk (a small tmpfs filled until the kernel says ENOSPC) under one of a server's two data dirs: that
   dir's replicas go offline there and their leadership moves at once (ZooKeeper's leader_isr), the other

@@ -1,4 +1,4 @@
-"""Corruption below the recovery point (docs/storage.md §8): found at an unclean start and by the scrubber's
+"""Corruption below the recovery point (docs/storage.md §9): found at an unclean start and by the scrubber's
 check, never cut by recovery itself; ``truncate_at_corruption`` cuts by position (the header may be the
 damaged part)."""
 

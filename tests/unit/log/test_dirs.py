@@ -1,4 +1,4 @@
-"""LogDirs (docs/storage.md §9): placement over several data dirs, the lock, failure and recovery of a dir."""
+"""LogDirs (docs/storage.md §10): placement over several data dirs, the lock, failure and recovery of a dir."""
 
 from __future__ import annotations
 

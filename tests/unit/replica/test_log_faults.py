@@ -1,4 +1,4 @@
-"""The replica layer's reaction to storage faults (docs/storage.md §8-9): a corrupt replica leaves the ISR
+"""The replica layer's reaction to storage faults (docs/storage.md §9-10): a corrupt replica leaves the ISR
 before it truncates and fetches again; a full data directory takes its replicas offline and reports them,
 and brings them back once it has space again."""
 
