@@ -72,6 +72,8 @@ class ErrorCode(IntEnum):
     REPLICA_NOT_AUTHENTICATED = 42
     REPLICA_NOT_ASSIGNED = 43
     COORDINATOR_NOT_AUTHENTICATED = 44
+    AUTHENTICATION_FAILED = 45
+    AUTHORIZATION_FAILED = 46
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,8 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.COORDINATOR_NOT_AUTHENTICATED: _Spec(
         True, False, "the request is not from the current coordinator leader"
     ),
+    ErrorCode.AUTHENTICATION_FAILED: _Spec(False, False, "no valid credentials: unknown user, wrong password"),
+    ErrorCode.AUTHORIZATION_FAILED: _Spec(False, False, "the principal may not do this operation on this resource"),
 }
 
 
@@ -233,6 +237,13 @@ InvalidFetchSessionEpochError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_FETCH
 ReplicaNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_AUTHENTICATED]
 ReplicaNotAssignedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_ASSIGNED]
 CoordinatorNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.COORDINATOR_NOT_AUTHENTICATED]
+AuthenticationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHENTICATION_FAILED]
+AuthorizationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHORIZATION_FAILED]
+
+
+# The caller's credentials, certificate or permissions were refused: trying another server cannot help, so
+# loops that move on to the next server on any failure (bootstrap, coordinator discovery) stop at once.
+REFUSED = frozenset({ErrorCode.AUTHENTICATION_FAILED, ErrorCode.AUTHORIZATION_FAILED})
 
 
 def for_code(code: int) -> type[ApiError]:

@@ -36,6 +36,7 @@ from fluss_py.errors import (
     TableNotExistError,
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -104,11 +105,12 @@ class Admin:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        security: PeerIdentity | None = None,
         request_timeout: float = 30.0,
         retry: RetryOptions = DEFAULT_RETRY,
     ) -> None:
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport()
+        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=request_timeout, retry=retry

@@ -13,6 +13,9 @@ gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
     UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
+    UNAVAILABLE after a failed TLS handshake             -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
+    UNAUTHENTICATED (no or bad credentials)              -> AUTHENTICATION_FAILED
+    PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
     anything else                                        -> UNKNOWN_SERVER_ERROR
 
 Application errors travel inside responses (``ErrorInfo``); ``raise_for_error`` turns one into an exception
@@ -30,6 +33,8 @@ import grpc.aio
 from fluss_py.config import MAX_RPC_MESSAGE_BYTES
 from fluss_py.errors import (
     ApiError,
+    AuthenticationFailedError,
+    AuthorizationFailedError,
     ErrorCode,
     InvalidRequestError,
     NetworkExceptionError,
@@ -37,7 +42,9 @@ from fluss_py.errors import (
     UnknownServerError,
     error_from,
 )
+from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
@@ -135,9 +142,12 @@ _CHANNEL_OPTIONS = [
 
 
 class GrpcTransport:
-    """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only."""
+    """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only.
 
-    def __init__(self) -> None:
+    ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous)."""
+
+    def __init__(self, identity: PeerIdentity = PLAINTEXT) -> None:
+        self._identity = identity
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
 
@@ -147,7 +157,7 @@ class GrpcTransport:
         if stub is None:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                channel = open_channel(address, self._identity, _CHANNEL_OPTIONS)
                 self._channels[address] = channel
             stub = channel.unary_unary(
                 rpc.path,
@@ -182,6 +192,12 @@ class GrpcTransport:
 def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str | None) -> ApiError:
     """The ApiError a failed gRPC call becomes (see the module docstring)."""
     text = f"{rpc.name} to {address}: {code.name} {details or ''}".strip()
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationFailedError(details or text)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return AuthorizationFailedError(details or text)
+    if code is grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
+        return AuthenticationFailedError(f"TLS handshake with {address} failed: {details}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
         return NetworkExceptionError(text)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -189,3 +205,9 @@ def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str |
     if code is grpc.StatusCode.UNIMPLEMENTED:
         return InvalidRequestError(text)
     return UnknownServerError(text)
+
+
+def _tls_failure(details: str | None) -> bool:
+    """gRPC reports a failed handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE."""
+    text = (details or "").lower()
+    return "handshake" in text or "ssl" in text or "certificate" in text

@@ -50,9 +50,11 @@ from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
+from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.peer import TokenReplicaVerifier, new_token
 from fluss_py.rpc.server import start_rpc_server
+from fluss_py.security.server_security import ServerSecurity
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
@@ -74,6 +76,7 @@ from fluss_py.zk.client import (
     ZkError,
     ZnodeStat,
 )
+from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
@@ -124,6 +127,7 @@ class TabletServer:
             config[cfg.ZK_ROOT],
             session_timeout=self.session_timeout,
             connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
+            auth=zk_credentials(config),
         )
         self.root = self.zk.root
         self.state = "Starting"
@@ -155,6 +159,8 @@ class TabletServer:
         self.metrics.register(ZkSessionCollector(self.zk))
         self.metrics.register(_RefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)
+        self.security = ServerSecurity(config, self.metrics)  # docs/security.md
+        set_server_identity(self.security.identity)
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -244,6 +250,7 @@ class TabletServer:
             self._session = self.zk.session_id
             for path in persistent_parents(self.root):
                 await self.zk.ensure_path(path)
+            await self.security.start(self.zk, self.root)
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
             servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
@@ -253,6 +260,8 @@ class TabletServer:
                 self.bind_host,
                 self.rpc_port,
                 [lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(servicer, s)],
+                tls=self.security.tls,
+                interceptors=self.security.interceptors(self.metadata_cache.table_name),
             )
             self._http = HttpServer(
                 self.bind_host,
@@ -261,6 +270,8 @@ class TabletServer:
                     "/health": self._health,
                     "/metrics": metrics_route(self.metrics, replica_metrics_text(self._replica_stats)),
                 },
+                ssl_context=self.security.tls.http_context() if self.security.tls else None,
+                guard=self.security.http_guard,
             )
             await self._http.start()
             await self._register()
@@ -271,6 +282,10 @@ class TabletServer:
             await self._lifecycle()
         finally:
             await self._shutdown()
+
+    def reload_certificates(self) -> None:
+        """SIGHUP: re-read the TLS files (docs/security.md)."""
+        self.security.reload_certificates()
 
     def request_stop(self) -> None:
         log.info("Stop requested")
@@ -350,6 +365,7 @@ class TabletServer:
             self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker, unlock
         if self._http is not None:
             await self._http.close()
+        self.security.stop()
         await self.zk.close()
         self.registered = False
         log.info("Tablet server %d stopped", self.server_id)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -38,6 +39,7 @@ from signal import SIGCONT, SIGTERM
 from types import MappingProxyType
 from typing import Any
 
+from fluss_py.security.tls import client_ssl_context
 from fluss_py.testing.cluster_file import (
     CLUSTER_FILE,
     COORDINATOR,
@@ -50,6 +52,7 @@ from fluss_py.testing.health import fetch_health, is_ready, leader_of
 from fluss_py.testing.layout import CONF_DIR, DEFAULT_DIR, LAUNCHER_ENV, default_launcher, server_record
 from fluss_py.testing.ports import PortAllocator, default_allocator
 from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
+from fluss_py.testing.secure import SecureFiles, bootstrap_security
 from fluss_py.testing.zookeeper import ZooKeeperProcess, four_letter
 
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
@@ -90,8 +93,11 @@ class LocalCluster:
         conf_dir: Path | None = CONF_DIR,
         launcher: list[str] | None = None,
         die_with_parent: bool = False,
+        secure: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute()
+        # secure: TLS with client certificates, authentication, ACLs (testing/secure.py, docs/security.md)
+        self.security = SecureFiles.create(self.directory) if secure else None
         self.ports = ports or default_allocator()
         # Read-only: every server's command line is recorded from them here (and by add_*), so a change
         # made after the constructor would silently miss the servers already recorded.
@@ -103,6 +109,7 @@ class LocalCluster:
         self.launcher = list(launcher) if launcher else default_launcher()
         self.die_with_parent = die_with_parent
         self.handles: dict[str, ProcessHandle] = {}
+        self._http_context: ssl.SSLContext | None = None
         self._zk: ZooKeeperProcess | None = None
         zk_address = zookeeper
         if zookeeper is None:
@@ -110,6 +117,8 @@ class LocalCluster:
             zk_address = self._zk.address
         assert zk_address is not None
         self.record = ClusterRecord(str(self.directory), zk_address, zk_root)
+        if self.security is not None:
+            self.record.security_dir = str(self.security.directory)
         if self._zk is not None:
             argv = self._zk.command()
             self.record.processes.append(
@@ -145,6 +154,8 @@ class LocalCluster:
         self.conf_dir, self.launcher, self._zk = CONF_DIR, default_launcher(), None
         self.die_with_parent = False
         self.record = record
+        self._http_context = None
+        self.security = SecureFiles(Path(record.security_dir)) if record.security_dir else None
         self.handles = {}
         for p in record.processes:
             for addr in (p.rpc_address, p.http_address):
@@ -174,6 +185,7 @@ class LocalCluster:
             launcher=self.launcher,
             conf_dir=self.conf_dir,
             overrides={**self.overrides, **self.role_overrides[role]},
+            secure_config=self.security.server_config if self.security else None,
         )
         self.record.processes.append(rec)
         return rec
@@ -215,8 +227,13 @@ class LocalCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             for rec in self.record.processes:
+                if rec.role == ZOOKEEPER and not self.alive(rec.name):
+                    self.start_process(rec.name, wait=True)
+            if self.security is not None:
+                bootstrap_security(self.security, self.record.zookeeper, self.record.zk_root)
+            for rec in self.record.processes:
                 if not self.alive(rec.name):
-                    self.start_process(rec.name, wait=rec.role == ZOOKEEPER)
+                    self.start_process(rec.name, wait=False)
             if wait:
                 self.wait_ready(timeout=timeout)
         except BaseException:
@@ -271,7 +288,19 @@ class LocalCluster:
         rec = self.get(name)
         if rec.http_url is None or not self.alive(name) or self.paused(name):
             return None
-        return fetch_health(rec.http_url, timeout)
+        return fetch_health(rec.http_url, timeout, self.http_context())
+
+    def http_context(self) -> ssl.SSLContext | None:
+        """What an HTTP client of this cluster needs: the CA and the client certificate (secure clusters)."""
+        if self.security is None:
+            return None
+        if self._http_context is None:
+            self._http_context = client_ssl_context(self.security.client_tls())
+        return self._http_context
+
+    def client_config(self) -> dict[str, str]:
+        """Client settings (``security.*``) that reach this cluster: empty for a plaintext one."""
+        return self.security.client_settings() if self.security is not None else {}
 
     def ready(self, name: str) -> bool:
         rec = self.get(name)

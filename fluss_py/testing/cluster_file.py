@@ -52,6 +52,7 @@ class ProcessRecord:
     argv: list[str]
     pid: int | None = None
     start_ticks: int | None = None
+    tls: bool = False  # its HTTP port speaks TLS
 
     @property
     def rpc_port(self) -> int:
@@ -63,7 +64,8 @@ class ProcessRecord:
 
     @property
     def http_url(self) -> str | None:
-        return f"http://{self.http_address}" if self.http_address else None
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.http_address}" if self.http_address else None
 
 
 @dataclass
@@ -75,6 +77,7 @@ class ClusterRecord:
     zk_root: str
     processes: list[ProcessRecord] = field(default_factory=list)
     version: int = VERSION
+    security_dir: str | None = None  # a secure cluster's certificates and configs (testing/secure.py)
 
     def get(self, name: str) -> ProcessRecord:
         for p in self.processes:
@@ -98,7 +101,7 @@ class ClusterRecord:
         for p in procs:
             if p.role not in ROLES:
                 raise ValueError(f"process {p.name!r} has unknown role {p.role!r}")
-        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION)
+        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("security_dir"))
 
     def save(self, directory: Path) -> Path:
         path = directory / CLUSTER_FILE

@@ -82,6 +82,7 @@ def cluster_factory(
         coordinator_overrides: Mapping[str, Any] | None = None,
         tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
+        secure: bool = False,
     ) -> LocalCluster:
         if own_zookeeper:
             zk_address, root = None, "/fluss"
@@ -98,6 +99,7 @@ def cluster_factory(
             coordinator_overrides=coordinator_overrides,
             tablet_overrides=tablet_overrides,
             die_with_parent=True,
+            secure=secure,
         )
         made.append(cluster)
         if start:

@@ -51,8 +51,11 @@ def server_record(
     launcher: list[str],
     conf_dir: Path | None,
     overrides: Mapping[str, str],
+    secure_config: Path | None = None,
 ) -> ProcessRecord:
-    """The cluster.json entry (and command line) of one server; ``overrides`` win over everything."""
+    """The cluster.json entry (and command line) of one server; ``overrides`` win over everything.
+    ``secure_config``: a second ``--config`` file with the security settings (secrets stay off the command
+    line); its ports then speak TLS."""
     if role not in ID_KEYS:
         raise ValueError(f"not a server role: {role!r}")
     name = f"{role}-{server_id}"
@@ -75,6 +78,8 @@ def server_record(
     conf = conf_dir / CONF_FILES[role] if conf_dir else None
     if conf is not None and conf.exists():
         argv += ["--config", str(conf)]
+    if secure_config is not None:
+        argv += ["--config", str(secure_config)]
     for key, value in settings.items():
         argv += ["-D", f"{key}={value}"]
     return ProcessRecord(
@@ -87,4 +92,5 @@ def server_record(
         stdout_file=str(home / "stdout.log"),
         data_dir=str(data_dir),
         argv=argv,
+        tls=secure_config is not None,
     )

@@ -85,23 +85,24 @@ def _server_problems(name: str, service: dict[str, Any], named_volumes: set[str]
     role = ROLE_OF_COMMAND.get(args.command)
     if role is None:
         return [f"{name}: {args.command!r} is not a server command"], {}
-    conf_path: Path | None = None
-    if args.config:
-        source = next((s for s, t in _mounts(service) if t == args.config), None)
+    conf_paths: list[str] = []
+    for config_file in args.config or ():
+        source = next((s for s, t in _mounts(service) if t == config_file), None)
         if source is None or _is_named(source):
-            problems.append(f"{name}: --config {args.config} is not bind-mounted from deploy/conf")
+            problems.append(f"{name}: --config {config_file} is not bind-mounted from deploy/conf")
         else:
             conf_path = (DEPLOY / source).resolve()
             if not conf_path.is_file() or not _under(str(conf_path), str(DEPLOY / "conf")):
                 problems.append(f"{name}: config file {source} does not exist under deploy/conf")
-                conf_path = None
+            else:
+                conf_paths.append(str(conf_path))
     overrides = cfg.parse_overrides(args.overrides)
     for key in overrides:
         opt = cfg.OPTIONS.get(key)
         if opt is None or role not in opt.roles:
             problems.append(f"{name}: -D {key} is not a {role} option")
     try:
-        config = load_server_config(role, str(conf_path) if conf_path else None, args.overrides)
+        config = load_server_config(role, conf_paths, args.overrides)
     except ConfigError as e:
         return [*problems, f"{name}: invalid configuration: {e}"], {}
     http_port = config[cfg.HTTP_PORT] or ROLE_DEFAULT_HTTP_PORT[role]

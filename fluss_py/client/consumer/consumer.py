@@ -30,6 +30,7 @@ from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.errors import InvalidRequestError
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -43,12 +44,13 @@ class Consumer:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        security: PeerIdentity | None = None,
         group: str | None = None,
     ) -> None:
         self.options = opts = options or ConsumerOptions()
         self.group = validate_group(group) if group is not None else None
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport()
+        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
