@@ -323,8 +323,8 @@ AUTHORIZER_ENABLED = option(
     "security.authorizer.enabled", "bool", False, _SERVERS, "check ACLs: what no ACL allows is refused"
 )
 SUPER_USERS = option("security.super-users", "list", (), _SERVERS, "principals allowed everything (no ACL needed)")
-ZK_AUTH_USER = option("zookeeper.auth.user", "str", "", _SERVERS, "digest user of the servers in ZooKeeper")
-ZK_AUTH_PASSWORD = option("zookeeper.auth.password", "str", "", _SERVERS, "its password (never logged)")
+ZK_AUTH_USER = option("zookeeper.auth.user", "str", "", _ALL, "digest user of the servers in ZooKeeper")
+ZK_AUTH_PASSWORD = option("zookeeper.auth.password", "str", "", _ALL, "its password (never logged)")
 
 # ---------------------------------------------------------------- client
 CLIENT_ACKS = option("client.request.acks", "str", "all", [CLIENT], "producer acks: all, 1 or 0",

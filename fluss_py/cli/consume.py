@@ -68,7 +68,9 @@ def _write(out: object, records: list[ConsumerRecord], print_offsets: bool) -> N
 async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
     reset = "earliest" if args.from_beginning else "latest"
-    consumer = Consumer(ctx.bootstrap, ConsumerOptions(auto_offset_reset=reset), group=args.group)
+    consumer = Consumer(
+        ctx.bootstrap, ConsumerOptions(auto_offset_reset=reset), group=args.group, security=ctx.security
+    )
     ctx.own(consumer.close)
     await ctx.connect(consumer.metadata)
     info = await consumer.metadata.wait_for_table(path, ctx.connect_timeout)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError
@@ -52,3 +53,22 @@ class PeerIdentity:
 
 
 PLAINTEXT = PeerIdentity()
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines (Kafka's client properties convention); ``#``/``!`` comments and blanks skipped.
+    ConfigError naming the file when it cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(str(path), f"cannot read the client config file: {e}") from None
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out

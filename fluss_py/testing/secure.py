@@ -7,7 +7,9 @@
     DIR/security/client.pem, client-key.pem      CN=fluss-client: what clients present (mutual TLS)
     DIR/security/server.yaml                     TLS + client certificates + authentication + authorizer
                                                  + the servers' ZooKeeper digest credentials (mode 0600)
-    DIR/security/client.properties               TLS files + the admin's user and password (mode 0600)
+    DIR/security/client.properties               TLS files + the admin's user and password, the ZooKeeper
+                                                 credentials for `fluss-py user|acl` (mode 0600); every
+                                                 client command of `fluss-py --dir DIR` reads it by default
 
 ``bootstrap(zk)`` creates the admin user (salted keys only) and the ACL letting it do everything on the
 cluster. Secrets live in 0600 files only: never on a command line (``ps`` shows those) nor in a log.
@@ -29,6 +31,7 @@ import yaml
 
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.certs import CertificateAuthority
+from fluss_py.security.identity import read_properties
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user
 from fluss_py.security.tls import TlsFiles
@@ -46,20 +49,6 @@ def _write_secret(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """``key=value`` lines (Kafka's client properties convention); ``#`` comments and blanks skipped."""
-    out: dict[str, str] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, _, value = line.partition(":")
-        out[key.strip()] = value.strip()
-    return out
 
 
 @dataclass(frozen=True)
@@ -102,6 +91,7 @@ class SecureFiles:
         ca = CertificateAuthority.create(files.directory / "ca")
         server = ca.issue(files.directory / "server", SERVER_PRINCIPAL, hosts=["127.0.0.1", "localhost"])
         client = ca.issue(files.directory / "client", CLIENT_CN)
+        zk_password = secrets.token_urlsafe(18)
         server_yaml = {
             "security.tls.enabled": True,
             "security.tls.ca-file": str(ca.cert_file),
@@ -112,7 +102,7 @@ class SecureFiles:
             "security.authorizer.enabled": True,
             "security.internal.principals": SERVER_PRINCIPAL,
             "zookeeper.auth.user": ZK_USER,
-            "zookeeper.auth.password": secrets.token_urlsafe(18),
+            "zookeeper.auth.password": zk_password,
         }
         _write_secret(files.server_config, yaml.safe_dump(server_yaml, sort_keys=True))
         client_props = [
@@ -123,6 +113,9 @@ class SecureFiles:
             f"security.tls.key-file={client.key_file}",
             f"security.user={ADMIN}",
             f"security.password={secrets.token_urlsafe(18)}",
+            "# the servers' ZooKeeper credentials: `fluss-py user|acl` change users and ACLs in ZooKeeper",
+            f"zookeeper.auth.user={ZK_USER}",
+            f"zookeeper.auth.password={zk_password}",
         ]
         _write_secret(files.client_config, "\n".join(client_props) + "\n")
         return files
