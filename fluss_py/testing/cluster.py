@@ -39,6 +39,7 @@ from signal import SIGCONT, SIGTERM
 from types import MappingProxyType
 from typing import Any
 
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import client_ssl_context
 from fluss_py.testing.cluster_file import (
     CLUSTER_FILE,
@@ -297,6 +298,10 @@ class LocalCluster:
         if self._http_context is None:
             self._http_context = client_ssl_context(self.security.client_tls())
         return self._http_context
+
+    def client_identity(self) -> PeerIdentity:
+        """What a client of this cluster presents (plaintext and anonymous for a plaintext cluster)."""
+        return PeerIdentity.from_settings(self.client_config()) if self.security is not None else PLAINTEXT
 
     def client_config(self) -> dict[str, str]:
         """Client settings (``security.*``) that reach this cluster: empty for a plaintext one."""
