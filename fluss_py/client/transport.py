@@ -24,6 +24,7 @@ carrying the server's leader hint.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,6 +149,7 @@ class GrpcTransport:
 
     def __init__(self, identity: PeerIdentity = PLAINTEXT) -> None:
         self._identity = identity
+        self._metadata = identity.metadata()  # user + password with every call (inside TLS only)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
 
@@ -157,7 +159,7 @@ class GrpcTransport:
         if stub is None:
             channel = self._channels.get(address)
             if channel is None:
-                channel = open_channel(address, self._identity, _CHANNEL_OPTIONS)
+                channel = open_channel(address, self._identity, _CHANNEL_OPTIONS, send_credentials=False)
                 self._channels[address] = channel
             stub = channel.unary_unary(
                 rpc.path,
@@ -169,7 +171,13 @@ class GrpcTransport:
 
     async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
         try:
-            return await self._stub(address, rpc)(request, timeout=timeout)
+            return await self._stub(address, rpc)(request, timeout=timeout, metadata=self._metadata)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task is being cancelled
+            # the call was cancelled under us: another task closed its channel (``_drop_if_unreachable``)
+            raise NetworkExceptionError(f"{rpc.name} to {address}: the channel was closed") from None
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNAVAILABLE:
                 await self._drop_if_unreachable(address)

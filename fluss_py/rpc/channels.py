@@ -76,11 +76,18 @@ class _Credentials(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamCli
 
 
 def open_channel(
-    address: str, identity: PeerIdentity | None = None, options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS
+    address: str,
+    identity: PeerIdentity | None = None,
+    options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+    *,
+    send_credentials: bool = True,
 ) -> grpc.aio.Channel:
-    """A new channel to ``address`` secured per ``identity`` (default: this server's own identity)."""
+    """A new channel to ``address`` secured per ``identity`` (default: this server's own identity).
+
+    ``send_credentials=False``: the caller passes ``identity.metadata()`` with each call itself (the client
+    transport does: an aio client interceptor costs an extra task per call)."""
     identity = identity or _server_identity
-    metadata = identity.metadata()
+    metadata = identity.metadata() if send_credentials else None
     interceptors = [_Credentials(metadata)] if metadata else None
     if identity.tls is None:
         return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)

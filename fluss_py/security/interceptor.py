@@ -28,6 +28,7 @@ from fluss_py.errors import AuthenticationFailedError, UnknownTableOrBucketError
 from fluss_py.security import operations
 from fluss_py.security.authn import ANONYMOUS, Authenticator
 from fluss_py.security.authz import Authorizer
+from fluss_py.security.identity import USER_HEADER
 
 _PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("fluss_principal", default=ANONYMOUS)
 
@@ -51,13 +52,19 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         self._authn = authenticator
         self._authz = authorizer
         self._table_name = table_name
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[..., Any], details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None:
             return None
-        method = details.method
-        metadata = {k: v for k, v in details.invocation_metadata or () if isinstance(v, str)}
+        wrapped = self._wrapped.get(details.method)
+        if wrapped is None or wrapped[0] is not handler:
+            wrapped = self._wrapped[details.method] = (handler, self._wrap(details.method, handler))
+        return wrapped[1]
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """The handler with the checks in front (made once per method: nothing is built per call)."""
         check = self._check
         authz = self._authz
         filtered = method in operations.FILTERED
@@ -66,11 +73,11 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             inner = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                token = await check(method, metadata, request, context)
+                token = await check(method, request, context)
                 try:
                     response = await inner(request, context)
-                    if filtered and not authz.allows_all(token.var.get()):
-                        principal = token.var.get()
+                    principal = token.var.get()
+                    if filtered and not authz.allows_all(principal):
                         operations.filter_metadata(response, lambda r: authz.visible(principal, r))
                     return response
                 finally:
@@ -81,7 +88,7 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                token = await check(method, metadata, request, context)
+                token = await check(method, request, context)
                 try:
                     async for item in inner_stream(request, context):
                         yield item
@@ -93,12 +100,12 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             )
         return _refuse(f"{method}: call type not supported by the security interceptor")
 
-    async def _check(
-        self, method: str, metadata: dict[str, str], request: Any, context: grpc.aio.ServicerContext
-    ) -> contextvars.Token:
+    async def _check(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> contextvars.Token:
         """The principal, set as current; aborts the call (raises) when it may not go on."""
+        metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
         try:
-            principal = await self._authn.principal(metadata, certificate_cn(context))
+            cn = None if USER_HEADER in metadata else certificate_cn(context)  # a password names the principal
+            principal = await self._authn.principal(metadata, cn)
         except AuthenticationFailedError as e:
             self._authz.authentication_failures.inc()
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
