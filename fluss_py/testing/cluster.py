@@ -95,10 +95,12 @@ class LocalCluster:
         launcher: list[str] | None = None,
         die_with_parent: bool = False,
         secure: bool = False,
+        client_certificates: bool = True,
     ) -> None:
         self.directory = Path(directory).absolute()
-        # secure: TLS with client certificates, authentication, ACLs (testing/secure.py, docs/security.md)
-        self.security = SecureFiles.create(self.directory) if secure else None
+        # secure: TLS (with client certificates unless told), authentication, ACLs (testing/secure.py,
+        # docs/security.md)
+        self.security = SecureFiles.create(self.directory, client_certificates=client_certificates) if secure else None
         self.ports = ports or default_allocator()
         # Read-only: every server's command line is recorded from them here (and by add_*), so a change
         # made after the constructor would silently miss the servers already recorded.

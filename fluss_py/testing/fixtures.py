@@ -83,6 +83,7 @@ def cluster_factory(
         tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
         secure: bool = False,
+        client_certificates: bool = True,
     ) -> LocalCluster:
         if own_zookeeper:
             zk_address, root = None, "/fluss"
@@ -100,6 +101,7 @@ def cluster_factory(
             tablet_overrides=tablet_overrides,
             die_with_parent=True,
             secure=secure,
+            client_certificates=client_certificates,
         )
         made.append(cluster)
         if start:

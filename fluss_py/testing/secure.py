@@ -70,9 +70,10 @@ class SecureFiles:
         return self.directory / "client.properties"
 
     def client_tls(self) -> TlsFiles:
-        return TlsFiles(
-            str(self.ca.cert_file), str(self.directory / "client.pem"), str(self.directory / "client-key.pem")
-        )
+        """The CA, and the client certificate when the cluster uses mutual TLS."""
+        settings = self.client_settings()
+        cert, key = settings.get("security.tls.cert-file", ""), settings.get("security.tls.key-file", "")
+        return TlsFiles(str(self.ca.cert_file), cert, key)
 
     def client_settings(self) -> dict[str, str]:
         return read_properties(self.client_config)
@@ -85,7 +86,9 @@ class SecureFiles:
         return cls(Path(cluster_dir).absolute() / SECURITY_DIR)
 
     @classmethod
-    def create(cls, cluster_dir: Path) -> SecureFiles:
+    def create(cls, cluster_dir: Path, *, client_certificates: bool = True) -> SecureFiles:
+        """``client_certificates=False``: TLS without mutual TLS; the servers then prove themselves to each
+        other with the password of the internal user ``fluss-server`` (created by ``bootstrap``)."""
         files = cls.at(cluster_dir)
         files.directory.mkdir(parents=True, exist_ok=True)
         ca = CertificateAuthority.create(files.directory / "ca")
@@ -97,20 +100,26 @@ class SecureFiles:
             "security.tls.ca-file": str(ca.cert_file),
             "security.tls.cert-file": str(server.cert_file),
             "security.tls.key-file": str(server.key_file),
-            "security.tls.client-auth": True,
+            "security.tls.client-auth": client_certificates,
             "security.authentication.enabled": True,
             "security.authorizer.enabled": True,
             "security.internal.principals": SERVER_PRINCIPAL,
             "zookeeper.auth.user": ZK_USER,
             "zookeeper.auth.password": zk_password,
         }
+        if not client_certificates:
+            server_yaml["security.user"] = SERVER_PRINCIPAL
+            server_yaml["security.password"] = secrets.token_urlsafe(18)
         _write_secret(files.server_config, yaml.safe_dump(server_yaml, sort_keys=True))
         client_props = [
             "# fluss-py client settings of this local secure cluster (Kafka-style properties)",
             "security.tls.enabled=true",
             f"security.tls.ca-file={ca.cert_file}",
-            f"security.tls.cert-file={client.cert_file}",
-            f"security.tls.key-file={client.key_file}",
+            *(
+                [f"security.tls.cert-file={client.cert_file}", f"security.tls.key-file={client.key_file}"]
+                if client_certificates
+                else []
+            ),
             f"security.user={ADMIN}",
             f"security.password={secrets.token_urlsafe(18)}",
             "# the servers' ZooKeeper credentials: `fluss-py user|acl` change users and ACLs in ZooKeeper",
@@ -121,8 +130,12 @@ class SecureFiles:
         return files
 
     async def bootstrap(self, zk: ZkClient, root: str) -> None:
-        """The admin user and its ACL: everything on the cluster (idempotent)."""
+        """The admin user and its ACL: everything on the cluster; the servers' internal user when they
+        authenticate by password (idempotent)."""
         await put_user(zk, root, ADMIN, make_credential(self.client_settings()["security.password"]))
+        server = self.server_settings()
+        if server.get("security.user"):
+            await put_user(zk, root, server["security.user"], make_credential(server["security.password"]))
         await add_acls(
             zk,
             root,

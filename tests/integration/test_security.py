@@ -300,3 +300,24 @@ def test_rogue_tablet_server_cannot_register(cluster: LocalCluster) -> None:
     wait_until(lambda: not cluster.alive(name), 30, message="the rogue server should fail to start")
     assert "not authorized" in cluster.log_text(name)
     assert not zk_exists(cluster, TabletServerZNode.path(cluster.zk_root, 9))
+
+
+# ---------------------------------------------------------------- servers proving themselves by password
+def test_without_client_certificates_servers_authenticate_by_password(cluster_factory) -> None:
+    """TLS without mutual TLS: followers and the coordinator prove the internal principal with the internal
+    user's password; a client with only the CA is anonymous and refused; one claiming the internal user
+    with a guessed password too."""
+    overrides = {"tablet-server.min.insync.replicas": "2"}
+    cluster = cluster_factory(1, 2, secure=True, client_certificates=False, tablet_overrides=overrides)
+    identity = cluster.client_identity()
+    assert identity.tls is not None and not identity.tls.cert_file
+    with SyncAdmin(bootstrap(cluster), security=identity) as admin:
+        admin.create_table("fluss.by_password", num_buckets=1, replication_factor=2)
+        with SyncProducer(bootstrap(cluster), ProducerOptions(acks="all", request_timeout=10), security=identity) as p:
+            p.send("fluss.by_password", b"v", key=b"k").result(timeout=30)  # needs the follower in the ISR
+        _, buckets = admin.get_table_placement("fluss.by_password")
+    assert len(buckets[0].isr) == 2
+    anonymous = PeerIdentity(identity.tls)
+    assert fails_with(anonymous, cluster, lambda a: a.list_databases()).code is ErrorCode.AUTHENTICATION_FAILED
+    spoof = PeerIdentity(identity.tls, "fluss-server", "guess")
+    assert fails_with(spoof, cluster, lambda a: a.list_databases()).code is ErrorCode.AUTHENTICATION_FAILED
