@@ -3,7 +3,9 @@
 ``SecureFiles.create(directory)`` (``cluster up --secure`` and the security tests) writes::
 
     DIR/security/ca.pem, ca-key.pem              the cluster's CA (its key never leaves this directory)
-    DIR/security/server.pem, server-key.pem      CN=fluss-server, SANs 127.0.0.1 + localhost: every server
+    DIR/security/<name>.pem, <name>-key.pem      one certificate per server (coordinator-1, tablet-server-2,
+                                                 ...): CN=fluss-server, SANs 127.0.0.1 + localhost
+    DIR/security/server.pem, server-key.pem      the same for a server started by hand with server.yaml
     DIR/security/client.pem, client-key.pem      CN=fluss-client: what clients present (mutual TLS)
     DIR/security/server.yaml                     TLS + client certificates + authentication + authorizer
                                                  + the servers' ZooKeeper digest credentials (mode 0600)
@@ -30,7 +32,7 @@ from typing import TypeVar
 import yaml
 
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
-from fluss_py.security.certs import CertificateAuthority
+from fluss_py.security.certs import CertificateAuthority, IssuedFiles
 from fluss_py.security.identity import read_properties
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user
@@ -43,6 +45,7 @@ SERVER_PRINCIPAL = "fluss-server"
 CLIENT_CN = "fluss-client"
 ADMIN = "admin"
 ZK_USER = "fluss"
+SERVER_HOSTS = ("127.0.0.1", "localhost")
 
 
 def _write_secret(path: Path, text: str) -> None:
@@ -81,6 +84,18 @@ class SecureFiles:
     def server_settings(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (yaml.safe_load(self.server_config.read_text()) or {}).items()}
 
+    def issue_server(self, name: str) -> IssuedFiles:
+        """A certificate of its own for server ``name`` (CN fluss-server, the internal principal; SANs the
+        loopback names): ``DIR/security/<name>.pem`` and ``<name>-key.pem``."""
+        return self.ca.issue(self.directory / name, SERVER_PRINCIPAL, hosts=SERVER_HOSTS)
+
+    def server_tls_overrides(self, name: str) -> dict[str, str]:
+        """The per-server settings naming its own certificate (issued on first use); paths, no secrets."""
+        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}-key.pem"
+        if not cert.exists():
+            self.issue_server(name)
+        return {"security.tls.cert-file": str(cert), "security.tls.key-file": str(key)}
+
     @classmethod
     def at(cls, cluster_dir: Path) -> SecureFiles:
         return cls(Path(cluster_dir).absolute() / SECURITY_DIR)
@@ -92,7 +107,7 @@ class SecureFiles:
         files = cls.at(cluster_dir)
         files.directory.mkdir(parents=True, exist_ok=True)
         ca = CertificateAuthority.create(files.directory / "ca")
-        server = ca.issue(files.directory / "server", SERVER_PRINCIPAL, hosts=["127.0.0.1", "localhost"])
+        server = files.issue_server("server")  # the default; each server of the cluster gets its own
         client = ca.issue(files.directory / "client", CLIENT_CN)
         zk_password = secrets.token_urlsafe(18)
         server_yaml = {

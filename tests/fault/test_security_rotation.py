@@ -36,6 +36,7 @@ from tests.fault.replication_support import (
 
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
+BROKEN = b"-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n"
 STEADY = ProducerOptions(acks=-1, idempotence=True, request_timeout=10.0, delivery_timeout=60.0)
 
 
@@ -68,8 +69,7 @@ def test_certificate_rotation_under_load_fails_no_send(cluster_factory) -> None:
     tb = TableBucket(create_table(cluster, table), 0)
     servers = cluster.names(COORDINATOR) + cluster.names(TABLET_SERVER)
     old = {n: presented_serial(cluster, n) for n in servers}
-    assert len(set(old.values())) == 1
-    cert_file, key_file = files.directory / "server.pem", files.directory / "server-key.pem"
+    assert len(set(old.values())) == len(servers)  # a certificate of its own per server
     with ZkView(cluster.zookeeper_address) as zk:
         wait_full_isr(zk, cluster, tb, (1, 2, 3), 15)
     producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY, security=cluster.client_identity())
@@ -78,25 +78,30 @@ def test_certificate_rotation_under_load_fails_no_send(cluster_factory) -> None:
         producer.wait_acked_after(time.monotonic(), 25, 15)
 
         # 1. a broken file: refused, the old certificate stays
-        good_cert = cert_file.read_bytes()
-        replace(cert_file, b"-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+        good = {n: (files.directory / f"{n}.pem").read_bytes() for n in servers}
         for n in servers:
+            replace(
+                files.directory / f"{n}.pem",
+                b"-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n",
+            )
             cluster.signal(n, signal.SIGHUP)
         for n in servers:
             cluster.wait_for_log(n, "new TLS files not loaded, the previous certificate stays in use", 10)
             assert presented_serial(cluster, n) == old[n]
-        replace(cert_file, good_cert)
+            replace(files.directory / f"{n}.pem", good[n])
 
-        # 2. a new certificate from the same CA
-        staged = files.ca.issue(files.directory / "staged", "fluss-server", hosts=["127.0.0.1", "localhost"])
-        new_serial = x509.load_pem_x509_certificate(staged.cert_file.read_bytes()).serial_number
+        # 2. new certificates from the same CA
+        new: dict[str, int] = {}
         t_rotate = time.monotonic()
-        replace(key_file, staged.key_file.read_bytes())
-        replace(cert_file, staged.cert_file.read_bytes())
+        for n in servers:
+            staged = files.ca.issue(files.directory / f"staged-{n}", "fluss-server", hosts=["127.0.0.1", "localhost"])
+            new[n] = x509.load_pem_x509_certificate(staged.cert_file.read_bytes()).serial_number
+            replace(files.directory / f"{n}-key.pem", staged.key_file.read_bytes())
+            replace(files.directory / f"{n}.pem", staged.cert_file.read_bytes())
         for n in servers[:2]:
             cluster.signal(n, signal.SIGHUP)  # the others notice the changed files at their next handshake
         for n in servers:
-            cluster.wait_until(lambda n=n: presented_serial(cluster, n) == new_serial, 15, f"{n} presents the new cert")
+            cluster.wait_until(lambda n=n: presented_serial(cluster, n) == new[n], 15, f"{n} presents its new cert")
             cluster.wait_for_log(n, "TLS certificate reloaded", 10)
             assert fetch_health(cluster.get(n).http_url, 2.0, cluster.http_context()) is not None  # HTTPS too
         producer.wait_acked_after(t_rotate, 50, 20)  # traffic went on over the connections opened before
