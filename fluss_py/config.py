@@ -295,36 +295,47 @@ TABLE_MIN_INSYNC_REPLICAS = option(
 )  # fmt: skip
 
 # ---------------------------------------------------------------- security (docs/security.md)
+FILE_OR_EMPTY = Text(r"[^\x00\n]{0,4096}", "a file path, or empty")
+# a user or certificate CN: no '/' (a znode name), no ':' (Basic auth and digest separate user:password)
+PRINCIPAL = Text(r"[^\s/:\x00]{1,256}", "a name without spaces, '/' or ':'")
+PRINCIPAL_OR_EMPTY = Text(r"[^\s/:\x00]{0,256}", "a name without spaces, '/' or ':', or empty")
+SECRET = Text(r"[^\n\x00]{0,1024}", "up to 1024 characters without newlines, or empty")
+
 TLS_ENABLED = option(
     "security.tls.enabled", "bool", False, _ALL, "TLS on every RPC and HTTP port (servers) / every connection"
 )
-TLS_CA_FILE = option("security.tls.ca-file", "str", "", _ALL, "PEM file of the CA(s) that sign peers' certificates")
-TLS_CERT_FILE = option(
-    "security.tls.cert-file", "str", "", _ALL, "PEM certificate chain this process presents (re-read on change)"
-)
-TLS_KEY_FILE = option("security.tls.key-file", "str", "", _ALL, "PEM private key of security.tls.cert-file")
+TLS_CA_FILE = option("security.tls.ca-file", "str", "", _ALL,
+                     "PEM file of the CA(s) that sign peers' certificates", FILE_OR_EMPTY)  # fmt: skip
+TLS_CERT_FILE = option("security.tls.cert-file", "str", "", _ALL,
+                       "PEM certificate chain this process presents (re-read on change)", FILE_OR_EMPTY)  # fmt: skip
+TLS_KEY_FILE = option("security.tls.key-file", "str", "", _ALL,
+                      "PEM private key of security.tls.cert-file", FILE_OR_EMPTY)  # fmt: skip
 TLS_CLIENT_AUTH = option(
     "security.tls.client-auth", "bool", False, _SERVERS, "mutual TLS: refuse connections without a CA-signed cert"
 )
-TLS_SERVER_NAME = option(
-    "security.tls.server-name", "str", "", _ALL, "name checked in servers' certificates (default: the host dialled)"
-)
+TLS_SERVER_NAME = option("security.tls.server-name", "str", "", _ALL,
+                         "name checked in servers' certificates (default: the host dialled)",
+                         Text(rf"|{HOST.pattern}", "a host name, or empty"))  # fmt: skip
 AUTH_ENABLED = option(
     "security.authentication.enabled", "bool", False, _SERVERS,
     "every request needs a principal: a user's password or a CA-signed client certificate",
 )  # fmt: skip
-AUTH_USER = option("security.user", "str", "", _ALL, "user this process authenticates as (servers: to peers)")
-AUTH_PASSWORD = option("security.password", "str", "", _ALL, "its password (never logged)")
+AUTH_USER = option("security.user", "str", "", _ALL, "user this process authenticates as (servers: to peers)",
+                   PRINCIPAL_OR_EMPTY)  # fmt: skip
+AUTH_PASSWORD = option("security.password", "str", "", _ALL, "its password (never logged)", SECRET)
 INTERNAL_PRINCIPALS = option(
     "security.internal.principals", "list", ("fluss-server",), _SERVERS,
     "principals (certificate CN or user) that are servers of this cluster: only they may call internal RPCs",
+    Items(PRINCIPAL, 1, 100),
 )  # fmt: skip
 AUTHORIZER_ENABLED = option(
     "security.authorizer.enabled", "bool", False, _SERVERS, "check ACLs: what no ACL allows is refused"
 )
-SUPER_USERS = option("security.super-users", "list", (), _SERVERS, "principals allowed everything (no ACL needed)")
-ZK_AUTH_USER = option("zookeeper.auth.user", "str", "", _ALL, "digest user of the servers in ZooKeeper")
-ZK_AUTH_PASSWORD = option("zookeeper.auth.password", "str", "", _ALL, "its password (never logged)")
+SUPER_USERS = option("security.super-users", "list", (), _SERVERS, "principals allowed everything (no ACL needed)",
+                     Items(PRINCIPAL, 0, 100))  # fmt: skip
+ZK_AUTH_USER = option("zookeeper.auth.user", "str", "", _ALL, "digest user of the servers in ZooKeeper",
+                      PRINCIPAL_OR_EMPTY)  # fmt: skip
+ZK_AUTH_PASSWORD = option("zookeeper.auth.password", "str", "", _ALL, "its password (never logged)", SECRET)
 
 # ---------------------------------------------------------------- client
 CLIENT_ACKS = option("client.request.acks", "str", "all", [CLIENT], "producer acks: all, 1 or 0",
