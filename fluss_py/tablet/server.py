@@ -409,7 +409,8 @@ class TabletServer:
         waited = False
         while True:
             try:
-                await self.zk.create(path, data, ephemeral=True, makepath=True)
+                # private: the registration holds this process's replica token (docs/peer-trust.md)
+                await self.zk.create(path, data, ephemeral=True, makepath=True, private=True)
                 self.registered = True
                 log.info("Registered tablet server %d at %s (%s)", self.server_id, reg.address, path)
                 return

@@ -159,6 +159,7 @@ class CreateOp:
     data: bytes = b""
     ephemeral: bool = False
     sequence: bool = False
+    private: bool = False  # readable by the servers only (nodes holding tokens), with credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,7 +445,8 @@ class ZkClient:
             t.check(self.epoch_path, fence.zk_version)
         for op in ops:
             if isinstance(op, CreateOp):
-                t.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                acl = self._private_acl if op.private else None
+                t.create(op.path, op.data, acl, ephemeral=op.ephemeral, sequence=op.sequence)
             elif isinstance(op, SetOp):
                 t.set_data(op.path, op.data, op.version)
             elif isinstance(op, DeleteOp):

@@ -34,7 +34,7 @@ from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.fixtures import TEST_OVERRIDES
 from fluss_py.testing.procs import wait_until
 from fluss_py.testing.secure import with_zookeeper
-from fluss_py.zk.paths import DatabaseZNode, RebalanceZNode, TabletServerZNode
+from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZNode, RebalanceZNode, TabletServerZNode
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
 
@@ -282,6 +282,11 @@ def test_zookeeper_client_without_credentials_cannot_write(cluster: LocalCluster
             zk.create(DatabaseZNode.path(cluster.zk_root, "zk_db"), b"{}")
         with pytest.raises(NoAuthError):
             zk.get(f"{cluster.zk_root}/security/users/admin")  # salted keys are not even readable
+        with pytest.raises(NoAuthError):
+            zk.get(TabletServerZNode.path(cluster.zk_root, 1))  # nor a registration's replica token
+        with pytest.raises(NoAuthError):
+            zk.get(CoordinatorLeaderZNode.path(cluster.zk_root))  # nor the coordinator leader's token
+        zk.get(LeaderIsrZNode.path(cluster.zk_root, 1, 0))  # the rest of the cluster's state stays readable
         assert zk.exists(TabletServerZNode.path(cluster.zk_root, 99)) is None
         assert zk.exists(DatabaseZNode.path(cluster.zk_root, "zk_db")) is None
     finally:
