@@ -85,6 +85,7 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     _C + "ListTables": lambda r, names: [(Operation.DESCRIBE, Resource(ResourceType.DATABASE, r.database))],
     _C + "AdjustIsr": lambda r, names: INTERNAL,
     _C + "ControlledShutdown": lambda r, names: INTERNAL,
+    _C + "ReportReplicaFaults": lambda r, names: INTERNAL,
     _C + "AllocateWriterId": lambda r, names: PUBLIC,  # an id grants nothing: each ProduceLog needs WRITE
     _C + "CommitOffsets": _group(Operation.READ),
     _C + "FetchOffsets": _group(Operation.DESCRIBE),
