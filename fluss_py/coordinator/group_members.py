@@ -206,23 +206,12 @@ class GroupMembers:
 
     # ---------------------------------------------------------------- ZooKeeper form
     def encode(self) -> bytes:
-        def tbs(s: Set[TableBucket]) -> list[list[int]]:
-            return sorted([tb.table_id, tb.bucket] for tb in s)
-
         doc = {
             "version": 1,
             "epoch": self.epoch,
             "target_epoch": self.target_epoch,
             "counts": {str(t): n for t, n in sorted(self.counts.items())},
-            "members": [
-                {
-                    "id": m.member_id, "instance_id": m.instance_id, "host": m.client_host,
-                    "session_timeout_ms": m.session_timeout_ms, "subscribed": sorted(m.subscribed),
-                    "epoch": m.epoch, "previous_epoch": m.previous_epoch, "assigned": tbs(m.assigned),
-                    "target": tbs(self.target.get(m.member_id, set())), "leaving": m.leaving,
-                }  # fmt: skip
-                for m in sorted(self.members.values(), key=lambda m: m.member_id)
-            ],
+            "members": [_member_doc(m, self.target.get(m.member_id, set())) for _, m in sorted(self.members.items())],
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -241,3 +230,22 @@ class GroupMembers:
             group.members[m.member_id] = m
             group.target[m.member_id] = {TableBucket(int(t), int(b)) for t, b in d["target"]}
         return group
+
+
+def _tbs(buckets: Set[TableBucket]) -> list[list[int]]:
+    return sorted([tb.table_id, tb.bucket] for tb in buckets)
+
+
+def _member_doc(m: Member, target: Set[TableBucket]) -> dict[str, object]:
+    return {
+        "id": m.member_id,
+        "instance_id": m.instance_id,
+        "host": m.client_host,
+        "session_timeout_ms": m.session_timeout_ms,
+        "subscribed": sorted(m.subscribed),
+        "epoch": m.epoch,
+        "previous_epoch": m.previous_epoch,
+        "assigned": _tbs(m.assigned),
+        "target": _tbs(target),
+        "leaving": m.leaving,
+    }
