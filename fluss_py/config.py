@@ -423,6 +423,18 @@ def _lookup(key: str, role: str) -> ConfigOption:
     return opt
 
 
+# ---------------------------------------------------------------- consumer groups (docs/consumer-groups.md)
+GROUP_MIN_SESSION_TIMEOUT = option(
+    "group.min-session-timeout", "duration", 1.0, [COORDINATOR], "shortest session timeout a member may ask for"
+)
+GROUP_MAX_SESSION_TIMEOUT = option(
+    "group.max-session-timeout", "duration", 60.0, [COORDINATOR], "longest session timeout a member may ask for"
+)
+GROUP_HEARTBEAT_INTERVAL = option(
+    "group.heartbeat-interval", "duration", 0.5, [COORDINATOR], "how often members heartbeat (told to them)"
+)
+
+
 def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
     """``["a.b=1", "c=2s"]`` -> ``{"a.b": "1", "c": "2s"}``; a pair without '=' is a ConfigError."""
     result: dict[str, str] = {}

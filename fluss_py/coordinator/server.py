@@ -37,6 +37,7 @@ from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
@@ -220,7 +221,9 @@ class CoordinatorServer:
                 await self.zk.ensure_path(path)
             await self.security.start(self.zk, self.root)
             # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
-            servicer = self.servicer = CoordinatorServicer(self, TokenReplicaVerifier(None, self._registered_token))
+            servicer = self.servicer = CoordinatorServicer(
+                self, TokenReplicaVerifier(None, self._registered_token), GroupLimits.from_config(self.config)
+            )
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,

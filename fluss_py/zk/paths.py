@@ -16,6 +16,7 @@ compact UTF-8 JSON carrying ``"version"`` so the format can evolve; ``decode`` t
     <root>/tabletservers/tables/<table_id>               persistent     TableAssignmentZNode
     <root>/tabletservers/tables/<table_id>/buckets/<b>/leader_isr  persistent  LeaderIsrZNode
     <root>/consumers/<group>/offsets/<table_id>/<bucket> persistent     ConsumerOffsetZNode
+    <root>/consumers/<group>/members                     persistent     GroupMembersZNode
     <root>/cluster/rebalance                             persistent     RebalanceZNode
     <root>/security/users/<name>                         persistent     UserZNode (salted SCRAM keys)
     <root>/security/acls/<type>:<pattern>:<name>         persistent     AclZNode (the ACLs of one resource)
@@ -363,6 +364,16 @@ class ConsumerOffsetZNode:
     def decode(data: bytes) -> tuple[int, int]:
         d = _load(data)
         return int(d["offset"]), int(d.get("committed_ms", 0))
+
+
+class GroupMembersZNode:
+    """``<root>/consumers/<group>/members``: persistent, a consumer group's membership, epochs, target and
+    ownership (JSON, codec ``GroupMembers.encode/decode`` in coordinator/group_members.py; written only by the
+    coordinator leader, fenced; docs/consumer-groups.md)."""
+
+    @staticmethod
+    def path(root: str, group: str) -> str:
+        return f"{ConsumerOffsetZNode.group_path(root, group)}/members"
 
 
 class RebalanceZNode:
