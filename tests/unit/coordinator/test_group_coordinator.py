@@ -18,7 +18,6 @@ from fluss_py.errors import (
     TableNotExistError,
     UnknownMemberIdError,
 )
-from fluss_py.types import TableBucket
 from fluss_py.zk.client import EpochFencedError
 from fluss_py.zk.paths import GroupMembersZNode
 from tests.unit.coordinator.fake_zk import FakeStore
