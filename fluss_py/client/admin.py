@@ -17,7 +17,15 @@ from enum import IntEnum
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
-from fluss_py.client.groups import commit_offsets, fetch_offsets, list_groups
+from fluss_py.client.groups import (
+    GroupMembers,
+    GroupSummary,
+    commit_offsets,
+    delete_group,
+    describe_members,
+    fetch_offsets,
+    list_groups,
+)
 from fluss_py.client.metadata import (
     BucketLocation,
     ClusterMetadata,
@@ -214,8 +222,20 @@ class Admin:
 
     # ---------------------------------------------------------------- consumer groups
     async def list_groups(self) -> list[str]:
-        """Names of the groups with committed offsets."""
+        """Names of the groups (with committed offsets or members)."""
+        return [s.group for s in await list_groups(self._gateway)]
+
+    async def list_group_summaries(self) -> list[GroupSummary]:
+        """Every group with its state (EMPTY, RECONCILING, STABLE) and live member count."""
         return await list_groups(self._gateway)
+
+    async def describe_group_members(self, group: str) -> GroupMembers:
+        """``group``'s members (id, instance id, client host, epoch, buckets, time since last heartbeat)."""
+        return await describe_members(self._gateway, group)
+
+    async def delete_group(self, group: str) -> None:
+        """Delete ``group`` (offsets and membership); refused with GROUP_NOT_EMPTY while it has live members."""
+        await delete_group(self._gateway, group)
 
     async def describe_group(self, group: str) -> list[GroupBucketOffset]:
         """Per committed bucket of ``group``: committed offset, HW and lag. GROUP_NOT_EXIST without commits."""

@@ -84,6 +84,9 @@ ALLOCATE_WRITER_ID = Rpc(COORDINATOR_SERVICE, "AllocateWriterId", coordinator_pb
 COMMIT_OFFSETS = Rpc(COORDINATOR_SERVICE, "CommitOffsets", coordinator_pb2.SimpleResponse)
 FETCH_OFFSETS = Rpc(COORDINATOR_SERVICE, "FetchOffsets", coordinator_pb2.FetchOffsetsResponse)
 LIST_GROUPS = Rpc(COORDINATOR_SERVICE, "ListGroups", coordinator_pb2.ListGroupsResponse)
+CONSUMER_HEARTBEAT = Rpc(COORDINATOR_SERVICE, "ConsumerHeartbeat", coordinator_pb2.ConsumerHeartbeatResponse)
+DESCRIBE_GROUP = Rpc(COORDINATOR_SERVICE, "DescribeGroup", coordinator_pb2.DescribeGroupResponse)
+DELETE_GROUP = Rpc(COORDINATOR_SERVICE, "DeleteGroup", coordinator_pb2.SimpleResponse)
 
 
 class EncodedRequest:
