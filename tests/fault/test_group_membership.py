@@ -154,14 +154,23 @@ def test_coordinator_kill_mid_rebalance_keeps_one_owner_per_bucket(cluster_facto
     cluster, bootstrap, admin, group = _setup(cluster_factory, members, tmp_path, coordinators=3)
     produced = _produce(bootstrap, 0, 300)
     live = [group.start(name, session_timeout=10.0) for name in "abc"]
-    _settled(admin, live)
+    before = {m.member_id for m in _settled(admin, live).members}
     leader = cluster.coordinator_leader()
     assert leader is not None
-    live.append(group.start("d", session_timeout=10.0))  # a rebalance: each of a, b, c gives up a bucket
-    wait_until(lambda: len(_describe(admin).members) == 4, 30, message="d joined")
-    cluster.kill(leader)  # kill -9 while the revocations are in flight
+    # a rebalance that cannot finish yet: a is paused, so it cannot acknowledge giving up a bucket to d
+    live[0].handle.pause()
+    try:
+        live.append(group.start("d", session_timeout=10.0))
+        wait_until(lambda: len(_describe(admin).members) == 4, 30, message="d joined")
+        assert _describe(admin).state == "RECONCILING"
+        cluster.kill(leader)  # kill -9 with the revocation in flight
+    finally:
+        live[0].handle.resume()
     view = _settled(admin, live, timeout=90)
     assert sorted(len(m.assigned) for m in view.members) == [3, 3, 3, 3]
+    # the new leader continued the group from ZooKeeper: nobody was fenced and had to join again
+    assert before <= {m.member_id for m in view.members}
+    assert not any("fenced" in m.text() for m in live)
     produced |= _produce(bootstrap, 300, 300)
     wait_until(lambda: _printed(group) >= produced, 60, message="every record read")
 
