@@ -434,7 +434,6 @@ async def test_install_registers_every_handler_and_cascades_database_drops(h):
 
 def test_options_from_config():
     from fluss_py.config import load_config
-
     from fluss_py.coordinator.group_coordinator import GroupLimits
 
     config = load_config(
