@@ -9,6 +9,8 @@ must be printed by some member (at-least-once: nothing between the last commit a
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from fluss_py.client.groups import GroupMembers
 from fluss_py.errors import UnknownMemberIdError
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.procs import wait_until
-from tests.fault.group_support import Member, Members, commit_as
+from tests.fault.group_support import FLUSS_PY, Member, Members, commit_as
 
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
@@ -87,6 +89,26 @@ def _settled(admin: SyncAdmin, live: list[Member], timeout: float = 60.0) -> Gro
     return wait_until(check, timeout, interval=0.1, message=lambda: f"group settled: {_describe(admin)}")  # type: ignore[return-value]
 
 
+def _cli(cluster: LocalCluster, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([FLUSS_PY, *argv, "--dir", str(cluster.directory)], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+
+
+def _cli_shows_the_members(cluster: LocalCluster, view: GroupMembers) -> None:
+    """group describe / list / delete on the live group (docs/consumer-groups.md, Tools)."""
+    described = json.loads(_cli(cluster, "group", "describe", GROUP, "--json").stdout)
+    assert {m["member_id"]: sorted(m["assigned"]) for m in described["members"]} == {
+        m.member_id: sorted(str(tb) for tb in m.assigned) for m in view.members
+    }
+    assert all(m["client_host"].startswith("ipv4:127.0.0.1:") and m["last_heartbeat_s"] < SESSION
+               for m in described["members"])  # fmt: skip
+    assert {b["bucket"] for b in described["buckets"]} == set(range(BUCKETS))  # offsets and lag beside them
+    listed = json.loads(_cli(cluster, "group", "list", "--json").stdout)
+    assert listed == [{"group": GROUP, "state": "STABLE", "members": 3}]
+    refused = _cli(cluster, "group", "delete", GROUP)
+    assert refused.returncode == 1 and "GROUP_NOT_EMPTY" in refused.stderr, refused
+
+
 def _printed(group: Members) -> set[str]:
     return {value for m in group.started for _, _, value in m.records()}
 
@@ -94,12 +116,13 @@ def _printed(group: Members) -> set[str]:
 def test_three_members_split_and_a_killed_members_buckets_move_without_a_gap(
     cluster_factory, members, tmp_path
 ) -> None:
-    _, bootstrap, admin, group = _setup(cluster_factory, members, tmp_path)
+    cluster, bootstrap, admin, group = _setup(cluster_factory, members, tmp_path)
     produced = _produce(bootstrap, 0, 600)
     a, b, c = (group.start(name, session_timeout=SESSION) for name in "abc")
     view = _settled(admin, [a, b, c])
     assert sorted(len(m.assigned) for m in view.members) == [4, 4, 4]
     wait_until(lambda: _printed(group) >= produced, 60, message="the first 600 records read")
+    _cli_shows_the_members(cluster, view)
 
     # kill -9 c while records keep coming; its buckets must go to a and b, nothing it did not commit lost
     more = _produce(bootstrap, 600, 300)
