@@ -1,8 +1,8 @@
 """Consumer-group membership on the coordinator leader: heartbeats, describe, delete, fenced-commit checks.
 
 The decisions are ``GroupMembers`` (coordinator/group_members.py, pure); this module is the I/O around them:
-it validates requests (group name, session timeout within ``group.min/max-session-timeout``, subscribed
-tables exist), loads a group from ``GroupMembersZNode`` on its first use in this leadership (every member
+it validates requests (group name, session timeout within ``group.min/max-session-timeout``, a joining
+member's subscribed tables exist), loads a group from ``GroupMembersZNode`` on its first use in this leadership (every member
 gets a fresh session then: docs/consumer-groups.md, "Where the state lives"), and writes the group back,
 fenced by the coordinator epoch, before the request that changed it is answered. A heartbeat that changes
 nothing writes nothing; session deadlines are kept in memory only (monotonic clock).
@@ -176,6 +176,7 @@ class GroupCoordinator:
                 )
             if not event.subscribed:
                 raise InvalidRequestError("a member must subscribe to at least one table")
+        if event.member_epoch == JOIN_EPOCH:  # later, a dropped table just has no buckets to assign
             for table_id in sorted(event.subscribed):
                 if await self._num_buckets(table_id) is None:
                     raise TableNotExistError(f"table id {table_id} does not exist")

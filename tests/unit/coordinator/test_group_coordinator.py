@@ -148,3 +148,19 @@ async def test_expired_member_commit_refused_then_group_deletable(store: FakeSto
     await groups.commit(CommitOffsets("g", {next(iter(owned)): 1}))  # offset-only use works again
     await groups.members.delete(DeleteGroup("g"))
     assert not any(p.startswith("/fluss/consumers/g") for p in store.nodes)
+
+
+async def test_a_dropped_subscribed_table_only_loses_its_buckets(store: FakeStore) -> None:
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    members: dict[str, tuple[int, frozenset]] = {}
+    for _ in range(2):
+        await _join(groups, members)
+    await _settle(groups, members)
+    TABLES.pop(1)
+    try:
+        await _settle(groups, members)  # no TABLE_NOT_EXIST: the heartbeats go on, the buckets are revoked
+    finally:
+        TABLES[1] = 12
+    assert all(owned == frozenset() for _, owned in members.values())
+    assert all(not m.assigned for m in groups.members._groups["g"].members.values())
