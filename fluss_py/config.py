@@ -362,6 +362,14 @@ CLIENT_RETRY_BACKOFF_MAX = option("client.retry.backoff-max", "duration", 0.5, [
 CLIENT_FETCH_MAX_WAIT = option("client.scanner.fetch.max-wait", "duration", 0.5, [CLIENT],
                                "a consumer fetch waits this long for data", Range(0.0, 10 * MINUTE))  # fmt: skip
 
+# ---------------------------------------------------------------- consumer groups (docs/consumer-groups.md)
+GROUP_MIN_SESSION_TIMEOUT = option("group.min-session-timeout", "duration", 1.0, [COORDINATOR],
+                                   "shortest session timeout a member may ask for", Range(0.1, HOUR))  # fmt: skip
+GROUP_MAX_SESSION_TIMEOUT = option("group.max-session-timeout", "duration", 60.0, [COORDINATOR],
+                                   "longest session timeout a member may ask for", Range(0.1, HOUR))  # fmt: skip
+GROUP_HEARTBEAT_INTERVAL = option("group.heartbeat-interval", "duration", 0.5, [COORDINATOR],
+                                  "how often members heartbeat (told to them)", Range(0.01, MINUTE))  # fmt: skip
+
 # ---------------------------------------------------------------- rules between keys
 constraint("replica.fetch.wait.max.ms < replica.lag.time.max.ms (a waiting follower must not look lagging)",
            lambda wait, lag: wait < lag, REPLICA_FETCH_WAIT_MAX, REPLICA_LAG_TIME_MAX)  # fmt: skip
@@ -369,6 +377,8 @@ constraint("replica.fetch.min.bytes <= replica.fetch.max.bytes",
            lambda lo, hi: lo <= hi, REPLICA_FETCH_MIN_BYTES, REPLICA_FETCH_MAX_BYTES)  # fmt: skip
 constraint("client.retry.backoff <= client.retry.backoff-max",
            lambda lo, hi: lo <= hi, CLIENT_RETRY_BACKOFF, CLIENT_RETRY_BACKOFF_MAX)  # fmt: skip
+constraint("group.min-session-timeout <= group.max-session-timeout",
+           lambda lo, hi: lo <= hi, GROUP_MIN_SESSION_TIMEOUT, GROUP_MAX_SESSION_TIMEOUT)  # fmt: skip
 
 
 class Config(Mapping[str, Any]):
@@ -421,18 +431,6 @@ def _lookup(key: str, role: str) -> ConfigOption:
     if role not in opt.roles:
         raise ConfigError(key, f"not a {role} option (it is for: {', '.join(opt.roles)})")
     return opt
-
-
-# ---------------------------------------------------------------- consumer groups (docs/consumer-groups.md)
-GROUP_MIN_SESSION_TIMEOUT = option(
-    "group.min-session-timeout", "duration", 1.0, [COORDINATOR], "shortest session timeout a member may ask for"
-)
-GROUP_MAX_SESSION_TIMEOUT = option(
-    "group.max-session-timeout", "duration", 60.0, [COORDINATOR], "longest session timeout a member may ask for"
-)
-GROUP_HEARTBEAT_INTERVAL = option(
-    "group.heartbeat-interval", "duration", 0.5, [COORDINATOR], "how often members heartbeat (told to them)"
-)
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:

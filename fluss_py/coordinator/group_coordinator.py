@@ -2,8 +2,9 @@
 
 The decisions are ``GroupMembers`` (coordinator/group_members.py, pure); this module is the I/O around them:
 it validates requests (group name, session timeout within ``group.min/max-session-timeout``, a joining
-member's subscribed tables exist), loads a group from ``GroupMembersZNode`` on its first use in this leadership (every member
-gets a fresh session then: docs/consumer-groups.md, "Where the state lives"), and writes the group back,
+member's subscribed tables exist), loads a group from ``GroupMembersZNode`` on its first use in this
+leadership (every member gets a fresh session then: docs/consumer-groups.md, "Where the state lives"), and
+writes the group back,
 fenced by the coordinator epoch, before the request that changed it is answered. A heartbeat that changes
 nothing writes nothing; session deadlines are kept in memory only (monotonic clock).
 

@@ -253,10 +253,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.ListGroupsResponse, groups.ListGroups(), fill)
 
     async def ConsumerHeartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        session_ms = max(request.session_timeout_ms, 3)
+
         def fill(response: Any, answer: Any) -> None:
             response.member_id = answer.member_id
             response.member_epoch = answer.member_epoch
-            response.heartbeat_interval_ms = self._group_limits.heartbeat_interval_ms
+            # at least three beats per session, whatever the configured interval
+            response.heartbeat_interval_ms = min(self._group_limits.heartbeat_interval_ms, session_ms // 3)
             response.assignment.extend(convert.table_bucket_to_pb(tb) for tb in _sorted(answer.assignment))
 
         event = group_members.ConsumerHeartbeat(
