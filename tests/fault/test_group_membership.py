@@ -103,6 +103,8 @@ def _cli_shows_the_members(cluster: LocalCluster, view: GroupMembers) -> None:
     assert all(m["client_host"].startswith("ipv4:127.0.0.1:") and m["last_heartbeat_s"] < SESSION
                for m in described["members"])  # fmt: skip
     assert {b["bucket"] for b in described["buckets"]} == set(range(BUCKETS))  # offsets and lag beside them
+    text = _cli(cluster, "group", "describe", GROUP)
+    assert text.returncode == 0 and all(m.member_id in text.stdout for m in view.members), text
     listed = json.loads(_cli(cluster, "group", "list", "--json").stdout)
     assert listed == [{"group": GROUP, "state": "STABLE", "members": 3}]
     refused = _cli(cluster, "group", "delete", GROUP)
