@@ -15,9 +15,9 @@ bucket: table, bucket, committed offset, high watermark, lag (HW - committed). `
 "member_epoch", "assigned": ["5-0", ...], "last_heartbeat_s"}, ...], "buckets": [{"table": "fluss.t",
 "table_id": 1, "bucket": 0, "committed": 5, "high_watermark": 9, "lag": 4}, ...]}``. ``delete`` removes
 the group's offsets and membership; it is refused (GROUP_NOT_EMPTY, exit 1) while the group has live
-members. ``reset`` commits new offsets for
-the group (stop its consumers first: their next commit would overwrite the reset); ``--dry-run`` only
-prints them. An unknown group is exit 1 with a one-line message.
+members. ``reset`` commits new offsets for the group; it too is refused (GROUP_NOT_EMPTY) while the group
+has live members (stop them first), and a consumer reading by ``--bucket`` must be stopped as well (its
+next commit would overwrite the reset); ``--dry-run`` only prints them. An unknown group is exit 1 with a one-line message.
 """
 
 from __future__ import annotations
