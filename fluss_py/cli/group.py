@@ -17,7 +17,8 @@ bucket: table, bucket, committed offset, high watermark, lag (HW - committed). `
 the group's offsets and membership; it is refused (GROUP_NOT_EMPTY, exit 1) while the group has live
 members. ``reset`` commits new offsets for the group; it too is refused (GROUP_NOT_EMPTY) while the group
 has live members (stop them first), and a consumer reading by ``--bucket`` must be stopped as well (its
-next commit would overwrite the reset); ``--dry-run`` only prints them. An unknown group is exit 1 with a one-line message.
+next commit would overwrite the reset); ``--dry-run`` only prints them. An unknown group is exit 1 with a
+one-line message.
 """
 
 from __future__ import annotations
