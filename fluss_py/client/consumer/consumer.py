@@ -48,7 +48,7 @@ from fluss_py.client.groups import commit_offsets, fetch_offsets, validate_group
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
-from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError
+from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError, UnknownMemberIdError
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
@@ -216,6 +216,8 @@ class Consumer:
             }
         if offsets:
             m = self.membership
+            if m is not None and (not m.member_id or m.lost):  # never an offset-only commit from a member
+                raise UnknownMemberIdError(f"not a member of group {self.group} right now (joining or fenced)")
             member = (m.member_id, m.member_epoch) if m is not None else ("", 0)
             try:
                 await commit_offsets(self._gateway, self.group, offsets, *member)

@@ -103,3 +103,20 @@ async def test_subscribe_needs_a_group_and_excludes_assign() -> None:
             await c.assign("t")
     finally:
         await c.close()
+
+
+async def test_a_member_that_is_not_joined_never_commits_without_its_member_id() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=1)
+    a = member(cluster, [], "a")
+    try:
+        await poll_until([a], lambda: len(a.assignment()) == 1, {})
+        a.membership.lost = True  # as after a refused heartbeat, before poll dropped the buckets
+        with pytest.raises(UnknownMemberIdError):
+            await a.commit({TableBucket(1, 0): 1})
+        assert groups.offsets == {} and not any(
+            rpc == "CommitOffsets" and not req.member_id for _, rpc, req in cluster.calls
+        )  # nothing sent as an offset-only commit
+    finally:
+        await a.close()
