@@ -90,6 +90,12 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     _C + "CommitOffsets": _group(Operation.READ),
     _C + "FetchOffsets": _group(Operation.DESCRIBE),
     _C + "ListGroups": lambda r, names: [(Operation.DESCRIBE, CLUSTER)],
+    _C + "ConsumerHeartbeat": lambda r, names: [
+        (Operation.READ, Resource(ResourceType.GROUP, r.group)),
+        *_tables(Operation.DESCRIBE, r.subscribed_table_ids, names),
+    ],
+    _C + "DescribeGroup": _group(Operation.DESCRIBE),
+    _C + "DeleteGroup": _group(Operation.DROP),
 }
 
 # methods whose answers are cut down to what the principal may DESCRIBE (tables in a MetadataResponse)
