@@ -250,7 +250,6 @@ ReplicaNotAssignedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_ASSIGNE
 CoordinatorNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.COORDINATOR_NOT_AUTHENTICATED]
 AuthenticationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHENTICATION_FAILED]
 AuthorizationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHORIZATION_FAILED]
-
 UnknownMemberIdError: type[ApiError] = _BY_CODE[ErrorCode.UNKNOWN_MEMBER_ID]
 FencedMemberEpochError: type[ApiError] = _BY_CODE[ErrorCode.FENCED_MEMBER_EPOCH]
 InvalidSessionTimeoutError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_SESSION_TIMEOUT]
