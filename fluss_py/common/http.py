@@ -1,10 +1,10 @@
-"""A tiny HTTP/1.1 server on the process's asyncio loop for ``GET /health`` and ``GET /metrics``.
+"""The HTTP port of every server, on aiohttp in the process's asyncio loop: ``GET /health``, ``GET /metrics``.
 
 Routes map a path to ``async handler() -> (status, content_type, body)`` (GET and HEAD), or a
 ``"METHOD /path"`` key to ``async handler(request) -> ...`` where ``request`` carries the method, path and
-query parameters (e.g. ``"POST /rebalance"`` with ``?dry_run=true``). One request per connection
-(``Connection: close``); no keep-alive, no chunking, no request bodies — it serves probes, Prometheus and
-small admin actions.
+query parameters (e.g. ``"POST /rebalance"`` with ``?dry_run=true``). aiohttp does HTTP/1.1 itself
+(keep-alive, chunked bodies, TLS with the server's context); the coordinator's console adds its own aiohttp
+routes through ``setup`` (fluss_py/console).
 ``metrics_route(registry, *extra)`` renders a prometheus-client registry in the text exposition format,
 then the texts of ``extra``.
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from fluss_py.errors import ErrorCode, FlussError
@@ -46,18 +47,6 @@ RequestHandler = Callable[[Request], Awaitable[Response]]
 # asked before every method route ("POST /rebalance"): None lets it run, a Response refuses it
 Guard = Callable[[Request], Awaitable[Response | None]]
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
 
 def json_response(body: Mapping[str, Any], status: int = 200) -> Response:
     return status, "application/json", json.dumps(body, sort_keys=True).encode("utf-8")
@@ -80,7 +69,14 @@ class HttpBindError(FlussError):
 
 
 class HttpServer:
-    """Owns one listening socket and its connections. ``port`` is the bound port after ``start``."""
+    """Owns one listening aiohttp site and its connections. ``port`` is the bound port after ``start``.
+
+    ``routes`` are dispatched by one catch-all handler exactly as before the move to aiohttp (404 for an
+    unknown path, 405 for a known path with another method, the guard before every method route, 500 with
+    the exception's name when a handler raises). ``setup(app)`` may add aiohttp routes of its own (the
+    console's page, its event stream); they are matched before the catch-all and are not guarded: a
+    state-changing console action goes through a guarded method route.
+    """
 
     def __init__(
         self,
@@ -90,87 +86,75 @@ class HttpServer:
         *,
         ssl_context: ssl.SSLContext | None = None,
         guard: Guard | None = None,
+        setup: Callable[[web.Application], None] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._routes = dict(routes)
         self._ssl = ssl_context
         self._guard = guard
-        self._server: asyncio.Server | None = None
+        self._setup = setup
+        self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024)  # small admin bodies only
+        if self._setup is not None:
+            self._setup(app)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self._ssl, reuse_address=True)
         try:
-            tls: dict[str, Any] = {"ssl": self._ssl, "ssl_handshake_timeout": 5.0} if self._ssl else {}
-            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, **tls)
+            await site.start()
         except OSError as e:
+            await runner.cleanup()
             raise HttpBindError(f"cannot bind HTTP port {self.host}:{self.port} (http.port): {e}") from None
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
         log.info("HTTP server listening on %s:%d (%s)", self.host, self.port, ", ".join(sorted(self._routes)))
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5.0)
-            first, _, rest = head.decode("latin-1").partition("\r\n")
-            method, target, *_ = first.split(" ")
-            path, _, query = target.partition("?")
-            handler = self._routes.get(path)
-            method_handler = self._routes.get(f"{method} {path}")
-            if method_handler is not None:
-                params = parse_qs(query, keep_blank_values=True)
-                request = Request(
-                    method, path, {k: v[-1] for k, v in params.items()}, params, _headers(rest), _peer_cn(writer)
-                )
-                try:
-                    refused = await self._guard(request) if self._guard is not None else None
-                    status, ctype, body = refused or await method_handler(request)  # type: ignore[call-arg]
-                except Exception as e:
-                    log.exception("HTTP handler for %s %s failed", method, path)
-                    status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
-            elif handler is None and any(k.endswith(f" {path}") for k in self._routes):
-                status, ctype, body = 405, "text/plain", f"method {method} not allowed on {path}\n".encode()
-            elif handler is None:
-                status, ctype, body = 404, "text/plain", f"no route {path}\n".encode()
-            elif method not in ("GET", "HEAD"):
-                status, ctype, body = 405, "text/plain", b"only GET\n"
-            else:
-                try:
-                    status, ctype, body = await handler()  # type: ignore[call-arg]
-                except Exception as e:
-                    log.exception("HTTP handler for %s failed", path)
-                    status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
-            header = (
-                f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            ).encode("latin-1")
-            writer.write(header if method == "HEAD" else header + body)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError, ValueError):
-            pass
-        finally:
-            writer.close()
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        method, path = request.method, request.path
+        handler = self._routes.get(path)
+        method_handler = self._routes.get(f"{method} {path}")
+        if method_handler is not None:
+            params = parse_qs(request.query_string, keep_blank_values=True)
+            req = Request(
+                method,
+                path,
+                {k: v[-1] for k, v in params.items()},
+                params,
+                {k.lower(): v for k, v in request.headers.items()},
+                _peer_cn(request.transport),
+            )
             try:
-                await writer.wait_closed()
-            except ConnectionError:
-                pass
+                refused = await self._guard(req) if self._guard is not None else None
+                status, ctype, body = refused or await method_handler(req)  # type: ignore[call-arg]
+            except Exception as e:
+                log.exception("HTTP handler for %s %s failed", method, path)
+                status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+        elif handler is None and any(k.endswith(f" {path}") for k in self._routes):
+            status, ctype, body = 405, "text/plain", f"method {method} not allowed on {path}\n".encode()
+        elif handler is None:
+            status, ctype, body = 404, "text/plain", f"no route {path}\n".encode()
+        elif method not in ("GET", "HEAD"):
+            status, ctype, body = 405, "text/plain", b"only GET\n"
+        else:
+            try:
+                status, ctype, body = await handler()  # type: ignore[call-arg]
+            except Exception as e:
+                log.exception("HTTP handler for %s failed", path)
+                status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+        return web.Response(status=status, body=body, headers={"Content-Type": ctype})
 
 
-def _headers(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in text.split("\r\n"):
-        name, sep, value = line.partition(":")
-        if sep:
-            out[name.strip().lower()] = value.strip()
-    return out
-
-
-def _peer_cn(writer: asyncio.StreamWriter) -> str | None:
-    cert = writer.get_extra_info("peercert")
+def _peer_cn(transport: asyncio.BaseTransport | None) -> str | None:
+    cert = transport.get_extra_info("peercert") if transport is not None else None
     for rdn in (cert or {}).get("subject", ()):
         for key, value in rdn:
             if key == "commonName":
