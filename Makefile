@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse up down test test-unit lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse browser up down test test-unit lint format proto proto-check config-doc bench clean
 
-install: $(VENV)/.installed zookeeper fuse
+install: $(VENV)/.installed zookeeper fuse browser
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -21,6 +21,10 @@ zookeeper:
 # Debian's fuse3, for the power-cut filesystem of the fault tests (fluss_py/testing/powercut_fs.py)
 fuse:
 	@bash deploy/install-fuse.sh
+
+# Debian's chromium + chromium-driver (the console's browser test) and docker-compose (the compose-file test)
+browser:
+	@bash deploy/install-browser.sh
 
 up: install
 	$(BIN)/fluss-py cluster up

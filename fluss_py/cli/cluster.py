@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fluss_py.cli.args import config_override, finite, host_port, int_in
+from fluss_py.cli.console import console_url
 from fluss_py.config import parse_overrides
 from fluss_py.testing.cluster import DEFAULT_DIR, ClusterError, LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR
@@ -145,6 +146,7 @@ def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
     d = "" if directory == DEFAULT_DIR else f" --dir {directory}"
     leader = cluster.coordinator_leader()
     print(f"\nZooKeeper: {cluster.zookeeper_address}   cluster file: {cluster.record_path()}")
+    print(f"Console: {console_url(cluster) or 'no coordinator leader yet (fluss-py console prints it)'}")
     if cluster.security is not None:
         print(f"Secure: TLS with client certificates; clients use {cluster.security.client_config} (user admin)")
     print("Next, try:")

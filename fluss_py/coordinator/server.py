@@ -34,6 +34,8 @@ from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
+from fluss_py.console.routes import ConsoleFeed
+from fluss_py.console.snapshot import ConsoleSource
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
@@ -145,6 +147,8 @@ class CoordinatorServer:
         set_server_identity(self.security.identity)
         self.servicer: CoordinatorServicer | None = None
         self.metrics.register(_RefusalCollector(lambda: self.servicer))
+        scheme = "https" if self.security.tls else "http"
+        self.console = ConsoleFeed(self._console_source, self.current_leader, scheme=scheme)  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -157,6 +161,17 @@ class CoordinatorServer:
         if leader is None or leader.tables is None or self.state.current is not CoordinatorState.LEADER:
             return None
         return leader.tables.view, leader.tables.live()
+
+    def _console_source(self) -> ConsoleSource:
+        coordinator = {"id": self.server_id, "state": self.state.name, "epoch": self.coordinator_epoch,
+                       "zk_connected": self.zk.connected}  # fmt: skip
+        source, leader = self._distribution_source(), self._leader
+        if source is None or leader is None:
+            return ConsoleSource(coordinator)
+        view, live = source
+        progress = leader.rebalance.progress if leader.rebalance is not None else None
+        servers = dict(leader.context.tablet_servers)
+        return ConsoleSource(coordinator, view, live, servers, leader.bucket_sizes(), progress and progress.view())
 
     @property
     def coordinator_epoch(self) -> int:
@@ -239,8 +254,10 @@ class CoordinatorServer:
                 routes,
                 ssl_context=self.security.tls.http_context() if self.security.tls else None,
                 guard=self.security.http_guard,
+                setup=self.console.setup,
             )
             await self._http.start()
+            self._spawn(self.console.run(), "console-feed")
             await self._register_server_node()
             self.state.transition(CoordinatorState.STANDBY, "standby services started")
             self._spawn(self._tick(), "coordinator-tick")

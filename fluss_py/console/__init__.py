@@ -1,0 +1,1 @@
+"""The web console every coordinator serves on its HTTP port (docs/console.md)."""

@@ -1,0 +1,142 @@
+"""The console's HTTP side: the page, its static files and a Server-Sent Events stream of snapshots.
+
+    GET /console                 the page (a standby answers 307 to the leader's /console)
+    GET /console/static/{file}   console.js, console.css (files of this package; no build step)
+    GET /console/events          text/event-stream: one ``snapshot`` event per sample (every ``interval`` s)
+    GET /console/snapshot        the latest snapshot as JSON (scripts, tests)
+
+Every sample is encoded once and the same bytes go to every connected console, so a console costs the
+coordinator one socket write per sample. State-changing actions are not here: the page calls the guarded
+``POST|DELETE /rebalance`` routes (fluss_py/coordinator/rebalance/routes.py), so the ALTER check of the
+security layer applies to them unchanged.
+
+Who may call: ``CoordinatorServer`` builds a ``ConsoleFeed``, spawns ``feed.run()`` as an owned task and
+passes ``feed.setup`` to its HttpServer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+
+from aiohttp import web
+
+from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
+from fluss_py.types import CoordinatorLeaderInfo
+
+log = logging.getLogger("fluss_py.console")
+
+STATIC_FILES = {"console.js": "application/javascript", "console.css": "text/css"}
+KEEPALIVE_S = 15.0  # an SSE comment line when nothing changed, so proxies keep the stream open
+
+
+class ConsoleFeed:
+    """Owns the sampling loop, the latest encoded snapshot and the subscribers' wake-up event.
+
+    ``read()`` gives one ConsoleSource (called from the sampling task, on the coordinator's loop);
+    ``leader()`` the known leader, for the standby's redirect.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], ConsoleSource],
+        leader: Callable[[], Awaitable[CoordinatorLeaderInfo | None]],
+        *,
+        interval: float = 1.0,
+        scheme: str = "http",
+    ) -> None:
+        self._read = read
+        self._leader = leader
+        self.interval = interval
+        self.scheme = scheme
+        self.timeline = Timeline()
+        self.rates = Rates()
+        self.subscribers = 0
+        self._encoded = b"{}"
+        self._sequence = 0
+        self._changed = asyncio.Event()
+
+    async def run(self) -> None:
+        """Sample forever; a failed sample is logged and published as an error, the loop goes on."""
+        while True:
+            self.sample(time.time())
+            await asyncio.sleep(self.interval)
+
+    def sample(self, now: float) -> None:
+        try:
+            snapshot = build_snapshot(self._read(), now)
+            self.rates.observe(snapshot)
+            self.timeline.observe(snapshot)
+            snapshot["timeline"] = self.timeline.events()
+        except Exception as e:
+            log.exception("console snapshot failed")
+            snapshot = {"ts": now, "error": f"{type(e).__name__}: {e}"}
+        self._encoded = json.dumps(snapshot, separators=(",", ":")).encode("utf-8")
+        self._sequence += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def setup(self, app: web.Application) -> None:
+        app.router.add_get("/console", self._page)
+        app.router.add_get("/console/", self._page)
+        app.router.add_get("/console/static/{name}", self._static)
+        app.router.add_get("/console/events", self._events)
+        app.router.add_get("/console/snapshot", self._snapshot)
+
+    async def _leader_url(self, request: web.Request) -> str | None:
+        """The leader's console URL when this coordinator is not the leader, else None."""
+        if self._read().view is not None:
+            return None
+        info = await self._leader()
+        if info is None or not info.http_port:
+            return ""
+        return f"{self.scheme}://{info.host}:{info.http_port}/console"
+
+    async def _page(self, request: web.Request) -> web.StreamResponse:
+        if request.query:
+            raise web.HTTPBadRequest(text=f"/console takes no parameters (got {', '.join(sorted(request.query))})\n")
+        target = await self._leader_url(request)
+        if target:
+            raise web.HTTPTemporaryRedirect(target)
+        if target == "":
+            return web.Response(status=503, text="no coordinator leader is known yet; retry shortly\n")
+        return web.Response(body=_read_static("index.html"), content_type="text/html", charset="utf-8")
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound(text=f"no console file {name!r}\n")
+        return web.Response(body=_read_static(name), headers={"Content-Type": STATIC_FILES[name]})
+
+    async def _snapshot(self, request: web.Request) -> web.StreamResponse:
+        if request.query:
+            raise web.HTTPBadRequest(text="/console/snapshot takes no parameters\n")
+        return web.Response(body=self._encoded, content_type="application/json")
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        if request.query:
+            raise web.HTTPBadRequest(text="/console/events takes no parameters\n")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        self.subscribers += 1
+        try:  # ends when the browser goes away (the write raises) or the server closes
+            sent = -1
+            while True:
+                if sent != self._sequence:
+                    sent = self._sequence
+                    await response.write(b"event: snapshot\ndata: " + self._encoded + b"\n\n")
+                changed = self._changed
+                try:
+                    await asyncio.wait_for(changed.wait(), KEEPALIVE_S)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+        finally:
+            self.subscribers -= 1
+
+
+def _read_static(name: str) -> bytes:
+    return resources.files("fluss_py.console").joinpath("static", name).read_bytes()

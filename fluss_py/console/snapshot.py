@@ -1,0 +1,161 @@
+"""What the console shows, decided without I/O: a JSON snapshot of the leader's view, the failover
+timeline and per-table rates.
+
+``build_snapshot(source)`` reads a ``ConsoleSource`` (the leader's ClusterView, live servers, registrations,
+led-bucket sizes, rebalance progress) in one synchronous pass, so it sees one consistent state of the
+single-threaded event loop. ``Timeline.observe`` diffs successive snapshots into leader and ISR change events
+and keeps the last ``window_s`` seconds. ``Rates.observe`` turns size totals into bytes/s per table.
+
+Who may call: ``fluss_py/console/routes.py`` (ConsoleFeed's sampling task), on the coordinator's loop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.coordinator.state import BucketState
+from fluss_py.coordinator.tables import ClusterView
+from fluss_py.types import TableBucket
+from fluss_py.zk.paths import TabletServerRegistration
+
+TIMELINE_WINDOW_S = 3600.0
+TIMELINE_MAX_EVENTS = 5000  # a mass failover of thousands of buckets still fits; older events are dropped
+
+
+@dataclass
+class ConsoleSource:
+    """One read of the leader's state. ``view`` is None on a coordinator that is not the serving leader."""
+
+    coordinator: dict[str, Any]
+    view: ClusterView | None = None
+    live: set[int] = field(default_factory=set)
+    servers: Mapping[int, TabletServerRegistration] = field(default_factory=dict)
+    sizes: Mapping[TableBucket, int] = field(default_factory=dict)
+    rebalance: dict[str, Any] | None = None
+
+
+def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
+    """The console's JSON document (docs/console.md lists its fields)."""
+    view = source.view
+    out: dict[str, Any] = {"ts": now, "coordinator": source.coordinator, "servers": [], "tables": [], "buckets": []}
+    if view is None:
+        return out
+    # a server that holds replicas but is not registered (dead) is shown too, as not alive
+    known = set(source.servers) | {sid for b in view.buckets.values() for sid in b.replicas}
+    stats = {sid: {"leaders": 0, "replicas": 0, "under_replicated": 0} for sid in known}
+    tables: dict[int, dict[str, Any]] = {}
+    for table_id, info in sorted(view.tables.items()):
+        tables[table_id] = {
+            "id": table_id,
+            "name": f"{info.path.database}.{info.path.table}",
+            "buckets": info.num_buckets,
+            "replication_factor": info.replication_factor,
+            "bytes": 0,
+            "under_replicated": 0,
+            "offline": 0,
+        }
+    for tb, bucket in sorted(view.buckets.items()):
+        lai = bucket.leader_and_isr
+        leader = lai.leader if lai is not None else -1
+        isr = list(lai.isr) if lai is not None else []
+        offline = leader not in source.live or view.bucket_states.get(tb) is BucketState.OFFLINE
+        under = not offline and len(isr) < len(bucket.replicas)
+        size = int(source.sizes.get(tb, 0))
+        table = tables.get(tb.table_id)
+        if table is not None:
+            table["bytes"] += size
+            table["under_replicated"] += under
+            table["offline"] += offline
+        for sid in bucket.replicas:
+            if sid in stats:
+                stats[sid]["replicas"] += 1
+                stats[sid]["under_replicated"] += under and sid == leader
+        if leader in stats:
+            stats[leader]["leaders"] += 1
+        out["buckets"].append(
+            {
+                "table_id": tb.table_id,
+                "bucket": tb.bucket,
+                "leader": leader,
+                "leader_epoch": lai.leader_epoch if lai is not None else -1,
+                "replicas": list(bucket.replicas),
+                "isr": isr,
+                "size": size,
+                "under_replicated": under,
+                "offline": offline,
+            }
+        )
+    out["tables"] = list(tables.values())
+    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid]}
+                      for sid in sorted(known)]  # fmt: skip
+    out["rebalance"] = source.rebalance
+    return out
+
+
+def _server(reg: TabletServerRegistration | None) -> dict[str, str]:
+    return {"host": f"{reg.host}:{reg.port}", "rack": reg.rack} if reg is not None else {"host": "", "rack": ""}
+
+
+class Timeline:
+    """Leader and ISR changes seen between successive snapshots, newest last, at most ``window_s`` old.
+    Owned by ConsoleFeed's sampling task."""
+
+    def __init__(self, window_s: float = TIMELINE_WINDOW_S, max_events: int = TIMELINE_MAX_EVENTS) -> None:
+        self.window_s = window_s
+        self._events: deque[dict[str, Any]] = deque(maxlen=max_events)
+        self._last: dict[tuple[int, int], tuple[int, int, tuple[int, ...]]] | None = None
+
+    def observe(self, snapshot: Mapping[str, Any]) -> None:
+        now = float(snapshot["ts"])
+        names = {t["id"]: t["name"] for t in snapshot["tables"]}
+        current = {
+            (b["table_id"], b["bucket"]): (b["leader"], b["leader_epoch"], tuple(b["isr"])) for b in snapshot["buckets"]
+        }
+        if self._last is not None and snapshot["buckets"]:  # a standby's empty view is no event
+            for key, (leader, epoch, isr) in current.items():
+                before = self._last.get(key)
+                if before is None:
+                    continue
+                table = names.get(key[0], str(key[0]))
+                if before[0] != leader:
+                    self._add(now, table, key[1], "leader", before[0], leader, epoch)
+                if set(before[2]) != set(isr):
+                    self._add(now, table, key[1], "isr", list(before[2]), list(isr), epoch)
+        if snapshot["buckets"]:
+            self._last = current
+        while self._events and self._events[0]["ts"] < now - self.window_s:
+            self._events.popleft()
+
+    def _add(self, ts: float, table: str, bucket: int, kind: str, old: Any, new: Any, epoch: int) -> None:
+        self._events.append(
+            {"ts": ts, "table": table, "bucket": bucket, "kind": kind, "from": old, "to": new, "leader_epoch": epoch}
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+
+class Rates:
+    """Bytes/s per table from the growth of its size over the last ``window_s`` seconds (sizes come with
+    the liveness heartbeats, every few seconds, so a rate over one sample would jump between 0 and a spike).
+    Owned by ConsoleFeed's sampling task."""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self._history: deque[tuple[float, dict[int, int]]] = deque()
+
+    def observe(self, snapshot: dict[str, Any]) -> None:
+        now = float(snapshot["ts"])
+        totals = {t["id"]: int(t["bytes"]) for t in snapshot["tables"]}
+        while len(self._history) > 1 and self._history[1][0] <= now - self.window_s:
+            self._history.popleft()
+        first = self._history[0] if self._history else None
+        for t in snapshot["tables"]:
+            rate = 0.0
+            if first is not None and now > first[0] and t["id"] in first[1]:
+                rate = max(0.0, (totals[t["id"]] - first[1][t["id"]]) / (now - first[0]))
+            t["bytes_per_s"] = round(rate, 1)
+        self._history.append((now, totals))

@@ -1,0 +1,96 @@
+"""The web console on a real cluster (real ZooKeeper, two coordinators, three tablet-server processes):
+the leader serves the page, its script and a live snapshot stream; a standby redirects to the leader; bad
+input gets a 400 with a message; a kill -9 of a bucket leader shows as a new leader, a shrunk ISR and
+timeline events in the snapshot (docs/console.md)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from fluss_py.client import SyncAdmin
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
+from fluss_py.testing.faults import kill9
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+
+TABLE = "fluss.console_t"
+
+
+def _get(address: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def _snapshot(address: str) -> dict[str, Any]:
+    status, _, body = _get(address, "/console/snapshot")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def _first_event(address: str) -> dict[str, Any]:
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("GET", "/console/events")
+        r = conn.getresponse()
+        assert (r.status, r.getheader("Content-Type")) == (200, "text/event-stream")
+        assert r.readline() == b"event: snapshot\n"
+        line = r.readline()
+        assert line.startswith(b"data: ")
+        return json.loads(line[len(b"data: ") :])
+    finally:
+        conn.close()
+
+
+def test_console_pages_redirect_bad_input_and_a_leader_kill(cluster_factory):
+    cluster: LocalCluster = cluster_factory(coordinators=2, tablet_servers=3)
+    leader = cluster.wait_for_leader(30)
+    standby = next(n for n in cluster.names(COORDINATOR) if n != leader)
+    at = cluster.get(leader).http_address
+    with SyncAdmin(cluster.get(f"{TABLET_SERVER}-1").rpc_address, request_timeout=10.0) as admin:
+        admin.create_table(TABLE, num_buckets=4, replication_factor=3)
+
+    status, headers, body = _get(at, "/console")
+    assert (status, headers["content-type"].split(";")[0]) == (200, "text/html") and b"Fluss console" in body
+    assert _get(at, "/console/static/console.js")[0] == 200
+    status, headers, _ = _get(cluster.get(standby).http_address, "/console")
+    assert status == 307 and urlsplit(headers["location"]).netloc == at, headers
+    for path in ("/console?page=x", "/console/snapshot?table=1", "/console/events?x"):
+        status, _, body = _get(at, path)
+        assert status == 400 and body.strip(), (path, status, body)
+    assert _get(at, "/console/static/..%2Fsnapshot.py")[0] == 404
+
+    def table_ready() -> dict[str, Any] | None:
+        snap = _snapshot(at)
+        rows = [b for b in snap["buckets"] if b["leader"] >= 0 and len(b["isr"]) == 3]
+        return snap if len(rows) == 4 and len(snap["servers"]) == 3 else None
+
+    snap = cluster.wait_until(table_ready, 30, "the snapshot shows 4 buckets with a full ISR on 3 servers")
+    assert [t["name"] for t in snap["tables"]] == [TABLE]
+    assert [s["alive"] for s in snap["servers"]] == [True, True, True]
+    assert len(_first_event(at)["buckets"]) == 4
+
+    victim = next(b for b in snap["buckets"] if b["bucket"] == 0)["leader"]
+    kill9(cluster, f"{TABLET_SERVER}-{victim}")
+
+    def moved() -> dict[str, Any] | None:
+        snap = _snapshot(at)
+        b0 = next(b for b in snap["buckets"] if b["bucket"] == 0)
+        return snap if b0["leader"] not in (victim, -1) and victim not in b0["isr"] else None
+
+    snap = cluster.wait_until(moved, 60, "bucket 0 has a new leader and the dead server left its ISR")
+    assert {e["kind"] for e in snap["timeline"] if e["bucket"] == 0} == {"leader", "isr"}
+    assert next(s for s in snap["servers"] if s["id"] == victim)["alive"] is False
+    assert all(b["under_replicated"] for b in snap["buckets"])  # every bucket had a replica on the victim

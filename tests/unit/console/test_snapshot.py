@@ -1,0 +1,83 @@
+"""The console's snapshot, failover timeline and rates, decided from an in-memory ClusterView."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
+from fluss_py.coordinator.state import BucketState
+from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
+from fluss_py.zk.paths import TabletServerRegistration
+
+pytestmark = pytest.mark.unit
+
+
+def _view(leaders: dict[int, tuple[int, tuple[int, ...]]], epoch: int = 0) -> ClusterView:
+    view = ClusterView()
+    view.add_table(TableInfo(7, TablePath("fluss", "orders"), 3, 3), {b: (1, 2, 3) for b in range(3)})
+    for b, (leader, isr) in leaders.items():
+        tb = TableBucket(7, b)
+        view.buckets[tb].leader_and_isr = LeaderAndIsr(leader, epoch, isr, 1, 0)
+        view.bucket_states.force(tb, BucketState.ONLINE)
+    return view
+
+
+def _source(view: ClusterView, live: set[int], sizes: dict[TableBucket, int] | None = None) -> ConsoleSource:
+    servers = {s: TabletServerRegistration("127.0.0.1", 9000 + s, rack=f"r{s}") for s in (1, 2, 3)}
+    return ConsoleSource({"id": 0, "state": "Leader"}, view, live, servers, sizes or {})
+
+
+def test_buckets_are_marked_under_replicated_and_offline():
+    view = _view({0: (1, (1, 2, 3)), 1: (2, (2, 3)), 2: (3, (3,))})
+    snap = build_snapshot(_source(view, live={1, 2}), now=100.0)
+    rows = {b["bucket"]: b for b in snap["buckets"]}
+    assert (rows[0]["under_replicated"], rows[0]["offline"]) == (False, False)
+    assert (rows[1]["under_replicated"], rows[1]["offline"]) == (True, False)
+    assert rows[2]["offline"] is True  # its leader 3 is not live
+    (table,) = snap["tables"]
+    assert (table["name"], table["under_replicated"], table["offline"]) == ("fluss.orders", 1, 1)
+    servers = {s["id"]: s for s in snap["servers"]}
+    assert [servers[s]["alive"] for s in (1, 2, 3)] == [True, True, False]
+    assert (servers[1]["leaders"], servers[2]["leaders"], servers[2]["under_replicated"]) == (1, 1, 1)
+    assert all(s["replicas"] == 3 for s in servers.values())
+
+
+def test_a_dead_unregistered_server_with_replicas_is_shown_not_alive():
+    view = _view({0: (1, (1, 2))})
+    source = _source(view, live={1, 2})
+    source.servers = {s: r for s, r in source.servers.items() if s != 3}  # 3's registration is gone
+    servers = {s["id"]: s for s in build_snapshot(source, now=1.0)["servers"]}
+    assert (servers[3]["alive"], servers[3]["host"], servers[3]["replicas"]) == (False, "", 3)
+
+
+def test_a_standby_snapshot_has_no_tables():
+    snap = build_snapshot(ConsoleSource({"id": 1, "state": "Standby"}), now=1.0)
+    assert (snap["servers"], snap["tables"], snap["buckets"]) == ([], [], [])
+
+
+def test_timeline_records_leader_and_isr_changes_and_forgets_after_the_window():
+    timeline = Timeline(window_s=60.0)
+    live = {1, 2, 3}
+    timeline.observe(build_snapshot(_source(_view({0: (1, (1, 2, 3))}), live), now=0.0))
+    assert timeline.events() == []
+    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=10.0))
+    kinds = [(e["kind"], e["from"], e["to"]) for e in timeline.events()]
+    assert kinds == [("leader", 1, 2), ("isr", [1, 2, 3], [2, 3])]
+    timeline.observe(build_snapshot(ConsoleSource({"id": 0, "state": "Standby"}), now=20.0))  # no view: no event
+    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=30.0))
+    assert len(timeline.events()) == 2
+    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=75.0))
+    assert timeline.events() == []  # older than 60 s
+
+
+def test_rates_are_size_growth_over_the_window():
+    rates = Rates(window_s=10.0)
+    tb = TableBucket(7, 0)
+    view = _view({0: (1, (1, 2, 3))})
+    first = build_snapshot(_source(view, {1, 2, 3}, {tb: 1000}), now=0.0)
+    rates.observe(first)
+    assert first["tables"][0]["bytes_per_s"] == 0.0
+    later = build_snapshot(_source(view, {1, 2, 3}, {tb: 6000}), now=5.0)
+    rates.observe(later)
+    assert later["tables"][0]["bytes_per_s"] == 1000.0
