@@ -14,8 +14,11 @@ import copy
 import importlib.util
 import io
 import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -312,3 +315,16 @@ def test_make_secure_writes_a_valid_server_security_config(tmp_path: Path) -> No
     init = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]["security-init"]["command"][0]
     for step in init.split("&&"):
         build_parser().parse_args(step.split()[1:])  # a valid fluss-py command line
+
+
+@pytest.mark.parametrize("compose_file", sorted(DEPLOY.glob("docker-compose*.yml")), ids=lambda p: p.name)
+def test_every_compose_file_validates_with_debians_docker_compose(compose_file: Path):
+    """docker-compose 1.29 (Debian's) refuses Compose-spec-only keys such as a top-level ``name:``; the
+    files must keep to what it and ``docker compose`` both accept. No engine is needed: ``config -q``."""
+    tool = shutil.which("docker-compose")
+    if tool is None:
+        pytest.fail("docker-compose is missing: run `make install` (deploy/install-browser.sh installs it)")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    done = subprocess.run([tool, "-f", str(compose_file), "config", "-q"], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=DEPLOY)  # fmt: skip
+    assert done.returncode == 0, done.stderr
