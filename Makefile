@@ -24,7 +24,7 @@ fuse:
 
 # Debian's chromium + chromium-driver (the console's browser test) and docker-compose (the compose-file test)
 browser:
-	@bash deploy/install-browser.sh
+	@bash deploy/install-test-tools.sh
 
 up: install
 	$(BIN)/fluss-py cluster up

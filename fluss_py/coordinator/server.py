@@ -140,6 +140,8 @@ class CoordinatorServer:
         Gauge("fluss_coordinator_proofs_of_death", "Tablet-server deaths proven during this leadership "
               "(failed over before their session expired)", registry=self.metrics
               ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
+        Gauge("fluss_coordinator_offline_buckets", "Buckets without a live leader (leader's view)",
+              registry=self.metrics).set_function(self._offline_buckets)  # fmt: skip
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
@@ -161,6 +163,13 @@ class CoordinatorServer:
         if leader is None or leader.tables is None or self.state.current is not CoordinatorState.LEADER:
             return None
         return leader.tables.view, leader.tables.live()
+
+    def _offline_buckets(self) -> int:
+        source = self._distribution_source()
+        if source is None:
+            return 0
+        view, live = source
+        return sum(1 for b in view.buckets.values() if b.leader_and_isr is None or b.leader_and_isr.leader not in live)
 
     def _console_source(self) -> ConsoleSource:
         coordinator = {"id": self.server_id, "state": self.state.name, "epoch": self.coordinator_epoch,

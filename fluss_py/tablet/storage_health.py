@@ -5,6 +5,8 @@
     fluss_log_dir_online{dir}                1 while the data directory serves, 0 once it failed
     fluss_log_dir_failures_total{dir}        times it went offline since start
     fluss_log_dir_logs{dir}                  logs held there
+    fluss_log_dir_free_bytes{dir}            bytes free for this server on its filesystem (online dirs only)
+    fluss_log_dir_capacity_bytes{dir}        size of that filesystem (the disk-nearly-full alert divides them)
     fluss_log_corrupt_segments_total         corrupt segments found (unclean-start check, scrubber)
     fluss_log_corruption_repairs_total       corrupt logs truncated and fetched again from the leader
     fluss_log_scrubbed_bytes_total           bytes the scrubber CRC-checked
@@ -21,6 +23,7 @@ Who may call: the tablet server's HTTP handlers, on its loop.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +51,15 @@ def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any
     return body
 
 
+def _usage(path: Any) -> tuple[int, int] | None:
+    """(free bytes for an unprivileged writer, filesystem size) of ``path``; None when it cannot be read."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
 class StorageCollector(Collector):
     """Renders the metrics above at scrape time from ``LogDirs`` and the replica manager's fault handler."""
 
@@ -61,14 +73,18 @@ class StorageCollector(Collector):
         online = GaugeMetricFamily("fluss_log_dir_online", "1 while the data directory serves", labels=["dir"])
         failures = CounterMetricFamily("fluss_log_dir_failures", "Times the data directory failed", labels=["dir"])
         logs = GaugeMetricFamily("fluss_log_dir_logs", "Logs held in the data directory", labels=["dir"])
+        free = GaugeMetricFamily("fluss_log_dir_free_bytes", "Bytes free on the directory's filesystem", labels=["dir"])
+        capacity = GaugeMetricFamily("fluss_log_dir_capacity_bytes", "Size of its filesystem", labels=["dir"])
         counts = self.log_dirs.log_counts()
         for path, n in self.log_dirs.failure_counts().items():
             online.add_metric([str(path)], 0 if path in offline else 1)
             failures.add_metric([str(path)], n)
             logs.add_metric([str(path)], counts.get(path, 0))
-        yield online
-        yield failures
-        yield logs
+            usage = _usage(path) if path not in offline else None  # a failed disk is not asked again
+            if usage is not None:
+                free.add_metric([str(path)], usage[0])
+                capacity.add_metric([str(path)], usage[1])
+        yield from (online, failures, logs, free, capacity)
         faults = self.rm.faults
         for name, doc, value in (
             ("fluss_log_corrupt_segments", "Corrupt segments found", faults.corrupt_segments),

@@ -34,7 +34,7 @@ ARTIFACTS = Path(os.environ.get("FLUSS_PY_ARTIFACTS", Path(__file__).parents[2] 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
     if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.fail("chromium and chromedriver are missing: run `make install` (deploy/install-browser.sh)")
+        pytest.fail("chromium and chromedriver are missing: run `make install` (deploy/install-test-tools.sh)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):

@@ -323,7 +323,7 @@ def test_every_compose_file_validates_with_debians_docker_compose(compose_file: 
     files must keep to what it and ``docker compose`` both accept. No engine is needed: ``config -q``."""
     tool = shutil.which("docker-compose")
     if tool is None:
-        pytest.fail("docker-compose is missing: run `make install` (deploy/install-browser.sh installs it)")
+        pytest.fail("docker-compose is missing: run `make install` (deploy/install-test-tools.sh installs it)")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
     done = subprocess.run([tool, "-f", str(compose_file), "config", "-q"], capture_output=True, text=True,
                           timeout=60, env=env, cwd=DEPLOY)  # fmt: skip

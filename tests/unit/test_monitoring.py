@@ -1,0 +1,90 @@
+"""deploy/prometheus/ and deploy/grafana/, checked with the real tool and against the metrics that exist:
+promtool checks the scrape config and the alert rules and runs alerts_test.yml (each alert fires on the series
+that should raise it, and not before its ``for``); every metric an alert or a dashboard panel reads is one the
+servers export (documented in docs/observability.md or docs/rebalance.md); the scrape targets are the compose
+cluster's servers on their HTTP ports."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")  # a histogram's samples; counters are documented with _total
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    tool = shutil.which("promtool")
+    if tool is None:
+        pytest.fail("promtool is missing: run `make install` (deploy/install-test-tools.sh installs prometheus)")
+    return subprocess.run([tool, *args], capture_output=True, text=True, timeout=60, cwd=PROMETHEUS)
+
+
+@pytest.mark.parametrize("args", [("check", "rules", "alerts.yml"), ("check", "config", "prometheus.yml"),
+                                  ("test", "rules", "alerts_test.yml")], ids=" ".join)  # fmt: skip
+def test_promtool_accepts_the_rules_config_and_rule_tests(args: tuple[str, ...]):
+    done = _promtool(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_broken_rule_test_fails_promtool(tmp_path: Path):
+    """The rule test can fail: expecting an alert the series do not raise is reported."""
+    tests = yaml.safe_load((PROMETHEUS / "alerts_test.yml").read_text())
+    tests["rule_files"] = [str(PROMETHEUS / "alerts.yml")]
+    first = tests["tests"][0]["alert_rule_test"][0]
+    assert first["exp_alerts"] == []  # FlussOfflineBuckets at 1 min: not yet
+    first["exp_alerts"] = [{"exp_labels": {"severity": "critical"}}]
+    broken = tmp_path / "broken_test.yml"
+    broken.write_text(yaml.safe_dump(tests))
+    assert _promtool("test", "rules", str(broken)).returncode != 0
+
+
+def _documented() -> set[str]:
+    text = (ROOT / "docs" / "observability.md").read_text() + (ROOT / "docs" / "rebalance.md").read_text()
+    return set(re.findall(r"`(fluss_[a-z_]+)", text))
+
+
+def _metrics_in(expr: str) -> set[str]:
+    names = set()
+    for name in re.findall(r"\b(fluss_[a-z_]+)", expr):
+        for suffix in HISTOGRAM_SUFFIXES:
+            name = name.removesuffix(suffix)
+        names.add(name)
+    return names
+
+
+def _exprs() -> list[tuple[str, str]]:
+    rules = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
+    out = [(r["alert"], r["expr"]) for g in rules["groups"] for r in g["rules"]]
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            out += [(f"{path.name}: {panel['title']}", t["expr"]) for t in panel["targets"]]
+    return out
+
+
+def test_every_alert_and_panel_reads_metrics_that_exist():
+    documented = _documented()
+    exprs = _exprs()
+    assert len(exprs) > 10
+    unknown = {name: _metrics_in(expr) - documented for name, expr in exprs if _metrics_in(expr) - documented}
+    assert unknown == {}
+    assert _metrics_in("fluss_nonexistent_metric_total") - documented  # the check can fail
+
+
+def test_scrape_targets_are_the_compose_servers_http_ports():
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    compose = yaml.safe_load((ROOT / "deploy" / "docker-compose.yml").read_text())["services"]
+    targets = {t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
+    servers = {n for n in compose if n.startswith(("coordinator-", "tablet-server-"))}
+    port = {"coordinator": 9124, "tablet-server": 9125}
+    assert targets == {f"{n}:{port[n.rsplit('-', 1)[0]]}" for n in servers}
