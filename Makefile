@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse up down test test-unit lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse netns-tools up down test test-unit lint format proto proto-check config-doc bench clean
 
-install: $(VENV)/.installed zookeeper fuse
+install: $(VENV)/.installed zookeeper fuse netns-tools
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -21,6 +21,10 @@ zookeeper:
 # Debian's fuse3, for the power-cut filesystem of the fault tests (fluss_py/testing/powercut_fs.py)
 fuse:
 	@bash deploy/install-fuse.sh
+
+# ip/tc/nft for the test hosts (network namespaces); without them only the tests needing those skip
+netns-tools:
+	@bash deploy/install-netns-tools.sh || echo "netns-tools: not installed; tests on test hosts will skip"
 
 up: install
 	$(BIN)/fluss-py cluster up

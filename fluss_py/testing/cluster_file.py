@@ -19,6 +19,9 @@ Format (version 1), written by temp file + fsync + atomic rename::
     }
 
 ``pid``/``start_ticks`` are null for a process that is not running (never started, or stopped).
+A cluster on test hosts (``--netns``) also has ``"netns": {"prefix": "fpy1a2b3c", "hosts": {name: address},
+"detached": bool, "loss": {name: percent}}`` (see netns.py); its processes' argv start with ``ip netns exec``.
+An ensemble names its ZooKeeper members ``zookeeper-<sid>`` (a single ZooKeeper is ``zookeeper``).
 Pure data and codec: no processes, no sockets.
 """
 
@@ -75,6 +78,7 @@ class ClusterRecord:
     zk_root: str
     processes: list[ProcessRecord] = field(default_factory=list)
     version: int = VERSION
+    netns: dict[str, Any] | None = None
 
     def get(self, name: str) -> ProcessRecord:
         for p in self.processes:
@@ -98,7 +102,7 @@ class ClusterRecord:
         for p in procs:
             if p.role not in ROLES:
                 raise ValueError(f"process {p.name!r} has unknown role {p.role!r}")
-        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION)
+        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("netns"))
 
     def save(self, directory: Path) -> Path:
         path = directory / CLUSTER_FILE

@@ -7,6 +7,9 @@
                        ``overrides`` go to every server, ``coordinator_overrides`` / ``tablet_overrides``
                        to one role only (fixed when the cluster is made: its command lines are recorded);
                        every cluster it made is closed after the test, every PID killed, pass or fail
+                       ``netns=True``: every process (and the test's clients, host ``client``) on its own
+                       test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
+- ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
 - ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
 Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast. Their processes
@@ -26,6 +29,7 @@ from typing import Any
 import pytest
 
 from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.netns import unavailable_reason as netns_unavailable_reason
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 
 SESSION_TIMEOUT_S = 2.0
@@ -47,6 +51,14 @@ def servers_built() -> None:
         pytest.skip("ZooKeeper is not installed (make install)")
     if not servers_available():
         pytest.skip("fluss_py.cli.servers (fluss-py coordinator/tablet-server) is not built yet")
+
+
+@pytest.fixture(scope="session")
+def netns_hosts() -> None:
+    """Skips the test (with the reason) where network namespaces cannot be created or filtered here."""
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"test hosts in network namespaces: {reason}")
 
 
 @pytest.fixture(scope="session")
@@ -82,8 +94,12 @@ def cluster_factory(
         coordinator_overrides: Mapping[str, Any] | None = None,
         tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
+        netns: bool = False,
+        zookeepers: int = 1,
     ) -> LocalCluster:
-        if own_zookeeper:
+        if netns:
+            request.getfixturevalue("netns_hosts")
+        if own_zookeeper or netns or zookeepers > 1:
             zk_address, root = None, "/fluss"
         else:
             zk_address, root = request.getfixturevalue("zookeeper").address, zk_root
@@ -98,6 +114,8 @@ def cluster_factory(
             coordinator_overrides=coordinator_overrides,
             tablet_overrides=tablet_overrides,
             die_with_parent=True,
+            zookeepers=zookeepers,
+            netns=netns,
         )
         made.append(cluster)
         if start:
