@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse netns-tools up down test test-unit lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse netns-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
 
 install: $(VENV)/.installed zookeeper fuse netns-tools
 
@@ -37,6 +37,11 @@ test: install proto-check
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
+
+# The long fluss-py verify run (>= 300 faults; ~30 min): figures in docs/fault-testing.md
+chaos: install
+	FLUSS_PY_CHAOS_OUT=$${FLUSS_PY_CHAOS_OUT:-chaos-out} $(BIN)/python -m pytest -x -s --run-slow \
+		tests/fault/test_verify.py::test_chaos_run
 
 # --no-cache: the same answer as on a fresh clone (a stale .ruff_cache can hide unformatted files)
 lint: install

@@ -1,0 +1,192 @@
+"""Network faults on test hosts (every process in its own namespace; the workload on the client host).
+
+Each test shows that its fault really happened (from the servers' own logs and files), then checks the
+workload's history against the final log with the verify checker: nothing acknowledged is lost, duplicated,
+moved or reordered, no consumer read a record that did not stay, replicas agree below the high watermark.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fluss_py.testing import nemesis
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.netns import NetemUnsupported
+from fluss_py.types import TableBucket
+from fluss_py.verify.checker import check
+from fluss_py.verify.client import WorkloadClient
+from fluss_py.verify.runner import replica_logs
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode
+from tests.fault.replication_support import (
+    FAULT_OVERRIDES,
+    ReplicaFiles,
+    leader_isr,
+    server_name,
+    wait_for_isr,
+    wait_for_leader_change,
+    wait_full_isr,
+)
+
+pytestmark = pytest.mark.fault
+
+PROOF_OF_DEATH = "proof of death"
+
+
+def start(cluster_factory, tmp_path: Path, *, coordinators: int = 1, buckets: int = 1):
+    cluster = cluster_factory(coordinators, 3, netns=True, zookeepers=3, tablet_overrides=FAULT_OVERRIDES)
+    client = WorkloadClient(cluster, tmp_path / "workload", timeout=120)
+    client.create(buckets=buckets, rf=3)
+    with cluster.zk_view() as zk:
+        (table_id,) = [int(t) for t in zk.children(TableAssignmentZNode.parent(cluster.zk_root))]
+    client.start(producers=1, rate=25, buckets=buckets)
+    cluster.wait_until(lambda: len(client.acked()) >= 20, 60, "the workload's first acknowledgements")
+    return cluster, client, TableBucket(table_id, 0)
+
+
+def wait_acked_more(cluster: LocalCluster, client: WorkloadClient, n: int, timeout: float, what: str) -> None:
+    base = len(client.acked())
+    cluster.wait_until(lambda: len(client.acked()) >= base + n, timeout, what)
+
+
+def finish(cluster: LocalCluster, client: WorkloadClient) -> None:
+    """Stop the workload (every send answered), read the final log and the replicas, check the history."""
+    client.stop()
+    final = client.final()
+    replicas = replica_logs(cluster, final["table_id"], final["hw"])
+    report = check(client.events(), final["log"], replicas, final["hw"])
+    assert report.ok, report.examples
+    assert report.acked > 0 and report.unanswered == 0
+
+
+def epochs(cluster: LocalCluster, name: str, tb: TableBucket) -> dict[int, int]:
+    """offset -> leader epoch of the batch holding it, from ``name``'s own files."""
+    return {
+        b.base_offset + i: b.leader_epoch
+        for b in ReplicaFiles(cluster, name, tb).batches()
+        for i in range(len(b.values))
+    }
+
+
+def test_leader_cut_off_from_zookeeper_coordinator_and_followers_while_its_client_reaches_it(
+    servers_built, cluster_factory, tmp_path
+):
+    cluster, client, tb = start(cluster_factory, tmp_path)
+    with cluster.zk_view() as zk:
+        old = leader_isr(zk, cluster, tb)
+        victim = server_name(old.leader)
+        nemesis.cut_off(cluster, victim)
+        new = wait_for_leader_change(zk, cluster, tb, old, 30)  # after the session timeout, on the majority side
+
+        # the cut-off leader accepted the producer's writes alone: records of its old epoch in its own files
+        # at offsets where the new leader holds nothing or a batch of its new epoch
+        def alone() -> list[int]:
+            mine, theirs = epochs(cluster, victim, tb), epochs(cluster, server_name(new.leader), tb)
+            return [o for o, e in mine.items() if e == old.leader_epoch and theirs.get(o) != e]
+
+        appended_alone = cluster.wait_until(alone, 30, f"{victim} to append records it cannot replicate")
+        wait_acked_more(cluster, client, 20, 60, "acknowledgements from the new leader")
+        assert PROOF_OF_DEATH not in "".join(cluster.log_text(n) for n in cluster.names("coordinator"))
+        nemesis.heal(cluster)
+        wait_full_isr(zk, cluster, tb, [1, 2, 3], 60)
+        cluster.wait_until(
+            lambda: all(epochs(cluster, victim, tb).get(o) != old.leader_epoch for o in appended_alone),
+            30,
+            f"{victim} to truncate what it appended alone (offsets {appended_alone})",
+        )
+    cluster.wait_for_log(victim, "(?i)truncat", 10)
+    finish(cluster, client)
+
+
+def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(servers_built, cluster_factory, tmp_path):
+    cluster, client, tb = start(cluster_factory, tmp_path)
+    with cluster.zk_view() as zk:
+        lai = leader_isr(zk, cluster, tb)
+        follower = next(r for r in lai.isr if r != lai.leader)
+        nemesis.cut_off(cluster, server_name(follower))
+        shrunk = wait_for_isr(zk, cluster, tb, lambda x: follower not in x.isr, 30, f"{follower} out of the ISR")
+        assert shrunk.leader == lai.leader  # the leader stayed; only the lagging follower left
+        wait_acked_more(cluster, client, 20, 30, "writes going on without the follower")
+        nemesis.heal(cluster)
+        back = wait_full_isr(zk, cluster, tb, [1, 2, 3], 60)
+        assert back.leader == lai.leader
+    finish(cluster, client)
+
+
+def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_over(
+    servers_built, cluster_factory, tmp_path
+):
+    cluster, client, _ = start(cluster_factory, tmp_path, coordinators=2)
+    old = cluster.wait_for_leader(15)
+    old_epoch = cluster.health(old)["coordinator_epoch"]
+    nemesis.partition(cluster, old, ["zookeeper"])
+    new = cluster.wait_for_leader(30, exclude=[old])
+    cluster.wait_until(lambda: (cluster.health(old) or {}).get("state") != "Leader", 30, f"{old} to step down")
+    assert cluster.health(new)["coordinator_epoch"] > old_epoch
+    nemesis.heal(cluster)
+    cluster.wait_until(lambda: cluster.ready(old), 60, f"{old} back as a standby")
+    assert cluster.coordinator_leader() == new
+    wait_acked_more(cluster, client, 20, 60, "writes under the new coordinator")
+    finish(cluster, client)
+
+
+def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factory, tmp_path):
+    cluster, client, _ = start(cluster_factory, tmp_path)
+    zk_leader = nemesis.zookeeper_leader(cluster)
+    assert zk_leader is not None
+    cluster.kill(zk_leader)
+    cluster.wait_until(
+        lambda: (n := nemesis.zookeeper_leader(cluster)) is not None and n != zk_leader, 30, "a new ZooKeeper leader"
+    )
+    wait_acked_more(cluster, client, 40, 60, "writes going on after the ZooKeeper leader died")
+    cluster.start_process(zk_leader, wait=True)
+    finish(cluster, client)
+
+
+@pytest.mark.slow
+def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory, tmp_path):
+    """2 of 3 ZooKeeper members down for 30 s: the data path goes on (no ISR change needs ZooKeeper while
+    every replica keeps up), no second coordinator leader appears, and everything recovers after."""
+    cluster, client, _ = start(cluster_factory, tmp_path, coordinators=2)
+    leader = cluster.wait_for_leader(15)
+    killed = nemesis.lose_zookeeper_quorum(cluster)
+    assert len(killed) == 2
+    survivor = next(n for n in cluster.names("zookeeper") if n not in killed)
+    cluster.wait_until(  # the survivor notices within syncLimit ticks
+        lambda: "not currently serving" in cluster.zk_four_letter("srvr", name=survivor), 20, f"{survivor} alone"
+    )
+    before = len(client.acked())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # 30 s of outage, checked every second: never two leaders
+        leaders = [n for n, h in cluster.coordinator_healths().items() if h and h.get("state") == "Leader"]
+        assert len(leaders) <= 1, leaders
+        time.sleep(1.0)
+    acked_during = len(client.acked()) - before
+    for name in killed:
+        cluster.start_process(name)
+    cluster.wait_ready(killed, timeout=60)
+    assert cluster.wait_for_leader(60) in (leader, *cluster.names("coordinator"))
+    wait_acked_more(cluster, client, 20, 60, "writes after the quorum is back")
+    print(f"acknowledged during the 30 s without a ZooKeeper quorum: {acked_during}")
+    finish(cluster, client)
+
+
+@pytest.mark.slow
+def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factory, tmp_path):
+    """30 s of 100 ms ± 50 ms and 20 % loss on the leader's link: nothing lost; ISR changes counted."""
+    cluster, client, tb = start(cluster_factory, tmp_path)
+    with cluster.zk_view() as zk:
+        lai = leader_isr(zk, cluster, tb)
+        path = LeaderIsrZNode.path(cluster.zk_root, tb.table_id, tb.bucket)
+        version = zk.client.exists(path).version
+        try:
+            nemesis.netem(cluster, server_name(lai.leader), delay_ms=100, jitter_ms=50, loss_pct=20)
+        except NetemUnsupported as e:
+            pytest.skip(str(e))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(1.0)  # the fault's duration, not synchronisation
+        nemesis.heal(cluster)
+        wait_full_isr(zk, cluster, tb, [1, 2, 3], 60)
+        print(f"ISR changes caused by 30 s of netem: {zk.client.exists(path).version - version}")
+    finish(cluster, client)
