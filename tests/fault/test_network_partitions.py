@@ -28,7 +28,7 @@ from tests.fault.replication_support import (
     wait_full_isr,
 )
 
-pytestmark = pytest.mark.fault
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(360)]
 
 PROOF_OF_DEATH = "proof of death"
 
