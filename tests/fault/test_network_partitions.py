@@ -6,6 +6,7 @@ moved or reordered, no consumer read a record that did not stay, replicas agree 
 """
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,19 @@ pytestmark = [pytest.mark.fault, pytest.mark.timeout(360)]
 PROOF_OF_DEATH = "proof of death"
 
 
-def start(cluster_factory, tmp_path: Path, *, coordinators: int = 1, buckets: int = 1):
+@pytest.fixture
+def workloads() -> Iterator[list[WorkloadClient]]:
+    """Workload processes of the test, SIGKILLed by PID afterwards, pass or fail (before the cluster closes)."""
+    made: list[WorkloadClient] = []
+    yield made
+    for client in made:
+        client.kill()
+
+
+def start(cluster_factory, workloads, tmp_path: Path, *, coordinators: int = 1, buckets: int = 1):
     cluster = cluster_factory(coordinators, 3, netns=True, zookeepers=3, tablet_overrides=FAULT_OVERRIDES)
     client = WorkloadClient(cluster, tmp_path / "workload", timeout=120)
+    workloads.append(client)
     client.create(buckets=buckets, rf=3)
     with cluster.zk_view() as zk:
         (table_id,) = [int(t) for t in zk.children(TableAssignmentZNode.parent(cluster.zk_root))]
@@ -69,9 +80,9 @@ def epochs(cluster: LocalCluster, name: str, tb: TableBucket) -> dict[int, int]:
 
 
 def test_leader_cut_off_from_zookeeper_coordinator_and_followers_while_its_client_reaches_it(
-    servers_built, cluster_factory, tmp_path
+    servers_built, cluster_factory, workloads, tmp_path
 ):
-    cluster, client, tb = start(cluster_factory, tmp_path)
+    cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
         old = leader_isr(zk, cluster, tb)
         victim = server_name(old.leader)
@@ -98,8 +109,10 @@ def test_leader_cut_off_from_zookeeper_coordinator_and_followers_while_its_clien
     finish(cluster, client)
 
 
-def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(servers_built, cluster_factory, tmp_path):
-    cluster, client, tb = start(cluster_factory, tmp_path)
+def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(
+    servers_built, cluster_factory, workloads, tmp_path
+):
+    cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
         lai = leader_isr(zk, cluster, tb)
         follower = next(r for r in lai.isr if r != lai.leader)
@@ -114,9 +127,9 @@ def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(server
 
 
 def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_over(
-    servers_built, cluster_factory, tmp_path
+    servers_built, cluster_factory, workloads, tmp_path
 ):
-    cluster, client, _ = start(cluster_factory, tmp_path, coordinators=2)
+    cluster, client, _ = start(cluster_factory, workloads, tmp_path, coordinators=2)
     old = cluster.wait_for_leader(15)
     old_epoch = cluster.health(old)["coordinator_epoch"]
     nemesis.partition(cluster, old, ["zookeeper"])
@@ -130,8 +143,8 @@ def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_
     finish(cluster, client)
 
 
-def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factory, tmp_path):
-    cluster, client, _ = start(cluster_factory, tmp_path)
+def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factory, workloads, tmp_path):
+    cluster, client, _ = start(cluster_factory, workloads, tmp_path)
     zk_leader = nemesis.zookeeper_leader(cluster)
     assert zk_leader is not None
     cluster.kill(zk_leader)
@@ -144,10 +157,10 @@ def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factor
 
 
 @pytest.mark.slow
-def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory, tmp_path):
+def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory, workloads, tmp_path):
     """2 of 3 ZooKeeper members down for 30 s: the data path goes on (no ISR change needs ZooKeeper while
     every replica keeps up), no second coordinator leader appears, and everything recovers after."""
-    cluster, client, _ = start(cluster_factory, tmp_path, coordinators=2)
+    cluster, client, _ = start(cluster_factory, workloads, tmp_path, coordinators=2)
     leader = cluster.wait_for_leader(15)
     killed = nemesis.lose_zookeeper_quorum(cluster)
     assert len(killed) == 2
@@ -172,9 +185,9 @@ def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory
 
 
 @pytest.mark.slow
-def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factory, tmp_path):
+def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factory, workloads, tmp_path):
     """30 s of 100 ms ± 50 ms and 20 % loss on the leader's link: nothing lost; ISR changes counted."""
-    cluster, client, tb = start(cluster_factory, tmp_path)
+    cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
         lai = leader_isr(zk, cluster, tb)
         path = LeaderIsrZNode.path(cluster.zk_root, tb.table_id, tb.bucket)
