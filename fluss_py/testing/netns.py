@@ -17,8 +17,8 @@ Layout (``<prefix>`` is ``fpy`` + 6 random hex digits, one per run, so concurren
 Addresses come from 198.18.0.0/15 (the benchmarking range) and exist only inside the run's namespaces:
 the root namespace gets no address, route, link or rule. A fault is a drop at the *receiver's* input hook
 (silent for the sender: no refusal, no EPERM), so "A cannot reach B" is a rule in B's namespace; netem is
-a qdisc on both ends of a host's veth (needs ``sch_netem``), loss a random drop on the bridge (hub's
-``bridge fluss_py`` table) both ways.
+a qdisc on both ends of a host's veth (or, without ``sch_netem``, netdelay.py holding the host's packets in an
+NFQUEUE; its PID is in the state), loss a random drop on the bridge (hub's ``bridge fluss_py`` table) both ways.
 
 Leftovers: ``/run/fluss-py-netns/<prefix>.json`` names the owner PID (and start time); ``remove_stale()``
 deletes by name the namespaces of every prefix whose owner is gone and which is not ``detached`` (a CLI
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fluss_py.testing.netdelay import start_delayer, stop_delayer
 from fluss_py.testing.procs import proc_start_ticks
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
@@ -138,6 +139,7 @@ class HostNetwork:
     hosts: dict[str, str] = field(default_factory=dict)
     detached: bool = False
     loss: dict[str, float] = field(default_factory=dict)
+    delayers: dict[str, list[int | None]] = field(default_factory=dict)  # host -> [pid, start_ticks]
 
     # ---------------------------------------------------------------- building
     @classmethod
@@ -234,29 +236,44 @@ class HostNetwork:
     def netem(self, host: str, delay_ms: float = 0, jitter_ms: float = 0, loss_pct: float = 0) -> None:
         """Latency (± jitter) and random loss on ``host``'s link, both directions (replaces earlier ones there).
 
-        Loss is an nftables ``numgen random`` drop on the bridge (works on any kernel with nftables);
-        latency is a ``tc netem`` qdisc on both veth ends and needs ``sch_netem`` (NetemUnsupported if absent).
+        Loss is an nftables ``numgen random`` drop on the bridge (works on any kernel with nftables). Latency
+        is a ``tc netem`` qdisc on both veth ends; on a kernel without ``sch_netem`` it is a netdelay.py
+        process holding the host's packets in an NFQUEUE (NetemUnsupported when neither is possible).
         """
+        self._clear_delay(host)
         if delay_ms or jitter_ms:
             spec = ["delay", f"{delay_ms:g}ms"] + ([f"{jitter_ms:g}ms"] if jitter_ms else [])
             for ns, dev in ((self.ns(host), HOST_IF), (self.ns(HUB), self._hub_if(host))):
-                r = _run(
-                    ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "netem", *spec], False
-                )
-                if r.returncode != 0:
-                    self.clear_netem(host)
-                    raise NetemUnsupported(f"tc netem is not available here: {r.stderr.strip()}")
+                qdisc = ["tc", "qdisc", "replace", "dev", dev, "root", "netem", *spec]
+                if _run(["ip", "netns", "exec", ns, *qdisc], check=False).returncode != 0:
+                    self._clear_delay(host)
+                    self._delay_by_queue(host, delay_ms, jitter_ms)
+                    break
         self.loss = {h: pct for h, pct in self.loss.items() if h != host}
         if loss_pct:
             self.loss[host] = loss_pct
         self._apply_loss()
 
     def clear_netem(self, host: str) -> None:
-        for ns, dev in ((self.ns(host), HOST_IF), (self.ns(HUB), self._hub_if(host))):
-            _run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"], check=False)
+        self._clear_delay(host)
         if host in self.loss:
             del self.loss[host]
             self._apply_loss()
+
+    def _delay_by_queue(self, host: str, delay_ms: float, jitter_ms: float) -> None:
+        if shutil.which("iptables") is None:
+            raise NetemUnsupported("no sch_netem in this kernel, and no iptables for the NFQUEUE fallback")
+        log_file = STATE_DIR / f"{self.ns(host)}-netdelay.log"
+        self.delayers[host] = list(start_delayer(self.exec_prefix(host), delay_ms, jitter_ms, log_file))
+        self._write_state()
+
+    def _clear_delay(self, host: str) -> None:
+        for ns, dev in ((self.ns(host), HOST_IF), (self.ns(HUB), self._hub_if(host))):
+            _run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"], check=False)
+        if host in self.delayers:
+            pid, ticks = self.delayers.pop(host)
+            stop_delayer(self.exec_prefix(host), pid, ticks)
+            self._write_state()
 
     def _apply_loss(self) -> None:
         hub = self.ns(HUB)
@@ -276,14 +293,16 @@ class HostNetwork:
         """Remove every drop rule and every netem qdisc of this run."""
         for host in self.hosts:
             self._nft(host, "flush chain inet fluss_py input")
-            for ns, dev in ((self.ns(host), HOST_IF), (self.ns(HUB), self._hub_if(host))):
-                _run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"], check=False)
+            self._clear_delay(host)
         self.loss = {}
         self._apply_loss()
 
     # ---------------------------------------------------------------- teardown
     def teardown(self) -> list[str]:
         """Delete every namespace of this run by name (their veths and rules go with them); returns leftovers."""
+        for pid, ticks in self.delayers.values():
+            stop_delayer(None, pid, ticks)
+        self.delayers = {}
         for ns in [self.ns(h) for h in self.hosts] + [self.ns(HUB)]:
             if (NETNS_DIR / ns).exists():
                 _run(["ip", "netns", "del", ns], check=False)
@@ -294,13 +313,20 @@ class HostNetwork:
 
     # ---------------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "hosts": dict(self.hosts), "detached": self.detached, "loss": dict(self.loss)}
+        return {
+            "prefix": self.prefix,
+            "hosts": dict(self.hosts),
+            "detached": self.detached,
+            "loss": dict(self.loss),
+            "delayers": {h: list(v) for h, v in self.delayers.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HostNetwork:
         hosts = {str(k): str(v) for k, v in data["hosts"].items()}
         loss = {str(k): float(v) for k, v in data.get("loss", {}).items()}
-        return cls(str(data["prefix"]), hosts, bool(data["detached"]), loss)
+        delayers = {str(k): list(v) for k, v in data.get("delayers", {}).items()}
+        return cls(str(data["prefix"]), hosts, bool(data["detached"]), loss, delayers)
 
     def detach(self) -> None:
         """Keep the namespaces after this process exits (a CLI cluster); ``teardown`` still removes them."""
@@ -350,6 +376,12 @@ def remove_stale() -> list[str]:
     """Delete by name the namespaces (and state files) of every stale run; returns the prefixes removed."""
     removed = stale_prefixes()
     for prefix in removed:
+        try:
+            state = json.loads((STATE_DIR / f"{prefix}.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        for pid, ticks in state.get("delayers", {}).values():
+            stop_delayer(None, pid, ticks)
         for ns in namespaces_of(prefix):
             _run(["ip", "netns", "del", ns], check=False)
         (STATE_DIR / f"{prefix}.json").unlink(missing_ok=True)

@@ -173,7 +173,9 @@ class Verify:
             cluster.pause(names[0])
             return lambda: cluster.resume(names[0]) if cluster.alive(names[0]) else None
         if p.kind == "netem":
-            nemesis.netem(cluster, names[0], loss_pct=p.params["loss_pct"])
+            nemesis.netem(
+                cluster, names[0], p.params.get("delay_ms", 0), p.params.get("jitter_ms", 0), p.params["loss_pct"]
+            )
         elif p.variant == "isolate":
             nemesis.isolate(cluster, names[0])
         elif p.variant == "cut-off":

@@ -8,7 +8,7 @@ and gets ``[min_gap, max_gap]`` seconds of quiet before the next. Kinds (``--fau
     term       SIGTERM of one server (graceful stop), started again at the end
     partition  one of: isolate a process; split the processes into halves; cut a tablet server off from
                everyone but the clients; one-way drop into a process; a bridge (halves sharing one node)
-    netem      random loss (10-30 %) on one process's link (latency too where the kernel has sch_netem)
+    netem      on one process's link: random loss (10-30 %), or 50-200 ms ± 50 ms of latency with 5 % loss
     zookeeper  loss of the ZooKeeper quorum (a majority killed), or kill -9 of one member
 """
 
@@ -85,8 +85,11 @@ def _one(
     if kind == "term":
         return Planned(t, length, kind, "server", (rng.choice(servers),))
     if kind == "netem":
-        params = {"loss_pct": float(rng.choice([10, 20, 30]))}
-        return Planned(t, length, kind, "loss", (rng.choice(everyone),), params)
+        if rng.random() < 0.5:
+            params = {"loss_pct": float(rng.choice([10, 20, 30]))}
+            return Planned(t, length, kind, "loss", (rng.choice(everyone),), params)
+        params = {"delay_ms": float(rng.choice([50, 100, 200])), "jitter_ms": 50.0, "loss_pct": 5.0}
+        return Planned(t, length, kind, "delay", (rng.choice(everyone),), params)
     if kind == "zookeeper":
         if len(zookeepers) >= 3 and rng.random() < 0.5:
             return Planned(
