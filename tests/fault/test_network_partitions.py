@@ -14,6 +14,7 @@ import pytest
 from fluss_py.testing import nemesis
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.netns import NetemUnsupported
+from fluss_py.testing.procs import ProcessHandle
 from fluss_py.types import TableBucket
 from fluss_py.verify.checker import check
 from fluss_py.verify.client import WorkloadClient
@@ -192,14 +193,28 @@ def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factor
         lai = leader_isr(zk, cluster, tb)
         path = LeaderIsrZNode.path(cluster.zk_root, tb.table_id, tb.bucket)
         version = zk.client.exists(path).version
+        leader = server_name(lai.leader)
         try:
-            nemesis.netem(cluster, server_name(lai.leader), delay_ms=100, jitter_ms=50, loss_pct=20)
+            nemesis.netem(cluster, leader, delay_ms=100, jitter_ms=50, loss_pct=20)
         except NetemUnsupported as e:
             pytest.skip(str(e))
+        t_from = time.monotonic() - client.t0
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             time.sleep(1.0)  # the fault's duration, not synchronisation
+        t_to = time.monotonic() - client.t0
+        if leader in cluster.net.delayers:  # the NFQUEUE fallback (no sch_netem): its process held the link
+            pid, ticks = cluster.net.delayers[leader]
+            assert ProcessHandle.attach(pid, ticks).alive()
         nemesis.heal(cluster)
         wait_full_isr(zk, cluster, tb, [1, 2, 3], 60)
-        print(f"ISR changes caused by 30 s of netem: {zk.client.exists(path).version - version}")
+        isr_changes = zk.client.exists(path).version - version
     finish(cluster, client)
+    sent = {(e["p"], e["s"]): e["t"] for e in client.events() if e["k"] == "send"}
+    during = [e["t"] - sent[(e["p"], e["s"])] for e in client.acked() if t_from <= sent[(e["p"], e["s"])] <= t_to]
+    assert during, "no send was acknowledged while the leader's link was slow and lossy"
+    during.sort()
+    print(
+        f"30 s of 100 ms +- 50 ms, 20 % loss on the leader's link: {len(during)} sends acknowledged, latency "
+        f"p50 {during[len(during) // 2] * 1000:.0f} ms, max {during[-1] * 1000:.0f} ms; ISR changes: {isr_changes}"
+    )
