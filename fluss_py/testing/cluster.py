@@ -19,8 +19,13 @@ from one ``PortAllocator``. Readiness follows the process contract (``GET /healt
 ``srvr`` answers ``Mode:``. ``open(directory)`` re-attaches to a cluster started by another process (the CLI)
 through cluster.json; PIDs are checked against their start time before any signal.
 
+``zookeepers=3`` runs an ensemble ``zookeeper-1..3`` (``zookeeper-<sid>/``) instead of one ``zookeeper``.
+``netns=True`` puts every process on a test host of its own (netns.py: a namespace named after it, an address
+in 198.18.0.0/15, fixed ports) plus the host ``client``; argv starts with ``ip netns exec <ns>``, and
+``on_host``/``zk_view`` run the test's own plain-socket probes there (health, four-letter words, kazoo).
+
 Cleanup: ``close()`` (and the context manager, and an atexit hook) stops every process this object
-started, SIGKILL after a short grace, even when a test failed.
+started, SIGKILL after a short grace, even when a test failed, then deletes its test hosts by name.
 
 Who may call: one thread (a test, or the CLI).
 """
