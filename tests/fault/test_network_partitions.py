@@ -136,7 +136,12 @@ def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_
     nemesis.partition(cluster, old, ["zookeeper"])
     new = cluster.wait_for_leader(30, exclude=[old])
     cluster.wait_until(lambda: (cluster.health(old) or {}).get("state") != "Leader", 30, f"{old} to step down")
-    assert cluster.health(new)["coordinator_epoch"] > old_epoch
+    new_epoch = cluster.health(new)["coordinator_epoch"]
+    assert new_epoch > old_epoch
+    # it stepped down on its own (no ZooKeeper answer needed), and every tablet server now fences the old epoch
+    cluster.wait_for_log(old, "Lost coordinator leadership", 5)
+    for ts in cluster.names("tablet-server"):
+        cluster.wait_for_log(ts, rf"Coordinator epoch {old_epoch} -> {new_epoch}", 30)
     nemesis.heal(cluster)
     cluster.wait_until(lambda: cluster.ready(old), 60, f"{old} back as a standby")
     assert cluster.coordinator_leader() == new
