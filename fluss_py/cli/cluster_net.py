@@ -5,6 +5,7 @@
     fluss-py cluster isolate tablet-server-2 [--keep client]                    # cut from everyone else
     fluss-py cluster netem tablet-server-2 --delay 50ms [--jitter 10ms] --loss 10%
     fluss-py cluster heal                                                       # every rule and netem gone
+    fluss-py cluster netns-clean                      # namespaces of crashed runs (also done by every new run)
 
 Names are process names (see ``cluster status``), a role (``zookeeper``, ``coordinator``, ``tablet-server``:
 every process of it) or ``client`` (the host for your own commands: ``ip netns exec <prefix>-client ...``).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from fluss_py.testing import nemesis
 from fluss_py.testing.cluster import ClusterError, LocalCluster
-from fluss_py.testing.netns import NetnsError
+from fluss_py.testing.netns import NetnsError, remove_stale
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -47,6 +48,9 @@ def register_subcommands(sub: argparse._SubParsersAction, with_dir: Callable[...
 
     p = with_dir(sub.add_parser("heal", help="remove every partition and netem of the cluster"))
     p.set_defaults(func=cmd_heal)
+
+    p = sub.add_parser("netns-clean", help="delete the test hosts of crashed runs (owner gone, not a CLI cluster)")
+    p.set_defaults(func=cmd_netns_clean)
 
 
 def parse_ms(text: str) -> float:
@@ -123,3 +127,9 @@ def cmd_heal(args: argparse.Namespace) -> int:
         return "healed: every partition and netem removed"
 
     return _with_cluster(args, act)
+
+
+def cmd_netns_clean(args: argparse.Namespace) -> int:
+    removed = remove_stale()
+    print(f"removed the test hosts of {', '.join(removed)}" if removed else "no leftovers of crashed runs")
+    return EXIT_OK

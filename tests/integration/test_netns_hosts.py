@@ -10,7 +10,8 @@ import pytest
 
 from fluss_py.testing import nemesis
 from fluss_py.testing.cluster import CLIENT, LocalCluster
-from fluss_py.testing.netns import namespaces_of
+from fluss_py.testing.netns import STATE_DIR, HostNetwork, namespaces_of, stale_prefixes
+from fluss_py.testing.procs import ProcessHandle
 from fluss_py.zk.paths import TabletServerZNode
 
 pytestmark = pytest.mark.integration
@@ -92,3 +93,23 @@ def test_cli_up_netns_partition_netem_heal_down(servers_built, netns_hosts, tmp_
             _cli("down", "--dir", d, check=False)
             for ns in namespaces_of(prefix):
                 subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_a_crashed_runs_leftovers_are_found_by_prefix_and_removed(netns_hosts, tmp_path: Path):
+    net = HostNetwork.create()
+    try:
+        net.add_host("a")
+        net.netem("a", delay_ms=10)  # a delayer process too, when the kernel lacks sch_netem
+        state = STATE_DIR / f"{net.prefix}.json"
+        data = json.loads(state.read_text())
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        state.write_text(json.dumps({**data, "pid": dead.pid, "start_ticks": 1}))  # its owner is gone
+        assert net.prefix in stale_prefixes()
+        out = _cli("netns-clean").stdout
+        assert net.prefix in out
+        assert namespaces_of(net.prefix) == [] and not state.exists()
+        for pid, ticks in data["delayers"].values():
+            assert not ProcessHandle.attach(pid, ticks).alive()
+    finally:
+        net.teardown()
