@@ -6,8 +6,9 @@
 
 Starts its own cluster on test hosts (root needed; ``--no-netns``: loopback, process faults only) unless
 ``--cluster DIR`` names one started by ``fluss-py cluster up --netns``. Writes ``OUT/report.json``,
-``history.jsonl``, ``faults.json``, ``timeline.svg``. Exit 0: no violation; 1: a violation (or the run
-failed); 2: usage. The machinery is ``fluss_py.verify`` (docs/fault-testing.md).
+``history.jsonl``, ``faults.json``, ``timeline.svg``. Exit 0: no violation; 1: a violation, a process that
+exited by itself (a crash: restarted, and reported), or the run failed; 2: usage. The machinery is
+``fluss_py.verify`` (docs/fault-testing.md).
 """
 
 from __future__ import annotations
@@ -62,14 +63,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     report = Verify(options, args.out).run()
     summary = json.loads((args.out / "report.json").read_text())
-    print(json.dumps({k: summary[k] for k in ("ok", "violations", "faults_by_kind", "longest_stall_s_by_kind")}))
+    keys = ("ok", "violations", "faults_by_kind", "longest_stall_s_by_kind", "crashes")
+    print(json.dumps({k: summary[k] for k in keys}))
     print(
         f"sends {report.sends}, acked {report.acked}, failed {report.failed} ({report.failed_landed} landed anyway), "
         f"reads {report.reads}; report: {args.out / 'report.json'}, timeline: {args.out / 'timeline.svg'}"
     )
-    if not report.ok:
+    if not report.ok or summary["crashes"]:
         for kind, examples in report.examples.items():
             for example in examples[:5]:
                 print(f"VIOLATION {kind}: {example}")
+        for crash in summary["crashes"]:
+            print(f"CRASH {crash['process']} at {crash['t']}s (exit code {crash['exit_code']})")
         return EXIT_VIOLATION
     return EXIT_OK

@@ -47,7 +47,7 @@ from fluss_py.rpc.pb import coordinator_pb2_grpc
 from fluss_py.rpc.peer import TokenReplicaVerifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
+from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError, retry_session_lost
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
@@ -210,8 +210,10 @@ class CoordinatorServer:
             self.zk.add_session_listener(self._on_session)
             await self.zk.start()
             self._session = self.zk.session_id
-            for path in persistent_parents(self.root):
-                await self.zk.ensure_path(path)
+            for path in persistent_parents(self.root):  # idempotent: repeated after a connection loss
+                await retry_session_lost(
+                    lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
+                )
             # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
             servicer = self.servicer = CoordinatorServicer(self, TokenReplicaVerifier(None, self._registered_token))
             self._rpc_server, self.rpc_port = await start_rpc_server(

@@ -73,6 +73,7 @@ from fluss_py.zk.client import (
     ZkClient,
     ZkError,
     ZnodeStat,
+    retry_session_lost,
 )
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
@@ -243,7 +244,9 @@ class TabletServer:
             await self.zk.start()
             self._session = self.zk.session_id
             for path in persistent_parents(self.root):
-                await self.zk.ensure_path(path)
+                await retry_session_lost(
+                    lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
+                )
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
             servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
@@ -263,7 +266,7 @@ class TabletServer:
                 },
             )
             await self._http.start()
-            await self._register()
+            await retry_session_lost(self._register, self.zk.connection_timeout, "registering")
             self._leader_watch = self.zk.watch_data(CoordinatorLeaderZNode.path(self.root), self._on_leader_node)
             self.state = "Running"
             log.info("Tablet server %d is running", self.server_id)

@@ -78,6 +78,7 @@ class Verify:
         self.out = out.absolute()
         self.t0 = time.monotonic()
         self.faults: list[Fault] = []
+        self.crashes: list[dict[str, Any]] = []  # processes that exited by themselves (not a fault of ours)
         self.cluster: LocalCluster | None = None
         self.client: WorkloadClient | None = None
         self.owns_cluster = options.cluster_dir is None
@@ -144,6 +145,7 @@ class Verify:
         assert self.cluster is not None
         for p in plan:
             self._sleep_until(p.at)
+            self._reap_crashes(self.cluster)
             start = self._now()
             self._log(f"{start:7.1f}s  {p.describe()}")
             undo = self._apply(self.cluster, p)
@@ -189,9 +191,21 @@ class Verify:
             nemesis.bridge(cluster, names[:half], names[half + 1 :], middle=names[half])
         return lambda: nemesis.heal(cluster)
 
+    def _reap_crashes(self, cluster: LocalCluster) -> None:
+        """Every fault was undone: a process that is not running now exited by itself. Record it, restart it."""
+        for n in cluster.names():
+            if not cluster.alive(n):
+                handle = cluster.handle(n)
+                code = handle.returncode if handle is not None else None
+                tail = cluster.log_text(n).splitlines()[-3:]
+                self.crashes.append({"t": round(self._now(), 1), "process": n, "exit_code": code, "log": tail})
+                self._log(f"{self._now():7.1f}s  {n} exited by itself (exit code {code}): {' | '.join(tail)[-300:]}")
+                cluster.start_process(n)
+
     def _recover(self, cluster: LocalCluster) -> None:
         if cluster.net is not None:
             nemesis.heal(cluster)
+        self._reap_crashes(cluster)
         for n in cluster.names():
             if cluster.paused(n):
                 cluster.resume(n)
@@ -224,6 +238,7 @@ class Verify:
             "time_s": self.o.time,
             "faults_by_kind": _count_by_kind(self.faults),
             "longest_stall_s_by_kind": stalls,
+            "crashes": self.crashes,
         }
         (self.out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
         history = [*events, *({"k": FAULT, **f.__dict__} for f in self.faults)]

@@ -24,6 +24,7 @@ def test_short_verify_run_under_every_fault_kind(servers_built, netns_hosts, tmp
     report = verify.run()
     summary = json.loads((tmp_path / "verify" / "report.json").read_text())
     assert report.ok, summary["examples"]
+    assert summary["crashes"] == []
     assert set(summary["faults_by_kind"]) == set(KINDS)
     assert report.acked > 1000 and report.unanswered == 0
     assert report.reads >= report.acked  # the tailing consumer saw every acknowledged record
@@ -48,4 +49,5 @@ def test_chaos_run(servers_built, netns_hosts, tmp_path: Path):
     report = Verify(options, out).run()
     summary = json.loads((out / "report.json").read_text())
     assert report.ok, summary["examples"]
+    assert summary["crashes"] == []
     print(json.dumps({k: v for k, v in summary.items() if k != "examples"}, indent=1))
