@@ -19,7 +19,7 @@ from fluss_py.types import TableBucket
 from fluss_py.verify.checker import check
 from fluss_py.verify.client import WorkloadClient
 from fluss_py.verify.runner import replica_logs
-from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TabletServerRegistration, TabletServerZNode
 from tests.fault.replication_support import (
     FAULT_OVERRIDES,
     ReplicaFiles,
@@ -223,3 +223,43 @@ def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factor
         f"30 s of 100 ms +- 50 ms, 20 % loss on the leader's link: {len(during)} sends acknowledged, latency "
         f"p50 {during[len(during) // 2] * 1000:.0f} ms, max {during[-1] * 1000:.0f} ms; ISR changes: {isr_changes}"
     )
+
+
+def test_a_zookeeper_member_freezing_while_a_tablet_server_starts_does_not_kill_it(servers_built, cluster_factory):
+    """Found by make chaos: a request pending on a member that stops answering fails with ConnectionLoss while
+    kazoo moves the session to another member; the starting server must retry, not exit.
+
+    Made deterministic with a stand-in registration of the server's id (another session, an address that does not
+    answer): the starting server then polls ZooKeeper while it waits for that session, and the member it is
+    connected to is SIGSTOPped under those polls."""
+    cluster = cluster_factory(1, 1, netns=True, zookeepers=3)
+    ts = "tablet-server-1"
+    cluster.stop_process(ts)
+    path = TabletServerZNode.path(cluster.zk_root, 1)
+    with cluster.zk_view() as zk:
+        cluster.wait_until(lambda: not zk.exists(path), 15, f"{ts}'s registration gone after SIGTERM")
+        stand_in = TabletServerRegistration("198.18.0.250", 9123, 9124, incarnation="stand-in")
+        zk.client.create(path, TabletServerZNode.encode(stand_in), ephemeral=True)
+        cluster.start_process(ts)
+        cluster.wait_for_log(ts, "still registered by session", 20)
+        address = cluster.get(ts).rpc_address.rsplit(":", 1)[0]
+        member = cluster.wait_until(
+            lambda: next(
+                (n for n in cluster.names("zookeeper") if f"/{address}:" in cluster.zk_four_letter("cons", name=n)),
+                None,
+            ),
+            10,
+            f"the ZooKeeper member {ts} is connected to",
+        )
+        cluster.pause(member)
+        try:
+            cluster.wait_until(
+                lambda: "retrying once the session is reconnected" in cluster.log_text(ts) or not cluster.alive(ts),
+                20,
+                f"{ts}'s pending request to fail",
+            )
+            assert cluster.alive(ts), f"{ts} exited:\n" + "\n".join(cluster.log_text(ts).splitlines()[-5:])
+            zk.client.delete(path)
+        finally:
+            cluster.resume(member)
+        cluster.wait_ready([ts], timeout=30)
