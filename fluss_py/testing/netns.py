@@ -1,17 +1,17 @@
 """Test hosts: one Linux network namespace per process, all on one bridge, and packet-level faults.
 
-    net = HostNetwork.create()                        # namespace <prefix>-hub holding bridge br0
+    net = HostNetwork.create()                    # namespace <prefix>-hub holding bridge br0
     a = net.add_host("zookeeper-1")               # namespace <prefix>-zookeeper-1, eth0 = 198.18.0.10
     argv = net.exec_prefix("zookeeper-1") + ["java", ...]
     net.drop("tablet-server-1", ["zookeeper-1"])  # packets zookeeper-1 -> tablet-server-1 silently dropped
     net.netem("tablet-server-2", delay_ms=50, loss_pct=10)
-    net.heal()                                    # every drop rule and netem qdisc removed
+    net.heal()                                    # every drop rule, loss and delay removed
     net.teardown()                                # every namespace deleted by name (veths go with them)
 
 Layout (``<prefix>`` is ``fpy`` + 6 random hex digits, one per run, so concurrent runs never collide)::
 
     <prefix>-hub           br0 (no address) + one veth end per host: v1, v2, ...
-    <prefix>-<host>        lo + eth0 (the other veth end) with 198.18.0.<9+i>/16; nftables table
+    <prefix>-<host>        lo + eth0 (the other veth end) with 198.18.0.<10+i>/16; nftables table
                            ``inet fluss_py`` with an input chain that holds the drop rules of this host
 
 Addresses come from 198.18.0.0/15 (the benchmarking range) and exist only inside the run's namespaces:
