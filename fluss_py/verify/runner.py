@@ -17,6 +17,7 @@ Who calls: ``fluss-py verify`` (cli/verify.py) and the verify tests, from one th
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Callable
@@ -297,16 +298,24 @@ def read_replica(directory: Path) -> list[tuple[int, str]]:
 
 
 def stalls_by_kind(events: list[dict], faults: list[Fault]) -> dict[str, float]:
-    """Per fault kind: the longest time a send started during (or 5 s after) such a fault waited for its answer."""
+    """Per fault (``kind/variant``): the longest a send waited for its answer, among the sends started while it was
+    in force or after it until the next fault began (at most 5 s after its end): faults come one at a time."""
     sent = {(e["p"], e["s"]): e["t"] for e in events if e.get("k") == "send"}
-    answered = [(sent.get((e["p"], e["s"])), e["t"]) for e in events if e.get("k") in ("ack", "fail")]
+    answered = sorted(
+        (sent[(e["p"], e["s"])], e["t"] - sent[(e["p"], e["s"])])
+        for e in events
+        if e.get("k") in ("ack", "fail") and (e["p"], e["s"]) in sent
+    )
+    starts = [t for t, _ in answered]
+    ordered = sorted(faults, key=lambda f: f.start)
     out: dict[str, float] = {}
-    for f in faults:
-        worst = max(
-            (end - start for start, end in answered if start is not None and f.start <= start <= f.end + 5), default=0.0
-        )
-        out[f.kind] = round(max(out.get(f.kind, 0.0), worst), 3)
-    return out
+    for i, f in enumerate(ordered):
+        until = min(f.end + 5.0, ordered[i + 1].start if i + 1 < len(ordered) else f.end + 5.0)
+        lo, hi = bisect.bisect_left(starts, f.start), bisect.bisect_right(starts, until)
+        worst = max((latency for _, latency in answered[lo:hi]), default=0.0)
+        name = f.what.split()[0]
+        out[name] = round(max(out.get(name, 0.0), worst), 3)
+    return dict(sorted(out.items()))
 
 
 def _count_by_kind(faults: list[Fault]) -> dict[str, int]:

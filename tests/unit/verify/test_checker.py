@@ -56,3 +56,14 @@ def test_failed_sends_that_landed_are_counted_not_violations():
 def test_history_codec_skips_a_torn_line():
     text = encode(send(0, 1, 0)) + encode(ack(0, 1, 0, 5)) + '{"k": "se'
     assert [e["k"] for e in decode_lines(text.splitlines())] == ["send", "ack"]
+
+
+def test_stalls_are_attributed_to_the_fault_in_force_or_just_before():
+    from fluss_py.verify.history import Fault
+    from fluss_py.verify.runner import stalls_by_kind
+
+    events = [send(0, 0, 0, t=1.0), ack(0, 0, 0, 0), send(0, 1, 0, t=6.5), send(0, 2, 0, t=9.5)]
+    events += [{"k": "ack", "t": 8.5, "p": 0, "s": 1, "b": 0, "o": 1}, {"k": "fail", "t": 20.0, "p": 0, "s": 2, "b": 0}]
+    faults = [Fault(0.5, 6.0, "kill", "kill/process ts-1"), Fault(9.0, 12.0, "partition", "partition/isolate ts-2")]
+    # seq 0 answered at once; seq 1, sent in the kill's aftermath, waited 2 s; seq 2, sent during the partition, 10.5 s
+    assert stalls_by_kind(events, faults) == {"kill/process": 2.0, "partition/isolate": 10.5}
