@@ -181,9 +181,10 @@ _SERVERS = (COORDINATOR, TABLET)
 _LOG = (TABLET, TABLE)  # per-log settings: the server's default, a table property overrides it
 
 # ---------------------------------------------------------------- ZooKeeper and process basics
-ZK_ADDRESS = option("zookeeper.address", "str", "127.0.0.1:2181", _SERVERS,
+# (clients read the zookeeper.* keys only for `fluss-py user|acl`, which change users and ACLs in ZooKeeper)
+ZK_ADDRESS = option("zookeeper.address", "str", "127.0.0.1:2181", _ALL,
                     "ZooKeeper connect string host:port[,...]", HostPorts())  # fmt: skip
-ZK_ROOT = option("zookeeper.root", "str", "/fluss", _SERVERS, "root znode of this cluster", ZNODE_PATH)
+ZK_ROOT = option("zookeeper.root", "str", "/fluss", _ALL, "root znode of this cluster", ZNODE_PATH)
 ZK_SESSION_TIMEOUT = option("zookeeper.session-timeout", "duration", 15.0, _SERVERS,
                             "ZooKeeper session timeout (death detection)", Range(0.5, 10 * MINUTE))  # fmt: skip
 ZK_CONNECTION_TIMEOUT = option("zookeeper.connection-timeout", "duration", 10.0, _SERVERS,
@@ -293,6 +294,49 @@ TABLE_MIN_INSYNC_REPLICAS = option(
     "tablet-server.min.insync.replicas; at most the replication factor)", Range(1, MAX_REPLICATION_FACTOR),
 )  # fmt: skip
 
+# ---------------------------------------------------------------- security (docs/security.md)
+FILE_OR_EMPTY = Text(r"[^\x00\n]{0,4096}", "a file path, or empty")
+# a user or certificate CN: no '/' (a znode name), no ':' (Basic auth and digest separate user:password)
+PRINCIPAL = Text(r"[^\s/:\x00]{1,256}", "a name without spaces, '/' or ':'")
+PRINCIPAL_OR_EMPTY = Text(r"[^\s/:\x00]{0,256}", "a name without spaces, '/' or ':', or empty")
+SECRET = Text(r"[^\n\x00]{0,1024}", "up to 1024 characters without newlines, or empty")
+
+TLS_ENABLED = option(
+    "security.tls.enabled", "bool", False, _ALL, "TLS on every RPC and HTTP port (servers) / every connection"
+)
+TLS_CA_FILE = option("security.tls.ca-file", "str", "", _ALL,
+                     "PEM file of the CA(s) that sign peers' certificates", FILE_OR_EMPTY)  # fmt: skip
+TLS_CERT_FILE = option("security.tls.cert-file", "str", "", _ALL,
+                       "PEM certificate chain this process presents (re-read on change)", FILE_OR_EMPTY)  # fmt: skip
+TLS_KEY_FILE = option("security.tls.key-file", "str", "", _ALL,
+                      "PEM private key of security.tls.cert-file", FILE_OR_EMPTY)  # fmt: skip
+TLS_CLIENT_AUTH = option(
+    "security.tls.client-auth", "bool", False, _SERVERS, "mutual TLS: refuse connections without a CA-signed cert"
+)
+TLS_SERVER_NAME = option("security.tls.server-name", "str", "", _ALL,
+                         "name checked in servers' certificates (default: the host dialled)",
+                         Text(rf"|{HOST.pattern}", "a host name, or empty"))  # fmt: skip
+AUTH_ENABLED = option(
+    "security.authentication.enabled", "bool", False, _SERVERS,
+    "every request needs a principal: a user's password or a CA-signed client certificate",
+)  # fmt: skip
+AUTH_USER = option("security.user", "str", "", _ALL, "user this process authenticates as (servers: to peers)",
+                   PRINCIPAL_OR_EMPTY)  # fmt: skip
+AUTH_PASSWORD = option("security.password", "str", "", _ALL, "its password (never logged)", SECRET)
+INTERNAL_PRINCIPALS = option(
+    "security.internal.principals", "list", ("fluss-server",), _SERVERS,
+    "principals (certificate CN or user) that are servers of this cluster: only they may call internal RPCs",
+    Items(PRINCIPAL, 1, 100),
+)  # fmt: skip
+AUTHORIZER_ENABLED = option(
+    "security.authorizer.enabled", "bool", False, _SERVERS, "check ACLs: what no ACL allows is refused"
+)
+SUPER_USERS = option("security.super-users", "list", (), _SERVERS, "principals allowed everything (no ACL needed)",
+                     Items(PRINCIPAL, 0, 100))  # fmt: skip
+ZK_AUTH_USER = option("zookeeper.auth.user", "str", "", _ALL, "digest user of the servers in ZooKeeper",
+                      PRINCIPAL_OR_EMPTY)  # fmt: skip
+ZK_AUTH_PASSWORD = option("zookeeper.auth.password", "str", "", _ALL, "its password (never logged)", SECRET)
+
 # ---------------------------------------------------------------- client
 CLIENT_ACKS = option("client.request.acks", "str", "all", [CLIENT], "producer acks: all, 1 or 0",
                      Choice(("all", "-1", "1", "0")))  # fmt: skip
@@ -318,6 +362,14 @@ CLIENT_RETRY_BACKOFF_MAX = option("client.retry.backoff-max", "duration", 0.5, [
 CLIENT_FETCH_MAX_WAIT = option("client.scanner.fetch.max-wait", "duration", 0.5, [CLIENT],
                                "a consumer fetch waits this long for data", Range(0.0, 10 * MINUTE))  # fmt: skip
 
+# ---------------------------------------------------------------- consumer groups (docs/consumer-groups.md)
+GROUP_MIN_SESSION_TIMEOUT = option("group.min-session-timeout", "duration", 1.0, [COORDINATOR],
+                                   "shortest session timeout a member may ask for", Range(0.1, HOUR))  # fmt: skip
+GROUP_MAX_SESSION_TIMEOUT = option("group.max-session-timeout", "duration", 60.0, [COORDINATOR],
+                                   "longest session timeout a member may ask for", Range(0.1, HOUR))  # fmt: skip
+GROUP_HEARTBEAT_INTERVAL = option("group.heartbeat-interval", "duration", 0.5, [COORDINATOR],
+                                  "how often members heartbeat (told to them)", Range(0.01, MINUTE))  # fmt: skip
+
 # ---------------------------------------------------------------- rules between keys
 constraint("replica.fetch.wait.max.ms < replica.lag.time.max.ms (a waiting follower must not look lagging)",
            lambda wait, lag: wait < lag, REPLICA_FETCH_WAIT_MAX, REPLICA_LAG_TIME_MAX)  # fmt: skip
@@ -325,6 +377,8 @@ constraint("replica.fetch.min.bytes <= replica.fetch.max.bytes",
            lambda lo, hi: lo <= hi, REPLICA_FETCH_MIN_BYTES, REPLICA_FETCH_MAX_BYTES)  # fmt: skip
 constraint("client.retry.backoff <= client.retry.backoff-max",
            lambda lo, hi: lo <= hi, CLIENT_RETRY_BACKOFF, CLIENT_RETRY_BACKOFF_MAX)  # fmt: skip
+constraint("group.min-session-timeout <= group.max-session-timeout",
+           lambda lo, hi: lo <= hi, GROUP_MIN_SESSION_TIMEOUT, GROUP_MAX_SESSION_TIMEOUT)  # fmt: skip
 
 
 class Config(Mapping[str, Any]):
@@ -357,8 +411,17 @@ class Config(Mapping[str, Any]):
         return Config(self.role, {**self._raw, **overrides})
 
     def explicit(self) -> dict[str, Any]:
-        """The settings given explicitly (parsed values), e.g. for logging at start."""
-        return dict(self._values)
+        """The settings given explicitly (parsed values), e.g. for logging at start; secrets are masked."""
+        return {k: ("***" if is_secret(k) else v) for k, v in self._values.items()}
+
+    def secret(self, key: ConfigOption) -> str:
+        """The value of a secret option (a password); never pass it to a log line."""
+        return str(self[key])
+
+
+def is_secret(key: str) -> bool:
+    """Keys whose values are never printed or logged (passwords)."""
+    return key.endswith("password")
 
 
 def _lookup(key: str, role: str) -> ConfigOption:
@@ -381,16 +444,21 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
     return result
 
 
-def load_config(role: str, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Read a YAML file (flat ``key: value`` mapping) for ``role`` and apply overrides on top."""
+def load_config(
+    role: str,
+    path: str | Path | Iterable[str | Path] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read YAML files (flat ``key: value`` mappings; a later file wins) for ``role``, overrides on top."""
     values: dict[str, Any] = {}
-    if path is not None:
+    paths = [path] if isinstance(path, str | Path) else list(path or ())
+    for file in paths:
         try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
+            data = yaml.safe_load(Path(file).read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(str(path), f"cannot read config file: {e}") from None
+            raise ConfigError(str(file), f"cannot read config file: {e}") from None
         if not isinstance(data, dict):
-            raise ConfigError(str(path), "config file must be a mapping of key: value")
+            raise ConfigError(str(file), "config file must be a mapping of key: value")
         values.update({str(k): v for k, v in data.items()})
     values.update(overrides or {})
     return Config(role, values)

@@ -72,6 +72,13 @@ class ErrorCode(IntEnum):
     REPLICA_NOT_AUTHENTICATED = 42
     REPLICA_NOT_ASSIGNED = 43
     COORDINATOR_NOT_AUTHENTICATED = 44
+    AUTHENTICATION_FAILED = 45
+    AUTHORIZATION_FAILED = 46
+    UNKNOWN_MEMBER_ID = 47
+    FENCED_MEMBER_EPOCH = 48
+    INVALID_SESSION_TIMEOUT = 49
+    BUCKET_NOT_OWNED = 50
+    GROUP_NOT_EMPTY = 51
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +141,14 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.COORDINATOR_NOT_AUTHENTICATED: _Spec(
         True, False, "the request is not from the current coordinator leader"
     ),
+    ErrorCode.AUTHENTICATION_FAILED: _Spec(False, False, "no valid credentials: unknown user, wrong password"),
+    ErrorCode.AUTHORIZATION_FAILED: _Spec(False, False, "the principal may not do this operation on this resource"),
+    # consumer groups (docs/consumer-groups.md): the member rejoins as a new member on the first two
+    ErrorCode.UNKNOWN_MEMBER_ID: _Spec(False, False, "the group has no such member (expired, left or fenced)"),
+    ErrorCode.FENCED_MEMBER_EPOCH: _Spec(False, False, "the member epoch is not the member's current one"),
+    ErrorCode.INVALID_SESSION_TIMEOUT: _Spec(False, False, "the session timeout is outside the server's bounds"),
+    ErrorCode.BUCKET_NOT_OWNED: _Spec(False, False, "the member does not own the bucket it commits"),
+    ErrorCode.GROUP_NOT_EMPTY: _Spec(False, False, "the group has live members"),
 }
 
 
@@ -233,6 +248,18 @@ InvalidFetchSessionEpochError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_FETCH
 ReplicaNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_AUTHENTICATED]
 ReplicaNotAssignedError: type[ApiError] = _BY_CODE[ErrorCode.REPLICA_NOT_ASSIGNED]
 CoordinatorNotAuthenticatedError: type[ApiError] = _BY_CODE[ErrorCode.COORDINATOR_NOT_AUTHENTICATED]
+AuthenticationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHENTICATION_FAILED]
+AuthorizationFailedError: type[ApiError] = _BY_CODE[ErrorCode.AUTHORIZATION_FAILED]
+UnknownMemberIdError: type[ApiError] = _BY_CODE[ErrorCode.UNKNOWN_MEMBER_ID]
+FencedMemberEpochError: type[ApiError] = _BY_CODE[ErrorCode.FENCED_MEMBER_EPOCH]
+InvalidSessionTimeoutError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_SESSION_TIMEOUT]
+BucketNotOwnedError: type[ApiError] = _BY_CODE[ErrorCode.BUCKET_NOT_OWNED]
+GroupNotEmptyError: type[ApiError] = _BY_CODE[ErrorCode.GROUP_NOT_EMPTY]
+
+
+# The caller's credentials, certificate or permissions were refused: trying another server cannot help, so
+# loops that move on to the next server on any failure (bootstrap, coordinator discovery) stop at once.
+REFUSED = frozenset({ErrorCode.AUTHENTICATION_FAILED, ErrorCode.AUTHORIZATION_FAILED})
 
 
 def for_code(code: int) -> type[ApiError]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -29,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from fluss_py.cli.args import finite, host_port
+from fluss_py.cli.common import http_security, resolve_security
 from fluss_py.testing.cluster_file import COORDINATOR, ClusterRecord
 from fluss_py.testing.layout import DEFAULT_DIR
 
@@ -57,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rb.add_argument("--timeout", type=finite(0.0, 30 * 86400.0), default=3600.0, metavar="S",
                     help="give up waiting after S seconds")  # fmt: skip
     rb.add_argument("--json", action="store_true", help="print the JSON answers")
+    rb.add_argument("--command-config", type=Path, metavar="FILE",
+                    help="client properties: TLS files, user, password (see `fluss-py table --help`)")  # fmt: skip
     rb.set_defaults(func=cmd_rebalance)
 
 
@@ -64,14 +68,15 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
     console = Console()
     try:
         addresses = _addresses(args)
+        http = http_security(resolve_security(args))  # HTTPS + Basic auth on a secure cluster
         if args.cancel:
-            answer = _call(addresses, "DELETE")
+            answer = _call(addresses, http, "DELETE")
         elif args.dry_run or not args.wait:
-            answer = _call(addresses, "POST", "?dry_run=true" if args.dry_run else "")
+            answer = _call(addresses, http, "POST", "?dry_run=true" if args.dry_run else "")
         else:
-            answer = _call(addresses, "POST")
+            answer = _call(addresses, http, "POST")
             if answer.get("error") == "REBALANCE_IN_PROGRESS":
-                answer = _call(addresses, "GET")  # --wait alone follows the running one
+                answer = _call(addresses, http, "GET")  # --wait alone follows the running one
         _show(console, answer, args.json)
         if "error" in answer:
             return EXIT_FAILED
@@ -104,7 +109,10 @@ def _addresses(args: argparse.Namespace) -> list[str]:
     return found
 
 
-def _call(addresses: list[str], method: str, query: str = "") -> dict[str, Any]:
+Http = tuple[ssl.SSLContext | None, dict[str, str]]
+
+
+def _call(addresses: list[str], http: Http, method: str, query: str = "") -> dict[str, Any]:
     """The leader's answer: standbys (503 + leader_http) are followed once; unreachable ones skipped."""
     tried: list[str] = []
     queue = list(addresses)
@@ -113,12 +121,17 @@ def _call(addresses: list[str], method: str, query: str = "") -> dict[str, Any]:
         if address in tried:
             continue
         tried.append(address)
-        request = urllib.request.Request(f"http://{address}/rebalance{query}", method=method)
+        context, headers = http
+        scheme = "https" if context is not None else "http"
+        request = urllib.request.Request(f"{scheme}://{address}/rebalance{query}", method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as r:
+            with urllib.request.urlopen(request, timeout=30, context=context) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
-            body = json.loads(e.read() or b"{}")
+            raw = e.read() or b"{}"
+            if e.code in (401, 403):  # refused by the server's guard: AUTHENTICATION/AUTHORIZATION_FAILED
+                raise AdminError(raw.decode("utf-8", "replace").strip()) from None
+            body = json.loads(raw)
             if e.code == 503 and body.get("leader_http"):
                 queue.insert(0, body["leader_http"])
                 continue
@@ -132,7 +145,8 @@ def _call(addresses: list[str], method: str, query: str = "") -> dict[str, Any]:
 
 def _follow(console: Console, addresses: list[str], args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.timeout
-    answer = _call(addresses, "GET")
+    http = http_security(resolve_security(args))
+    answer = _call(addresses, http, "GET")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"))
     with Progress(*columns, console=console, transient=False) as progress:
         batches = progress.add_task("batches", total=answer.get("batches_total", 1))
@@ -145,7 +159,7 @@ def _follow(console: Console, addresses: list[str], args: argparse.Namespace) ->
             progress.update(moves, completed=answer.get("moves_done", 0))
             progress.update(data, completed=answer.get("bytes_moved", 0))
             time.sleep(args.interval)
-            answer = _call(addresses, "GET")
+            answer = _call(addresses, http, "GET")
         progress.update(batches, completed=answer.get("batches_total", 0) if answer.get("status") == "COMPLETED"
                         else answer.get("batch", 0))  # fmt: skip
         progress.update(moves, completed=answer.get("moves_done", 0))

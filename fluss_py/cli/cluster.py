@@ -1,7 +1,7 @@
 """``fluss-py cluster ...``: a local cluster of real processes (ZooKeeper, coordinators, tablet servers).
 
     fluss-py cluster up [--dir DIR] [--coordinators 3] [--tablet-servers 3] [--zookeeper N|HOST:PORT[,...]]
-                        [--netns] [-D k=v]
+                        [--netns] [--secure] [-D k=v]
     fluss-py cluster status [--dir DIR] [--json]
     fluss-py cluster down [--dir DIR] [--timeout 15]
     fluss-py cluster stop|start NAME [--dir DIR]
@@ -13,7 +13,10 @@
 uses an existing ZooKeeper. ``--netns`` puts every process on its own test host (network namespace,
 198.18.0.0/15 address on a private bridge; see fluss_py/testing/netns.py).
 
-``up`` starts the processes detached (they outlive this command), waits until the cluster is ready and
+``up --secure`` makes the cluster's CA, certificates, an admin user with an ACL allowing it everything and
+``DIR/security/client.properties``, which every client command run with ``--dir DIR`` reads by default
+(testing/secure.py, docs/security.md): TLS with client certificates on every port, passwords, ACLs,
+ZooKeeper ACLs. ``up`` starts the processes detached (they outlive this command), waits until the cluster is ready and
 writes ``DIR/cluster.json``; every other subcommand reads that file. NAME is ``zookeeper``,
 ``coordinator-<id>`` or ``tablet-server-<id>`` (see ``status``). The machinery is ``fluss_py.testing``.
 """
@@ -64,6 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="seconds to wait for readiness (default: 60)")  # fmt: skip
     up.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE", type=config_override,
                     help="config override for every server (repeatable)")  # fmt: skip
+    up.add_argument("--secure", action="store_true",
+                    help="TLS + client certificates, passwords, ACLs, ZooKeeper ACLs (docs/security.md)")  # fmt: skip
     up.set_defaults(func=cmd_up)
 
     status = with_dir(sub.add_parser("status", help="table of processes: alive, role, state, leader"))
@@ -141,6 +146,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             netns=args.netns,
             tick_time=CLI_TICK_TIME,
             overrides=overrides,
+            secure=args.secure,
         )
     except (ClusterError, NetnsError) as e:
         _err(f"cannot lay out the cluster: {e}")
@@ -165,11 +171,17 @@ def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
     d = "" if directory == DEFAULT_DIR else f" --dir {directory}"
     leader = cluster.coordinator_leader()
     print(f"\nZooKeeper: {cluster.zookeeper_address}   cluster file: {cluster.record_path()}")
+    if cluster.security is not None:
+        print(f"Secure: TLS with client certificates; clients use {cluster.security.client_config} (user admin)")
     print("Next, try:")
     print(f"  {me} cluster status{d}")
     run = " ".join(cluster.net.exec_prefix(CLIENT)) + " " if cluster.net is not None else ""
     print(f"  {run}{ZKCLI} -server {cluster.zookeeper_address} get {cluster.zk_root}/coordinator/leader")
-    if leader:
+    if leader and cluster.security is not None:
+        s, url = cluster.security, f"https://{cluster.get(leader).http_address}/metrics"
+        print(f"  {run}curl -s --cacert {s.ca.cert_file} --cert {s.directory / 'client.pem'} "
+              f"--key {s.directory / 'client-key.pem'} {url} | head")  # fmt: skip
+    elif leader:
         print(f"  {run}curl -s http://{cluster.get(leader).http_address}/metrics | head")
         print(f"  {me} cluster kill {leader}{d}     # kill -9 the leader, then `cluster status` again")
     if cluster.net is not None:

@@ -7,6 +7,15 @@ Bootstrap servers, first match wins:
 3. the local cluster's ``cluster.json`` in ``--dir`` (default ``./.fluss-cluster``): every coordinator and
    tablet server address it lists
 
+Security settings (TLS files, user and password; docs/security.md), Kafka's convention, first match wins:
+
+1. ``--command-config FILE``: a properties file of ``key=value`` lines (``security.tls.*``, ``security.user``,
+   ``security.password``, and for ``user``/``acl`` the ``zookeeper.*`` keys)
+2. the ``FLUSS_COMMAND_CONFIG`` environment variable naming such a file
+3. ``DIR/security/client.properties`` of a local secure cluster (``cluster up --secure``)
+
+then ``FLUSS_USER`` / ``FLUSS_PASSWORD`` override the user and password. Passwords are never printed.
+
 ``client_command(body)`` turns ``async def body(args, ctx) -> int`` into an argparse handler: it resolves
 the bootstrap servers, runs the body on a fresh event loop, and maps failures to one line on stderr:
 no bootstrap configured (exit 2), no server answering within ``--connect-timeout`` (exit 1), a FlussError
@@ -20,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,15 +42,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fluss_py import config as cfg
 from fluss_py.cli import args as cli_args
 from fluss_py.client import Admin
 from fluss_py.errors import FlussError, RequestTimedOutError
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity, read_properties
+from fluss_py.security.tls import client_ssl_context
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER, ClusterRecord
 from fluss_py.testing.layout import DEFAULT_DIR
 from fluss_py.types import TablePath
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 BOOTSTRAP_ENV = "FLUSS_BOOTSTRAP_SERVERS"
+COMMAND_CONFIG_ENV = "FLUSS_COMMAND_CONFIG"
+USER_ENV, PASSWORD_ENV = "FLUSS_USER", "FLUSS_PASSWORD"
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
@@ -62,6 +78,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     parser.add_argument(
         "--dir", type=Path, default=DEFAULT_DIR, help="local cluster directory with cluster.json (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help=f"client properties: TLS files, user, password (default: ${COMMAND_CONFIG_ENV}, else the local "
+        "secure cluster's DIR/security/client.properties)",
     )
     parser.add_argument(
         "--connect-timeout",
@@ -104,6 +127,41 @@ def resolve_bootstrap(args: argparse.Namespace) -> tuple[str, str]:
     return ",".join(addresses), f"{directory}/cluster.json"
 
 
+def client_settings(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """(client settings, where they came from): see the module docstring; ConfigError naming a bad key."""
+    path: Path | None = getattr(args, "command_config", None)
+    source = "--command-config"
+    if path is None and os.environ.get(COMMAND_CONFIG_ENV, "").strip():
+        path, source = Path(os.environ[COMMAND_CONFIG_ENV].strip()), COMMAND_CONFIG_ENV
+    if path is None:
+        local = Path(getattr(args, "dir", DEFAULT_DIR)) / "security" / "client.properties"
+        if local.is_file():
+            path, source = local, str(local)
+    settings = read_properties(path) if path is not None else {}
+    if path is None:
+        source = "defaults (plaintext)"
+    for env, key in ((USER_ENV, "security.user"), (PASSWORD_ENV, "security.password")):
+        if os.environ.get(env):
+            settings[key] = os.environ[env]
+    cfg.Config(cfg.CLIENT, settings)  # unknown keys and bad values: ConfigError naming the key
+    return settings, source
+
+
+def resolve_security(args: argparse.Namespace) -> PeerIdentity:
+    """What this command presents to the servers (TLS files, credentials)."""
+    settings, _ = client_settings(args)
+    return PeerIdentity.from_settings(settings)
+
+
+def http_security(identity: PeerIdentity) -> tuple[ssl.SSLContext | None, dict[str, str]]:
+    """(ssl context, headers) of an HTTP call to a server (HTTPS + Basic auth on a secure cluster)."""
+    context = client_ssl_context(identity.tls) if identity.tls is not None else None
+    if not identity.user:
+        return context, {}
+    token = base64.b64encode(f"{identity.user}:{identity.password}".encode()).decode()
+    return context, {"Authorization": f"Basic {token}"}
+
+
 def local_cluster(args: argparse.Namespace) -> ClusterRecord | None:
     """The local cluster's record when ``--dir`` holds one (for pids and coordinator addresses)."""
     try:
@@ -128,12 +186,13 @@ class Context:
     bootstrap: str
     source: str
     connect_timeout: float
+    security: PeerIdentity = PLAINTEXT
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _admin: Admin | None = None
 
     async def admin(self) -> Admin:
         if self._admin is None:
-            self._admin = Admin(self.bootstrap)
+            self._admin = Admin(self.bootstrap, security=self.security)
             self.closers.append(self._admin.close)
             await self.connect(self._admin.metadata)
         return self._admin
@@ -169,7 +228,8 @@ def client_command(body: Body) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
             bootstrap, source = resolve_bootstrap(args)
-            ctx = Context(bootstrap, source, getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT))
+            timeout = getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+            ctx = Context(bootstrap, source, timeout, resolve_security(args))
             return asyncio.run(_run(body, args, ctx))
         except CliError as e:
             print(f"fluss-py: {e}", file=sys.stderr)

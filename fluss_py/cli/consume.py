@@ -1,7 +1,8 @@
 """``fluss-py consume TABLE``: print record values, one per line (like ``kafka-console-consumer``).
 
     fluss-py consume TABLE [--from-beginning | --from-latest | --from-offset N | --from-timestamp MS]
-                           [--bucket B ...] [--group G] [--max-records N] [--timeout S] [--print-offsets]
+                           [--bucket B ...] [--group G [--instance-id ID] [--session-timeout S]]
+                           [--max-records N] [--timeout S] [--print-offsets]
 
 Where reading starts, per bucket: with ``--group`` the group's committed offset when it has one; else
 ``--from-offset``/``--from-timestamp`` (these two also override committed offsets), ``--from-beginning``,
@@ -12,6 +13,13 @@ interrupted); ``Processed a total of N records`` goes to stderr.
 
 With ``--group`` the positions are committed after the records were written and flushed (at-least-once:
 a crash between writing and committing prints those records again next time, never skips any).
+
+``--group G`` without ``--bucket`` joins G as a member (docs/consumer-groups.md): the coordinator splits
+the table's buckets among the processes of G, so three such processes read a third each, and a dead
+one's buckets go to the others. Assignment changes go to stderr as ``assigned: 5-0 5-3 (member M epoch
+E)`` / ``revoked: ...``; a refused commit (the member was fenced) as ``commit refused: ...`` (the process then rejoins).
+``--instance-id`` makes the member static (a restart within ``--session-timeout`` keeps its buckets).
+``--group G --bucket B`` keeps the offset-only use: read B, resume from and commit to G, no membership.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 
 from fluss_py.cli.args import OFFSET_MAX, finite, int_in
 from fluss_py.cli.common import (
@@ -32,6 +41,8 @@ from fluss_py.cli.common import (
 )
 from fluss_py.client import Consumer, ConsumerOptions, ConsumerRecord
 from fluss_py.config import MAX_BUCKETS
+from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.types import TableBucket
 
 POLL_SLICE = 0.5
 
@@ -48,7 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="first record with timestamp >= MS")  # fmt: skip
     p.add_argument("--bucket", type=int_in(0, MAX_BUCKETS - 1), action="append", metavar="B",
                    help="read only this bucket (repeatable)")  # fmt: skip
-    p.add_argument("--group", metavar="G", help="resume from and commit to consumer group G")
+    p.add_argument("--group", metavar="G", help="join consumer group G (with --bucket: only its offsets)")
+    p.add_argument("--instance-id", metavar="ID", help="static group membership (group.instance.id)")
+    p.add_argument("--session-timeout", type=finite(0.0, 3600.0), default=10.0, metavar="S",
+                   help="group session timeout (10 s; the coordinator bounds it)")  # fmt: skip
     p.add_argument("--max-records", type=int_in(0, OFFSET_MAX), metavar="N", help="exit after N records")
     p.add_argument("--timeout", type=finite(0.0, 10 * 365 * 86400.0, lo_open=False), metavar="S",
                    help="exit after S seconds without a new record")  # fmt: skip
@@ -65,17 +79,53 @@ def _write(out: object, records: list[ConsumerRecord], print_offsets: bool) -> N
     out.flush()  # type: ignore[attr-defined]
 
 
+def _report(what: str, consumer: list[Consumer]) -> Callable[[set[TableBucket]], None]:
+    def report(buckets: set[TableBucket]) -> None:
+        names = " ".join(str(tb) for tb in sorted(buckets, key=lambda tb: (tb.table_id, tb.bucket)))
+        m = consumer[0].membership if consumer else None
+        member = f" (member {m.member_id} epoch {m.member_epoch})" if m is not None else ""
+        print(f"{what}: {names}{member}", file=sys.stderr, flush=True)
+
+    return report
+
+
+async def _commit(consumer: Consumer) -> None:
+    try:
+        await consumer.commit()
+    except FlussError as e:
+        if e.code not in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.BUCKET_NOT_OWNED):
+            raise
+        print(f"commit refused: {e}", file=sys.stderr, flush=True)
+
+
 async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
     reset = "earliest" if args.from_beginning else "latest"
-    consumer = Consumer(ctx.bootstrap, ConsumerOptions(auto_offset_reset=reset), group=args.group)
+    member = bool(args.group) and not args.bucket
+    if member and (args.from_offset is not None or args.from_timestamp is not None):
+        raise CliError("--from-offset/--from-timestamp need --bucket with --group (members resume)", EXIT_USAGE)
+    if args.instance_id and not member:
+        raise CliError("--instance-id needs --group without --bucket", EXIT_USAGE)
+    group_args: dict = {}
+    me: list[Consumer] = []  # the callbacks name the member: filled once the consumer exists
+    if member:
+        group_args = {
+            "subscribe": [path], "on_assigned": _report("assigned", me), "on_revoked": _report("revoked", me),
+            "instance_id": args.instance_id or "", "session_timeout": args.session_timeout,
+        }  # fmt: skip
+    consumer = Consumer(
+        ctx.bootstrap, ConsumerOptions(auto_offset_reset=reset), group=args.group, security=ctx.security,
+        **group_args,
+    )  # fmt: skip
+    me.append(consumer)
     ctx.own(consumer.close)
     await ctx.connect(consumer.metadata)
     info = await consumer.metadata.wait_for_table(path, ctx.connect_timeout)
     for b in args.bucket or ():
         if not 0 <= b < info.num_buckets:
             raise CliError(f"--bucket {b}: {path} has buckets 0..{info.num_buckets - 1}", EXIT_USAGE)
-    await consumer.assign(path, args.bucket)
+    if not member:
+        await consumer.assign(path, args.bucket)
     if args.from_offset is not None:
         for tb in consumer.assignment():
             consumer.seek(tb, args.from_offset)
@@ -95,7 +145,7 @@ async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
                 _write(out, records, args.print_offsets)
                 total += len(records)
                 if args.group:
-                    await consumer.commit()  # after the records are out: at-least-once
+                    await _commit(consumer)  # after the records are out: at-least-once
                 if args.timeout is not None:
                     idle_until = loop.time() + args.timeout
             elif idle_until is not None and loop.time() >= idle_until:

@@ -176,7 +176,7 @@ async def _failover(args: argparse.Namespace, ctx: Context, cluster: LocalCluste
     await _wait("bucket 0 to be fully replicated", fully_replicated)
     _, _, _, table_id = await _placement(admin, path)
     start_offset = (await admin.list_offsets(path, [0]))[0].high_watermark
-    producer = Producer(ctx.bootstrap, ProducerOptions(acks=-1))
+    producer = Producer(ctx.bootstrap, ProducerOptions(acks=-1), security=ctx.security)
     ctx.own(producer.close)
     start = time.monotonic()
     writer = Writer(producer, path, f"r{int(time.time())}", start)
@@ -218,7 +218,7 @@ async def _failover(args: argparse.Namespace, ctx: Context, cluster: LocalCluste
 
 
 async def _read_back(ctx: Context, tb: TableBucket, start_offset: int, end_offset: int) -> list[tuple[int, bytes]]:
-    consumer = Consumer(ctx.bootstrap, ConsumerOptions(auto_offset_reset="none"))
+    consumer = Consumer(ctx.bootstrap, ConsumerOptions(auto_offset_reset="none"), security=ctx.security)
     ctx.own(consumer.close)
     await consumer.assign([tb])
     consumer.seek(tb, start_offset)

@@ -114,7 +114,7 @@ async def cmd_produce(args: argparse.Namespace, ctx: Context) -> int:
     except ValueError as e:
         raise CliError(str(e), EXIT_USAGE) from None
     sep = args.key_separator.encode() if args.key_separator else None
-    producer = Producer(ctx.bootstrap, options)
+    producer = Producer(ctx.bootstrap, options, security=ctx.security)
     ctx.own(producer.close)
     await ctx.connect(producer.metadata)
     await producer.metadata.wait_for_table(path, ctx.connect_timeout)

@@ -35,14 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("tablet-server", cfg.TABLET, "run a tablet server"),
     ):
         parser = subparsers.add_parser(name, help=text, description=text)
-        parser.add_argument("--config", metavar="PATH", help="YAML file of key: value settings")
+        parser.add_argument(
+            "--config", metavar="PATH", action="append", help="YAML file of key: value settings (repeatable)"
+        )
         parser.add_argument(
             "-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override one setting"
         )
         parser.set_defaults(func=partial(_run, role))
 
 
-def load_server_config(role: str, path: str | None, overrides: list[str]) -> cfg.Config:
+def load_server_config(role: str, path: str | list[str] | None, overrides: list[str]) -> cfg.Config:
     """The role's config: every value checked against its range in the registry (ConfigError naming the
     key, the value and what is allowed), before the server touches ZooKeeper or its directories."""
     return cfg.load_config(role, path, cfg.parse_overrides(overrides))
@@ -72,6 +74,8 @@ def serve(server: Any) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, server.request_stop)
+        if hasattr(server, "reload_certificates"):
+            loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)  # docs/security.md
         await server.run()
 
     try:

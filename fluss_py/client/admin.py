@@ -17,7 +17,15 @@ from enum import IntEnum
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
-from fluss_py.client.groups import commit_offsets, fetch_offsets, list_groups
+from fluss_py.client.groups import (
+    GroupMembers,
+    GroupSummary,
+    commit_offsets,
+    delete_group,
+    describe_members,
+    fetch_offsets,
+    list_groups,
+)
 from fluss_py.client.metadata import (
     BucketLocation,
     ClusterMetadata,
@@ -36,6 +44,7 @@ from fluss_py.errors import (
     TableNotExistError,
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -104,11 +113,12 @@ class Admin:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        security: PeerIdentity | None = None,
         request_timeout: float = 30.0,
         retry: RetryOptions = DEFAULT_RETRY,
     ) -> None:
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport()
+        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=request_timeout, retry=retry
@@ -212,8 +222,20 @@ class Admin:
 
     # ---------------------------------------------------------------- consumer groups
     async def list_groups(self) -> list[str]:
-        """Names of the groups with committed offsets."""
+        """Names of the groups (with committed offsets or members)."""
+        return [s.group for s in await list_groups(self._gateway)]
+
+    async def list_group_summaries(self) -> list[GroupSummary]:
+        """Every group with its state (EMPTY, RECONCILING, STABLE) and live member count."""
         return await list_groups(self._gateway)
+
+    async def describe_group_members(self, group: str) -> GroupMembers:
+        """``group``'s members (id, instance id, client host, epoch, buckets, time since last heartbeat)."""
+        return await describe_members(self._gateway, group)
+
+    async def delete_group(self, group: str) -> None:
+        """Delete ``group`` (offsets and membership); refused with GROUP_NOT_EMPTY while it has live members."""
+        await delete_group(self._gateway, group)
 
     async def describe_group(self, group: str) -> list[GroupBucketOffset]:
         """Per committed bucket of ``group``: committed offset, HW and lag. GROUP_NOT_EXIST without commits."""

@@ -24,7 +24,7 @@ from typing import Any
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
 from fluss_py.client.transport import Rpc, Transport, raise_for_error
-from fluss_py.errors import ApiError, CoordinatorNotAvailableError, FlussError, NetworkExceptionError
+from fluss_py.errors import REFUSED, ApiError, CoordinatorNotAvailableError, FlussError, NetworkExceptionError
 
 STALL_S = 1.0  # an attempt unanswered this long makes the gateway look for another coordinator leader
 FAILED_RECENTLY_S = 10.0
@@ -79,6 +79,8 @@ class CoordinatorGateway:
                 try:
                     response = await self._attempt(address, rpc, request, min(remaining, self._request_timeout))
                 except ApiError as e:
+                    if e.code in REFUSED:
+                        raise  # refused credentials: no other address will take them
                     # Transport failure, abandoned, or INVALID_REQUEST: that address serves no coordinator service.
                     unreachable.add(address)
                     if self._hinted == address:

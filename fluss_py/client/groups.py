@@ -1,4 +1,5 @@
-"""Consumer-group offsets on the coordinator leader: commit, fetch and list (used by Consumer and Admin).
+"""Consumer-group RPCs on the coordinator leader: offsets (commit, fetch, list) and membership (heartbeat,
+describe, delete), used by Consumer, GroupMembership and Admin (docs/consumer-groups.md).
 
 A group is a name under which committed offsets are kept per bucket (``offset`` = the next record to read).
 The coordinator stores them in ZooKeeper (``<root>/consumers/<group>/offsets/<table_id>/<bucket>``), so
@@ -8,7 +9,9 @@ they survive the death of any one server and coordinator failovers. The calls go
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
@@ -26,10 +29,21 @@ def validate_group(group: str) -> str:
     return group
 
 
-async def commit_offsets(gateway: CoordinatorGateway, group: str, offsets: Mapping[TableBucket, int]) -> None:
-    """Durably record ``offsets`` (next offset to read per bucket) for ``group``; all or nothing."""
+async def commit_offsets(
+    gateway: CoordinatorGateway,
+    group: str,
+    offsets: Mapping[TableBucket, int],
+    member_id: str = "",
+    member_epoch: int = 0,
+) -> None:
+    """Durably record ``offsets`` (next offset to read per bucket) for ``group``; all or nothing.
+
+    With ``member_id`` the commit is fenced: refused unless that member, at that epoch, owns every bucket.
+    """
     request = coordinator_pb2.CommitOffsetsRequest(
         group=validate_group(group),
+        member_id=member_id,
+        member_epoch=member_epoch,
         offsets=[
             coordinator_pb2.BucketOffset(
                 table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket), offset=offset
@@ -47,6 +61,103 @@ async def fetch_offsets(gateway: CoordinatorGateway, group: str, table_id: int =
     return {TableBucket(o.table_bucket.table_id, o.table_bucket.bucket): o.offset for o in response.offsets}
 
 
-async def list_groups(gateway: CoordinatorGateway) -> list[str]:
+@dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    state: str  # EMPTY | RECONCILING | STABLE
+    members: int
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    instance_id: str
+    client_host: str
+    member_epoch: int
+    session_timeout_ms: int
+    since_heartbeat_ms: int
+    assigned: tuple[TableBucket, ...]
+    target: tuple[TableBucket, ...]
+    leaving: bool
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    group: str
+    state: str
+    group_epoch: int
+    members: tuple[GroupMember, ...]
+
+
+def _member(m: Any) -> GroupMember:
+    return GroupMember(
+        m.member_id,
+        m.instance_id,
+        m.client_host,
+        m.member_epoch,
+        m.session_timeout_ms,
+        m.since_heartbeat_ms,
+        tuple(_tb(tb) for tb in m.assigned),
+        tuple(_tb(tb) for tb in m.target),
+        m.leaving,
+    )
+
+
+def _tb(pb: Any) -> TableBucket:
+    return TableBucket(pb.table_id, pb.bucket)
+
+
+def _tb_pb(tb: TableBucket) -> common_pb2.TableBucket:
+    return common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket)
+
+
+async def list_groups(gateway: CoordinatorGateway) -> list[GroupSummary]:
     response = await gateway.call(rpcs.LIST_GROUPS, coordinator_pb2.ListGroupsRequest())
-    return sorted(response.groups)
+    if len(response.summaries) == len(response.groups):
+        return [GroupSummary(s.group, s.state, s.members) for s in response.summaries]
+    return [GroupSummary(name, "EMPTY", 0) for name in sorted(response.groups)]  # an older coordinator
+
+
+async def describe_members(gateway: CoordinatorGateway, group: str) -> GroupMembers:
+    """``group``'s state, epoch and members; GROUP_NOT_EXIST for a group without offsets or members."""
+    request = coordinator_pb2.DescribeGroupRequest(group=validate_group(group))
+    response = await gateway.call(rpcs.DESCRIBE_GROUP, request)
+    members = tuple(_member(m) for m in response.members)
+    return GroupMembers(group, response.state, response.group_epoch, members)
+
+
+async def delete_group(gateway: CoordinatorGateway, group: str) -> None:
+    """Delete ``group``'s offsets and membership; GROUP_NOT_EMPTY while it has live members."""
+    await gateway.call(rpcs.DELETE_GROUP, coordinator_pb2.DeleteGroupRequest(group=validate_group(group)))
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: frozenset[TableBucket]
+
+
+async def heartbeat(
+    gateway: CoordinatorGateway,
+    group: str,
+    member_id: str,
+    member_epoch: int,
+    *,
+    instance_id: str,
+    session_timeout_ms: int,
+    subscribed: Iterable[int],
+    owned: Iterable[TableBucket],
+) -> HeartbeatResult:
+    request = coordinator_pb2.ConsumerHeartbeatRequest(
+        group=group,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        instance_id=instance_id,
+        session_timeout_ms=session_timeout_ms,
+        subscribed_table_ids=sorted(subscribed),
+        owned=[_tb_pb(tb) for tb in sorted(owned, key=lambda tb: (tb.table_id, tb.bucket))],
+    )
+    r = await gateway.call(rpcs.CONSUMER_HEARTBEAT, request)
+    return HeartbeatResult(r.member_id, r.member_epoch, r.heartbeat_interval_ms, frozenset(map(_tb, r.assignment)))

@@ -34,7 +34,7 @@ from fluss_py.client.transport import (
     error_from_info,
 )
 from fluss_py.config import split_host_port
-from fluss_py.errors import ApiError, ErrorCode, FlussError, RequestTimedOutError, TableNotExistError
+from fluss_py.errors import REFUSED, ApiError, ErrorCode, FlussError, RequestTimedOutError, TableNotExistError
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
 
@@ -315,7 +315,13 @@ class ClusterMetadata:
         backoff = Backoff(self._retry)
         while self._pending is not None and not self._closed:
             waiter, self._pending = self._pending, None
-            if await self._refresh_once():
+            try:
+                refreshed = await self._refresh_once()
+            except ApiError as e:  # credentials or certificate refused: no other server will take them
+                if not waiter.done():
+                    waiter.set_exception(e)
+                continue
+            if refreshed:
                 backoff.reset()
                 if not waiter.done():
                     waiter.set_result(None)
@@ -333,6 +339,8 @@ class ClusterMetadata:
             try:
                 md = await self._fetch(address)
             except FlussError as e:
+                if e.code in REFUSED:
+                    raise
                 log.debug("GetMetadata from %s failed: %s", address, e)
                 self._failed_at[address] = time.monotonic()
                 last_error = e

@@ -13,6 +13,9 @@ gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
     UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
+    UNAVAILABLE after a failed TLS handshake             -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
+    UNAUTHENTICATED (no or bad credentials)              -> AUTHENTICATION_FAILED
+    PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
     anything else                                        -> UNKNOWN_SERVER_ERROR
 
 Application errors travel inside responses (``ErrorInfo``); ``raise_for_error`` turns one into an exception
@@ -21,6 +24,7 @@ carrying the server's leader hint.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +34,8 @@ import grpc.aio
 from fluss_py.config import MAX_RPC_MESSAGE_BYTES
 from fluss_py.errors import (
     ApiError,
+    AuthenticationFailedError,
+    AuthorizationFailedError,
     ErrorCode,
     InvalidRequestError,
     NetworkExceptionError,
@@ -37,7 +43,9 @@ from fluss_py.errors import (
     UnknownServerError,
     error_from,
 )
+from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
@@ -76,6 +84,9 @@ ALLOCATE_WRITER_ID = Rpc(COORDINATOR_SERVICE, "AllocateWriterId", coordinator_pb
 COMMIT_OFFSETS = Rpc(COORDINATOR_SERVICE, "CommitOffsets", coordinator_pb2.SimpleResponse)
 FETCH_OFFSETS = Rpc(COORDINATOR_SERVICE, "FetchOffsets", coordinator_pb2.FetchOffsetsResponse)
 LIST_GROUPS = Rpc(COORDINATOR_SERVICE, "ListGroups", coordinator_pb2.ListGroupsResponse)
+CONSUMER_HEARTBEAT = Rpc(COORDINATOR_SERVICE, "ConsumerHeartbeat", coordinator_pb2.ConsumerHeartbeatResponse)
+DESCRIBE_GROUP = Rpc(COORDINATOR_SERVICE, "DescribeGroup", coordinator_pb2.DescribeGroupResponse)
+DELETE_GROUP = Rpc(COORDINATOR_SERVICE, "DeleteGroup", coordinator_pb2.SimpleResponse)
 
 
 class EncodedRequest:
@@ -135,9 +146,13 @@ _CHANNEL_OPTIONS = [
 
 
 class GrpcTransport:
-    """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only."""
+    """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only.
 
-    def __init__(self) -> None:
+    ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous)."""
+
+    def __init__(self, identity: PeerIdentity = PLAINTEXT) -> None:
+        self._identity = identity
+        self._metadata = identity.metadata()  # user + password with every call (inside TLS only)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
 
@@ -147,7 +162,7 @@ class GrpcTransport:
         if stub is None:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                channel = open_channel(address, self._identity, _CHANNEL_OPTIONS, send_credentials=False)
                 self._channels[address] = channel
             stub = channel.unary_unary(
                 rpc.path,
@@ -159,7 +174,13 @@ class GrpcTransport:
 
     async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
         try:
-            return await self._stub(address, rpc)(request, timeout=timeout)
+            return await self._stub(address, rpc)(request, timeout=timeout, metadata=self._metadata)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task is being cancelled
+            # the call was cancelled under us: another task closed its channel (``_drop_if_unreachable``)
+            raise NetworkExceptionError(f"{rpc.name} to {address}: the channel was closed") from None
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNAVAILABLE:
                 await self._drop_if_unreachable(address)
@@ -182,6 +203,12 @@ class GrpcTransport:
 def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str | None) -> ApiError:
     """The ApiError a failed gRPC call becomes (see the module docstring)."""
     text = f"{rpc.name} to {address}: {code.name} {details or ''}".strip()
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationFailedError(details or text)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return AuthorizationFailedError(details or text)
+    if code is grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
+        return AuthenticationFailedError(f"TLS handshake with {address} failed: {details}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
         return NetworkExceptionError(text)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -189,3 +216,9 @@ def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str |
     if code is grpc.StatusCode.UNIMPLEMENTED:
         return InvalidRequestError(text)
     return UnknownServerError(text)
+
+
+def _tls_failure(details: str | None) -> bool:
+    """gRPC reports a failed handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE."""
+    text = (details or "").lower()
+    return "handshake" in text or "ssl" in text or "certificate" in text

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,13 +38,19 @@ class Request:
     path: str
     query: dict[str, str] = field(default_factory=dict)  # last value of each parameter ("" for a bare ``?x``)
     query_all: dict[str, list[str]] = field(default_factory=dict)  # every value, for handlers that refuse repeats
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # lower-case names
+    certificate_cn: str | None = None  # the CN of the peer's verified TLS client certificate
 
 
 RequestHandler = Callable[[Request], Awaitable[Response]]
+# asked before every method route ("POST /rebalance"): None lets it run, a Response refuses it
+Guard = Callable[[Request], Awaitable[Response | None]]
 
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
@@ -75,15 +82,26 @@ class HttpBindError(FlussError):
 class HttpServer:
     """Owns one listening socket and its connections. ``port`` is the bound port after ``start``."""
 
-    def __init__(self, host: str, port: int, routes: Mapping[str, Handler | RequestHandler]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: Mapping[str, Handler | RequestHandler],
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        guard: Guard | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self._routes = dict(routes)
+        self._ssl = ssl_context
+        self._guard = guard
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
         try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+            tls: dict[str, Any] = {"ssl": self._ssl, "ssl_handshake_timeout": 5.0} if self._ssl else {}
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, **tls)
         except OSError as e:
             raise HttpBindError(f"cannot bind HTTP port {self.host}:{self.port} (http.port): {e}") from None
         self.port = self._server.sockets[0].getsockname()[1]
@@ -98,15 +116,19 @@ class HttpServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5.0)
-            method, target, *_ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            first, _, rest = head.decode("latin-1").partition("\r\n")
+            method, target, *_ = first.split(" ")
             path, _, query = target.partition("?")
             handler = self._routes.get(path)
             method_handler = self._routes.get(f"{method} {path}")
             if method_handler is not None:
                 params = parse_qs(query, keep_blank_values=True)
-                request = Request(method, path, {k: v[-1] for k, v in params.items()}, params)
+                request = Request(
+                    method, path, {k: v[-1] for k, v in params.items()}, params, _headers(rest), _peer_cn(writer)
+                )
                 try:
-                    status, ctype, body = await method_handler(request)  # type: ignore[call-arg]
+                    refused = await self._guard(request) if self._guard is not None else None
+                    status, ctype, body = refused or await method_handler(request)  # type: ignore[call-arg]
                 except Exception as e:
                     log.exception("HTTP handler for %s %s failed", method, path)
                     status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
@@ -136,3 +158,21 @@ class HttpServer:
                 await writer.wait_closed()
             except ConnectionError:
                 pass
+
+
+def _headers(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.split("\r\n"):
+        name, sep, value = line.partition(":")
+        if sep:
+            out[name.strip().lower()] = value.strip()
+    return out
+
+
+def _peer_cn(writer: asyncio.StreamWriter) -> str | None:
+    cert = writer.get_extra_info("peercert")
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None

@@ -1,5 +1,8 @@
 """Consumer-group committed offsets on the coordinator leader: CommitOffsets, FetchOffsets, ListGroups.
 
+Membership (heartbeats, describe, delete) is ``GroupCoordinator`` (coordinator/group_coordinator.py),
+owned here; a commit naming a member is checked by it first (fenced commits).
+
 Offsets live only in ZooKeeper (``ConsumerOffsetZNode``: ``<root>/consumers/<group>/offsets/<table_id>/<b>``,
 JSON ``{"version":1,"offset":N,"committed_ms":T}``), never only in memory, so a new coordinator leader
 answers exactly what the last one acknowledged, and no server death loses them. Invariants
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.group_coordinator import GroupCoordinator, GroupLimits, GroupSummaries, validate_group_name
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
@@ -33,13 +37,13 @@ from fluss_py.zk.paths import ConsumerOffsetZNode
 
 log = logging.getLogger("fluss_py.coordinator.GroupOffsets")
 
-MAX_GROUP_NAME = 200
-
 
 @dataclass(eq=False)
 class CommitOffsets(Event):
     group: str
     offsets: dict[TableBucket, int] = field(default_factory=dict)
+    member_id: str = ""  # "": offset-only use (refused while the group has live members)
+    member_epoch: int = 0
 
 
 @dataclass(eq=False)
@@ -55,8 +59,7 @@ class ListGroups(Event):
 
 def validate_commit(group: str, offsets: dict[TableBucket, int], buckets_of: dict[int, int | None]) -> None:
     """Raise INVALID_REQUEST / UNKNOWN_TABLE_OR_BUCKET for a commit that must not be written (pure)."""
-    if not group or len(group) > MAX_GROUP_NAME or "/" in group or not group.isprintable() or group in (".", ".."):
-        raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
+    validate_group_name(group)
     if not offsets:
         raise InvalidRequestError("a commit needs at least one bucket")
     for tb, offset in offsets.items():
@@ -82,7 +85,9 @@ class GroupOffsets:
         store: MetadataStore,
         fence: Callable[[], EpochFence],
         num_buckets: Callable[[int], Awaitable[int | None]],
+        limits: GroupLimits | None = None,
     ) -> None:
+        self.members = GroupCoordinator(store, fence, num_buckets, limits)
         self._store = store
         self._root = store.root
         self._fence = fence
@@ -91,11 +96,13 @@ class GroupOffsets:
             CommitOffsets: self.commit,
             FetchOffsets: self.fetch,
             ListGroups: self.list_groups,
+            **self.members.handlers,
         }
 
     async def commit(self, event: CommitOffsets) -> None:
         buckets_of = {t: await self._num_buckets(t) for t in {tb.table_id for tb in event.offsets}}
         validate_commit(event.group, event.offsets, buckets_of)
+        await self.members.check_commit(event.group, event.member_id, event.member_epoch, set(event.offsets))
         now = int(time.time() * 1000)
         ops: list[Op] = []
         group_path = ConsumerOffsetZNode.group_path(self._root, event.group)
@@ -130,8 +137,10 @@ class GroupOffsets:
                     out.append((TableBucket(table_id, bucket), ConsumerOffsetZNode.decode(got[0])[0]))
         return out
 
-    async def list_groups(self, _event: ListGroups) -> list[str]:
-        return sorted(await self._children(ConsumerOffsetZNode.groups(self._root)))
+    async def list_groups(self, _event: ListGroups) -> list[tuple[str, str, int]]:
+        """(name, state, live member count) of every group."""
+        names = sorted(await self._children(ConsumerOffsetZNode.groups(self._root)))
+        return await self.members.summaries(GroupSummaries(names))
 
     async def _children(self, path: str) -> Sequence[str]:
         try:

@@ -181,7 +181,9 @@ class LeaderServices:
         path = CoordinatorLeaderZNode.path(self._zk.root)
         data = CoordinatorLeaderZNode.encode(info)
         try:
-            await self._zk.commit([CreateOp(path, data, ephemeral=True)], fence=ctx.fence)
+            # private: the node holds the leader's token (docs/peer-trust.md); with ZooKeeper credentials only
+            # the servers may read it (docs/security.md)
+            await self._zk.commit([CreateOp(path, data, ephemeral=True, private=True)], fence=ctx.fence)
         except NodeExistsError:
             got = await self._zk.get(path)
             if got is None or got[1].ephemeral_owner != self._zk.session_id:

@@ -37,6 +37,7 @@ from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
+from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
@@ -172,6 +173,7 @@ def options_from_config(config: Any) -> dict[str, Any]:
     return {
         "default_buckets": int(config[cfg.DEFAULT_BUCKET_NUMBER]),
         "default_replication_factor": int(config[cfg.DEFAULT_REPLICATION_FACTOR]),
+        "group_limits": GroupLimits.from_config(config),
     }
 
 
@@ -189,6 +191,7 @@ class TableProcessor:
         unclean_election: bool = False,
         writer_id_block: int = 1000,
         max_ops: int = MAX_OPS_PER_TRANSACTION,
+        group_limits: GroupLimits | None = None,
     ) -> None:
         self._store = store
         self._root = store.root
@@ -219,7 +222,7 @@ class TableProcessor:
             ReplicasFailed: self.replicas_failed,
         }
         # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
-        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets)
+        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets, group_limits)
         self.handlers.update(self.groups.handlers)
 
     def install(self, loop: Any, drop_database: Handler | None = None) -> None:

@@ -37,17 +37,21 @@ from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
+from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
 from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
+from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import coordinator_pb2_grpc
 from fluss_py.rpc.peer import TokenReplicaVerifier
 from fluss_py.rpc.server import start_rpc_server
+from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError, retry_session_lost
+from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
@@ -95,6 +99,7 @@ class CoordinatorServer:
             config[cfg.ZK_ROOT],
             session_timeout=self.session_timeout,
             connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
+            auth=zk_credentials(config),
         )
         self.root = self.zk.root
         self.state = StateMachine(on_change=self._on_state_change)
@@ -136,6 +141,8 @@ class CoordinatorServer:
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
+        self.security = ServerSecurity(config, self.metrics)  # docs/security.md
+        set_server_identity(self.security.identity)
         self.servicer: CoordinatorServicer | None = None
         self.metrics.register(_RefusalCollector(lambda: self.servicer))
 
@@ -214,16 +221,27 @@ class CoordinatorServer:
                 await retry_session_lost(
                     lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
                 )
+            await self.security.start(self.zk, self.root)
             # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
-            servicer = self.servicer = CoordinatorServicer(self, TokenReplicaVerifier(None, self._registered_token))
+            servicer = self.servicer = CoordinatorServicer(
+                self, TokenReplicaVerifier(None, self._registered_token), GroupLimits.from_config(self.config)
+            )
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,
                 [lambda s: coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(servicer, s)],
+                tls=self.security.tls,
+                interceptors=self.security.interceptors(lambda _table_id: None),  # no coordinator RPC names ids
             )
             routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
             routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md
-            self._http = HttpServer(self.bind_host, self.http_port, routes)
+            self._http = HttpServer(
+                self.bind_host,
+                self.http_port,
+                routes,
+                ssl_context=self.security.tls.http_context() if self.security.tls else None,
+                guard=self.security.http_guard,
+            )
             await self._http.start()
             await self._register_server_node()
             self.state.transition(CoordinatorState.STANDBY, "standby services started")
@@ -257,8 +275,13 @@ class CoordinatorServer:
             await self._rpc_server.stop(0.5)
         if self._http is not None:
             await self._http.close()
+        self.security.stop()
         await self.zk.close()
         log.info("Coordinator server %d stopped", self.server_id)
+
+    def reload_certificates(self) -> None:
+        """SIGHUP: re-read the TLS files (docs/security.md)."""
+        self.security.reload_certificates()
 
     # ---------------------------------------------------------------- signals
     def _signal(self, signal: _Signal) -> None:

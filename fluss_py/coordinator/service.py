@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import grpc.aio
 
+from fluss_py.coordinator import group_coordinator as group_members
 from fluss_py.coordinator import groups
 from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
@@ -60,8 +61,14 @@ class CoordinatorView(Protocol):
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     """Owns nothing; reads the server's state and hands work to its event loop."""
 
-    def __init__(self, server: CoordinatorView, replicas: ReplicaVerifier | None = None) -> None:
+    def __init__(
+        self,
+        server: CoordinatorView,
+        replicas: ReplicaVerifier | None = None,
+        group_limits: group_members.GroupLimits | None = None,
+    ) -> None:
         self._server = server
+        self._group_limits = group_limits or group_members.GroupLimits()
         self._replicas = replicas  # None: tablet servers' requests are believed (unit tests of other parts)
         self.refusals = RefusalLog(logging.getLogger("fluss_py.coordinator.CoordinatorService"))
 
@@ -74,9 +81,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             return None
         peer = context.peer() if context is not None else "an unknown peer"
         self.refusals.refuse(
-            "replica_not_authenticated", f"{what}/{server_id}",
+            "replica_not_authenticated",
+            f"{what}/{server_id}",
             f"Refused {what} claiming tablet server {server_id} from {peer}: {why}",
-        )  # fmt: skip
+        )
         return convert.error_info(ReplicaNotAuthenticatedError(f"{what} as tablet server {server_id} refused: {why}"))
 
     # ---------------------------------------------------------------- helpers
@@ -152,9 +160,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     async def CreateTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         d = request.descriptor
         event = tables.CreateTable(
-            convert.table_path_from_pb(request.path), d.num_buckets, d.replication_factor, dict(d.properties),
-            d.comment, request.ignore_if_exists,
-        )  # fmt: skip
+            convert.table_path_from_pb(request.path),
+            d.num_buckets,
+            d.replication_factor,
+            dict(d.properties),
+            d.comment,
+            request.ignore_if_exists,
+        )
 
         def fill(response: Any, table_id: int) -> None:
             response.table_id = table_id
@@ -218,7 +230,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     # ---------------------------------------------------------------- leader: consumer groups
     async def CommitOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         offsets = {convert.table_bucket_from_pb(o.table_bucket): o.offset for o in request.offsets}
-        event = groups.CommitOffsets(request.group, offsets)
+        event = groups.CommitOffsets(request.group, offsets, request.member_id, request.member_epoch)
         return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def FetchOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -232,11 +244,66 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.FetchOffsetsResponse, event, fill)
 
     async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def fill(response: Any, names: list[str]) -> None:
-            response.groups.extend(names)
+        def fill(response: Any, summaries: list[tuple[str, str, int]]) -> None:
+            response.groups.extend(name for name, _, _ in summaries)
+            response.summaries.extend(
+                coordinator_pb2.GroupSummary(group=name, state=state, members=n) for name, state, n in summaries
+            )
 
         return await self._on_leader(coordinator_pb2.ListGroupsResponse, groups.ListGroups(), fill)
+
+    async def ConsumerHeartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        session_ms = max(request.session_timeout_ms, 3)
+
+        def fill(response: Any, answer: Any) -> None:
+            response.member_id = answer.member_id
+            response.member_epoch = answer.member_epoch
+            # at least three beats per session, whatever the configured interval
+            response.heartbeat_interval_ms = min(self._group_limits.heartbeat_interval_ms, session_ms // 3)
+            response.assignment.extend(convert.table_bucket_to_pb(tb) for tb in _sorted(answer.assignment))
+
+        event = group_members.ConsumerHeartbeat(
+            request.group,
+            request.member_id,
+            request.member_epoch,
+            request.instance_id,
+            request.session_timeout_ms,
+            frozenset(request.subscribed_table_ids),
+            frozenset(convert.table_bucket_from_pb(tb) for tb in request.owned),
+            context.peer() if context is not None else "",
+        )
+        return await self._on_leader(coordinator_pb2.ConsumerHeartbeatResponse, event, fill)
+
+    async def DescribeGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def fill(response: Any, view: Any) -> None:
+            response.state = view.state
+            response.group_epoch = view.epoch
+            for m in view.members:
+                response.members.append(
+                    coordinator_pb2.GroupMemberInfo(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        client_host=m.client_host,
+                        member_epoch=m.member_epoch,
+                        session_timeout_ms=m.session_timeout_ms,
+                        since_heartbeat_ms=m.since_heartbeat_ms,
+                        leaving=m.leaving,
+                        assigned=[convert.table_bucket_to_pb(tb) for tb in _sorted(m.assigned)],
+                        target=[convert.table_bucket_to_pb(tb) for tb in _sorted(m.target)],
+                    )
+                )
+
+        event = group_members.DescribeGroup(request.group)
+        return await self._on_leader(coordinator_pb2.DescribeGroupResponse, event, fill)
+
+    async def DeleteGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        event = group_members.DeleteGroup(request.group)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
 
 def _nothing(response: Any, result: Any) -> None:
     return None
+
+
+def _sorted(buckets: Any) -> list[Any]:
+    return sorted(buckets, key=lambda tb: (tb.table_id, tb.bucket))

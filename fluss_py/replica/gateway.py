@@ -16,7 +16,7 @@ import grpc
 from fluss_py.errors import CoordinatorNotAvailableError, ErrorCode
 from fluss_py.replica import wire
 from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult
-from fluss_py.rpc.channels import CHANNEL_OPTIONS
+from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import TableBucket
@@ -61,7 +61,7 @@ class GrpcCoordinatorGateway:
                 log.info("coordinator leader moved from %s to %s", self._address, address)
                 await self._channel.close()
             self._address = address
-            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channel = open_channel(address)
             self._stub = coordinator_pb2_grpc.CoordinatorServiceStub(self._channel)
         return self._stub
 

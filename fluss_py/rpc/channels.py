@@ -1,19 +1,30 @@
-"""Cached ``grpc.aio`` channels, one per ``host:port``, for server-to-server calls.
+"""The one place gRPC channels are made: ``open_channel(address, identity, options)``; and ``ChannelPool``.
 
-The coordinator leader's "RPC client" resource: created when it becomes leader, closed (every channel)
-when it loses leadership. Channels use big message limits and a short reconnect backoff so a restarted
-server is reached again quickly.
+``open_channel`` makes a TLS channel (trusting ``security.tls.ca-file``, presenting the process's certificate)
+or a plaintext one, per the ``PeerIdentity``; a user + password identity adds an interceptor that sends them
+with every call. Server-to-server callers (coordinator -> tablet server, follower fetchers, AdjustIsr,
+ControlledShutdown) pass no identity: they use the process's own, set once at start by the server wiring
+with ``set_server_identity`` (plaintext until then).
 
-Who may call: coroutines on the owning loop.
+``ChannelPool`` caches one channel per ``host:port`` for the coordinator leader's calls to tablet servers:
+created when it becomes leader, closed (every channel) when it loses leadership. Channels use big message
+limits and a short reconnect backoff so a restarted server is reached again quickly.
+
+Who may call: coroutines on the owning loop; ``set_server_identity`` once, before any channel is made.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
+import grpc
 import grpc.aio
 
 from fluss_py.config import MAX_RPC_MESSAGE_BYTES
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
+from fluss_py.security.tls import channel_credentials
 
 log = logging.getLogger("fluss_py.rpc.ChannelPool")
 
@@ -30,6 +41,61 @@ CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),
 ]
 
+_server_identity: PeerIdentity = PLAINTEXT
+
+
+def set_server_identity(identity: PeerIdentity) -> None:
+    """The identity this server presents to other servers (called once by the server wiring at start)."""
+    global _server_identity
+    _server_identity = identity
+
+
+def server_identity() -> PeerIdentity:
+    return _server_identity
+
+
+class _Credentials(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    """Adds the identity's user + password metadata to every call of a channel."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    def _with_credentials(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*self._metadata)
+        for key, value in details.metadata or ():
+            metadata.add(key, value)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_credentials(details), request)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_credentials(details), request)
+
+
+def open_channel(
+    address: str,
+    identity: PeerIdentity | None = None,
+    options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+    *,
+    send_credentials: bool = True,
+) -> grpc.aio.Channel:
+    """A new channel to ``address`` secured per ``identity`` (default: this server's own identity).
+
+    ``send_credentials=False``: the caller passes ``identity.metadata()`` with each call itself (the client
+    transport does: an aio client interceptor costs an extra task per call)."""
+    identity = identity or _server_identity
+    metadata = identity.metadata() if send_credentials else None
+    interceptors = [_Credentials(metadata)] if metadata else None
+    if identity.tls is None:
+        return grpc.aio.insecure_channel(address, options=list(options), interceptors=interceptors)
+    opts = list(options)
+    if identity.tls.server_name:
+        opts.append(("grpc.ssl_target_name_override", identity.tls.server_name))
+    return grpc.aio.secure_channel(address, channel_credentials(identity.tls), options=opts, interceptors=interceptors)
+
 
 class ChannelPool:
     """Owns one channel per address until ``close``; after ``close`` it refuses new channels."""
@@ -43,7 +109,7 @@ class ChannelPool:
             raise RuntimeError("channel pool is closed")
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = open_channel(address)
             self._channels[address] = channel
         return channel
 

@@ -1,7 +1,9 @@
 """Server bootstrap: one ``grpc.aio`` server per process on ``bind.host:rpc.port`` with its servicers.
 
-``start_rpc_server(host, port, [register, ...])`` binds (port 0: any free port), starts and returns
-``(server, bound_port)``; a port that cannot be bound raises ``RpcBindError`` naming it.
+``start_rpc_server(host, port, [register, ...], tls=..., interceptors=...)`` binds (port 0: any free port),
+starts and returns ``(server, bound_port)``; a port that cannot be bound raises ``RpcBindError`` naming it.
+With ``tls`` (a ``ServerTls``) the port speaks only TLS, with certificates reloaded as they change; the
+interceptors (the security interceptor) see every call before its handler.
 
 Who may call: the server's lifecycle code, on its loop.
 """
@@ -15,6 +17,7 @@ import grpc.aio
 
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
+from fluss_py.security.tls import ServerTls
 
 log = logging.getLogger("fluss_py.rpc.RpcServer")
 
@@ -32,17 +35,25 @@ class RpcBindError(FlussError):
 
 
 async def start_rpc_server(
-    host: str, port: int, registrations: Sequence[Callable[[grpc.aio.Server], None]]
+    host: str,
+    port: int,
+    registrations: Sequence[Callable[[grpc.aio.Server], None]],
+    *,
+    tls: ServerTls | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
     for register in registrations:
         register(server)
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", tls.grpc_credentials())
     except RuntimeError as e:
         raise RpcBindError(f"cannot bind RPC port {host}:{port} (rpc.port): {e}") from None
     if bound == 0:
         raise RpcBindError(f"cannot bind RPC port {host}:{port} (rpc.port): address in use?")
     await server.start()
-    log.info("RPC server listening on %s:%d", host, bound)
+    log.info("RPC server listening on %s:%d (%s)", host, bound, "TLS" if tls else "plaintext")
     return server, bound

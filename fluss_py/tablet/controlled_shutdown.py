@@ -23,7 +23,7 @@ import grpc
 
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica import wire
-from fluss_py.rpc.channels import CHANNEL_OPTIONS
+from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import TableBucket
@@ -38,7 +38,7 @@ async def _ask(
     address: str, server_id: int, timeout_s: float, replica_token: str
 ) -> tuple[list[TableBucket] | None, str]:
     """One ControlledShutdown call: (remaining leaders, "") or (None, why it failed / the hinted leader)."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address) as channel:
         stub = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
         try:
             response = await stub.ControlledShutdown(

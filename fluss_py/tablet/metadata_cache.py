@@ -66,6 +66,11 @@ class MetadataCache:
         tm = self._by_id.get(table_id)
         return dict(tm.info.descriptor.properties) if tm is not None else None
 
+    def table_name(self, table_id: int) -> str | None:
+        """``"db.table"`` of a table id in the last view (None: unknown here), for authorization."""
+        tm = self._by_id.get(table_id)
+        return f"{tm.info.path.database}.{tm.info.path.table}" if tm is not None else None
+
     def table_count(self) -> int:
         return len(self._by_id)
 

@@ -50,9 +50,11 @@ from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
+from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.peer import TokenReplicaVerifier, new_token
 from fluss_py.rpc.server import start_rpc_server
+from fluss_py.security.server_security import ServerSecurity
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
@@ -75,6 +77,7 @@ from fluss_py.zk.client import (
     ZnodeStat,
     retry_session_lost,
 )
+from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import (
     CoordinatorLeaderZNode,
@@ -125,6 +128,7 @@ class TabletServer:
             config[cfg.ZK_ROOT],
             session_timeout=self.session_timeout,
             connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
+            auth=zk_credentials(config),
         )
         self.root = self.zk.root
         self.state = "Starting"
@@ -156,6 +160,8 @@ class TabletServer:
         self.metrics.register(ZkSessionCollector(self.zk))
         self.metrics.register(_RefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)
+        self.security = ServerSecurity(config, self.metrics)  # docs/security.md
+        set_server_identity(self.security.identity)
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -247,6 +253,7 @@ class TabletServer:
                 await retry_session_lost(
                     lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
                 )
+            await self.security.start(self.zk, self.root)
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
             servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
@@ -256,6 +263,8 @@ class TabletServer:
                 self.bind_host,
                 self.rpc_port,
                 [lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(servicer, s)],
+                tls=self.security.tls,
+                interceptors=self.security.interceptors(self.metadata_cache.table_name),
             )
             self._http = HttpServer(
                 self.bind_host,
@@ -264,6 +273,8 @@ class TabletServer:
                     "/health": self._health,
                     "/metrics": metrics_route(self.metrics, replica_metrics_text(self._replica_stats)),
                 },
+                ssl_context=self.security.tls.http_context() if self.security.tls else None,
+                guard=self.security.http_guard,
             )
             await self._http.start()
             await retry_session_lost(self._register, self.zk.connection_timeout, "registering")
@@ -274,6 +285,10 @@ class TabletServer:
             await self._lifecycle()
         finally:
             await self._shutdown()
+
+    def reload_certificates(self) -> None:
+        """SIGHUP: re-read the TLS files (docs/security.md)."""
+        self.security.reload_certificates()
 
     def request_stop(self) -> None:
         log.info("Stop requested")
@@ -353,6 +368,7 @@ class TabletServer:
             self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker, unlock
         if self._http is not None:
             await self._http.close()
+        self.security.stop()
         await self.zk.close()
         self.registered = False
         log.info("Tablet server %d stopped", self.server_id)
@@ -396,7 +412,8 @@ class TabletServer:
         waited = False
         while True:
             try:
-                await self.zk.create(path, data, ephemeral=True, makepath=True)
+                # private: the registration holds this process's replica token (docs/peer-trust.md)
+                await self.zk.create(path, data, ephemeral=True, makepath=True, private=True)
                 self.registered = True
                 log.info("Registered tablet server %d at %s (%s)", self.server_id, reg.address, path)
                 return

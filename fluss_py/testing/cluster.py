@@ -35,6 +35,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +44,8 @@ from signal import SIGCONT, SIGTERM
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
+from fluss_py.security.tls import client_ssl_context
 from fluss_py.testing.cluster_file import (
     CLUSTER_FILE,
     COORDINATOR,
@@ -56,6 +59,7 @@ from fluss_py.testing.layout import CONF_DIR, DEFAULT_DIR, LAUNCHER_ENV, default
 from fluss_py.testing.netns import HostNetwork
 from fluss_py.testing.ports import PortAllocator, default_allocator
 from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
+from fluss_py.testing.secure import SecureFiles, bootstrap_security
 from fluss_py.testing.zkview import ZkView
 from fluss_py.testing.zookeeper import EnsembleMember, ZooKeeperProcess, four_letter
 
@@ -105,8 +109,13 @@ class LocalCluster:
         die_with_parent: bool = False,
         zookeepers: int = 1,
         netns: bool = False,
+        secure: bool = False,
+        client_certificates: bool = True,
     ) -> None:
         self.directory = Path(directory).absolute()
+        # secure: TLS (with client certificates unless told), authentication, ACLs (testing/secure.py,
+        # docs/security.md)
+        self.security = SecureFiles.create(self.directory, client_certificates=client_certificates) if secure else None
         self.ports = ports or default_allocator()
         # Read-only: every server's command line is recorded from them here (and by add_*), so a change
         # made after the constructor would silently miss the servers already recorded.
@@ -119,7 +128,10 @@ class LocalCluster:
         self.die_with_parent = die_with_parent
         self.handles: dict[str, ProcessHandle] = {}
         self._zks: dict[str, ZooKeeperProcess] = {}
+        self._http_context: ssl.SSLContext | None = None
         self.record = ClusterRecord(str(self.directory), zookeeper or "", zk_root)
+        if self.security is not None:
+            self.record.security_dir = str(self.security.directory)
         self.net: HostNetwork | None = HostNetwork.create() if netns else None
         _LIVE.add(self)
         try:
@@ -197,6 +209,8 @@ class LocalCluster:
         self.net = HostNetwork.from_dict(record.netns) if record.netns else None
         self.die_with_parent = False
         self.record = record
+        self._http_context = None
+        self.security = SecureFiles(Path(record.security_dir)) if record.security_dir else None
         self.handles = {}
         for p in record.processes:
             for addr in (p.rpc_address, p.http_address):
@@ -230,13 +244,18 @@ class LocalCluster:
             http_port=http_port,
             launcher=self.launcher,
             conf_dir=self.conf_dir,
-            overrides={**self.overrides, **self.role_overrides[role]},
+            overrides={**self.overrides, **self.role_overrides[role], **self._tls_overrides(name)},
             host=self._host(name),
             exec_prefix=self._exec_prefix(name),
+            secure_config=self.security.server_config if self.security else None,
         )
         self._save_net()
         self.record.processes.append(rec)
         return rec
+
+    def _tls_overrides(self, name: str) -> dict[str, str]:
+        """A secure cluster's server presents a certificate of its own (per-server keys, rotated alone)."""
+        return self.security.server_tls_overrides(name) if self.security is not None else {}
 
     def add_coordinator(self, server_id: int | None = None, start: bool = True) -> str:
         ids = [p.id or 0 for p in self.record.by_role(COORDINATOR)]
@@ -278,6 +297,8 @@ class LocalCluster:
             for name in zookeepers:  # every member at once: an ensemble serves only once a quorum runs
                 self.start_process(name)
             self.wait_ready(zookeepers, timeout=timeout)
+            if self.security is not None:
+                bootstrap_security(self.security, self.record.zookeeper, self.record.zk_root)
             for rec in self.record.processes:
                 if not self.alive(rec.name):
                     self.start_process(rec.name)
@@ -336,7 +357,23 @@ class LocalCluster:
         url = rec.http_url
         if url is None or not self.alive(name) or self.paused(name):
             return None
-        return self.on_host(name, lambda: fetch_health(url, timeout))
+        return self.on_host(name, lambda: fetch_health(url, timeout, self.http_context()))
+
+    def http_context(self) -> ssl.SSLContext | None:
+        """What an HTTP client of this cluster needs: the CA and the client certificate (secure clusters)."""
+        if self.security is None:
+            return None
+        if self._http_context is None:
+            self._http_context = client_ssl_context(self.security.client_tls())
+        return self._http_context
+
+    def client_identity(self) -> PeerIdentity:
+        """What a client of this cluster presents (plaintext and anonymous for a plaintext cluster)."""
+        return PeerIdentity.from_settings(self.client_config()) if self.security is not None else PLAINTEXT
+
+    def client_config(self) -> dict[str, str]:
+        """Client settings (``security.*``) that reach this cluster: empty for a plaintext one."""
+        return self.security.client_settings() if self.security is not None else {}
 
     def ready(self, name: str) -> bool:
         rec = self.get(name)

@@ -55,6 +55,7 @@ class ProcessRecord:
     argv: list[str]
     pid: int | None = None
     start_ticks: int | None = None
+    tls: bool = False  # its HTTP port speaks TLS
 
     @property
     def rpc_port(self) -> int:
@@ -66,7 +67,8 @@ class ProcessRecord:
 
     @property
     def http_url(self) -> str | None:
-        return f"http://{self.http_address}" if self.http_address else None
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.http_address}" if self.http_address else None
 
 
 @dataclass
@@ -79,6 +81,7 @@ class ClusterRecord:
     processes: list[ProcessRecord] = field(default_factory=list)
     version: int = VERSION
     netns: dict[str, Any] | None = None
+    security_dir: str | None = None  # a secure cluster's certificates and configs (testing/secure.py)
 
     def get(self, name: str) -> ProcessRecord:
         for p in self.processes:
@@ -102,7 +105,10 @@ class ClusterRecord:
         for p in procs:
             if p.role not in ROLES:
                 raise ValueError(f"process {p.name!r} has unknown role {p.role!r}")
-        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("netns"))
+        return cls(
+            data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("netns"),
+            data.get("security_dir"),
+        )  # fmt: skip
 
     def save(self, directory: Path) -> Path:
         path = directory / CLUSTER_FILE

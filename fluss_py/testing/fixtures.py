@@ -96,6 +96,8 @@ def cluster_factory(
         timeout: float = 60.0,
         netns: bool = False,
         zookeepers: int = 1,
+        secure: bool = False,
+        client_certificates: bool = True,
     ) -> LocalCluster:
         if netns:
             request.getfixturevalue("netns_hosts")
@@ -116,6 +118,8 @@ def cluster_factory(
             die_with_parent=True,
             zookeepers=zookeepers,
             netns=netns,
+            secure=secure,
+            client_certificates=client_certificates,
         )
         made.append(cluster)
         if start:

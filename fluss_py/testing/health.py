@@ -12,6 +12,7 @@ registered.
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -20,10 +21,10 @@ from typing import Any
 READY_COORDINATOR_STATES = ("Standby", "Leader")
 
 
-def fetch_health(http_url: str, timeout: float = 1.0) -> dict[str, Any] | None:
+def fetch_health(http_url: str, timeout: float = 1.0, context: ssl.SSLContext | None = None) -> dict[str, Any] | None:
     """The JSON of ``<http_url>/health``, or None when the server does not answer 200 with JSON."""
     try:
-        with urllib.request.urlopen(f"{http_url}/health", timeout=timeout) as resp:
+        with urllib.request.urlopen(f"{http_url}/health", timeout=timeout, context=context) as resp:
             if resp.status != 200:
                 return None
             data = json.loads(resp.read())
@@ -32,9 +33,9 @@ def fetch_health(http_url: str, timeout: float = 1.0) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def fetch_text(url: str, timeout: float = 2.0) -> str:
+def fetch_text(url: str, timeout: float = 2.0, context: ssl.SSLContext | None = None) -> str:
     """Body of a GET (e.g. /metrics); raises OSError when it fails."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
         return resp.read().decode("utf-8", "replace")
 
 

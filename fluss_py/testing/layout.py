@@ -53,11 +53,13 @@ def server_record(
     overrides: Mapping[str, str],
     host: str = "127.0.0.1",
     exec_prefix: list[str] | None = None,
+    secure_config: Path | None = None,
 ) -> ProcessRecord:
     """The cluster.json entry (and command line) of one server; ``overrides`` win over everything.
 
     ``host`` is the address it binds and advertises (a test host's namespace address); ``exec_prefix``
-    runs it elsewhere (``ip netns exec <ns>``).
+    runs it elsewhere (``ip netns exec <ns>``); ``secure_config``: a second ``--config`` file with the
+    security settings (secrets stay off the command line); its ports then speak TLS.
     """
     if role not in ID_KEYS:
         raise ValueError(f"not a server role: {role!r}")
@@ -81,6 +83,8 @@ def server_record(
     conf = conf_dir / CONF_FILES[role] if conf_dir else None
     if conf is not None and conf.exists():
         argv += ["--config", str(conf)]
+    if secure_config is not None:
+        argv += ["--config", str(secure_config)]
     for key, value in settings.items():
         argv += ["-D", f"{key}={value}"]
     return ProcessRecord(
@@ -93,4 +97,5 @@ def server_record(
         stdout_file=str(home / "stdout.log"),
         data_dir=str(data_dir),
         argv=argv,
+        tls=secure_config is not None,
     )

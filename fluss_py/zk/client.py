@@ -19,6 +19,11 @@ Fenced writes: ``commit(ops, fence=EpochFence)`` sends one ZooKeeper transaction
 ``check(<epoch node>, fence.zk_version)``: if another coordinator has bumped the epoch since, nothing
 is written and ``EpochFencedError`` is raised.
 
+Credentials (``auth=(user, password)``, docs/security.md): the session authenticates with ZooKeeper's
+digest scheme and every node it creates gets the ACL "this user may do anything, anyone may read"
+(``private=True``: nobody else may even read, for users' keys); a write by any other session is refused
+with ``NotAuthorizedError``.
+
 Who may call: coroutines on the loop that called ``start()``; listeners are called on that loop.
 """
 
@@ -35,6 +40,7 @@ from typing import Any, TypeVar
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType
+from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
 from fluss_py.errors import ErrorCode, FlussError
 
@@ -63,6 +69,10 @@ class BadVersionError(ZkError):
 
 class NotEmptyError(ZkError):
     """The node to delete has children."""
+
+
+class NotAuthorizedError(ZkError):
+    """The node's ACL does not let this session do that (no or wrong ZooKeeper credentials)."""
 
 
 class SessionLostError(ZkError):
@@ -94,6 +104,8 @@ def _translate(exc: BaseException) -> BaseException:
         return BadVersionError(f"bad version: {exc}")
     if isinstance(exc, kz.NotEmptyError):
         return NotEmptyError(f"not empty: {exc}")
+    if isinstance(exc, kz.NoAuthError):
+        return NotAuthorizedError(f"ZooKeeper refused: not authorized ({exc})")
     if isinstance(exc, kz.ConnectionLoss | kz.SessionExpiredError | kz.ConnectionClosedError):
         return SessionLostError(f"ZooKeeper session lost: {type(exc).__name__}")
     if isinstance(exc, kz.ZookeeperError):
@@ -167,6 +179,7 @@ class CreateOp:
     data: bytes = b""
     ephemeral: bool = False
     sequence: bool = False
+    private: bool = False  # readable by the servers only (nodes holding tokens), with credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,15 +228,26 @@ class ZkClient:
         session_timeout: float,
         connection_timeout: float,
         epoch_path: str | None = None,
+        auth: tuple[str, str] | None = None,
     ) -> None:
         self.hosts = hosts
         self.root = root.rstrip("/") or "/fluss"
         self.session_timeout = session_timeout
         self.connection_timeout = connection_timeout
         self.epoch_path = epoch_path or f"{self.root}/coordinator/epoch"
+        self._private_acl: list[Any] | None = None
+        default_acl = None
+        auth_data = None
+        if auth is not None:
+            user, password = auth
+            self._private_acl = [make_digest_acl(user, password, all=True)]
+            default_acl = self._private_acl + list(READ_ACL_UNSAFE)
+            auth_data = [("digest", f"{user}:{password}")]
         self._kazoo = KazooClient(
             hosts=hosts,
             timeout=session_timeout,
+            auth_data=auth_data,
+            default_acl=default_acl or OPEN_ACL_UNSAFE,
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
             command_retry={"max_tries": 0},
         )
@@ -398,9 +422,17 @@ class ZkClient:
 
     # ---------------------------------------------------------------- writes (unfenced: own registrations)
     async def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False, makepath: bool = False
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+        private: bool = False,
     ) -> str:
-        ar = self._kazoo.create_async(path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+        acl = self._private_acl if private else None
+        ar = self._kazoo.create_async(path, data, acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
         return await self._bridge(ar)
 
     async def ensure_path(self, path: str) -> None:
@@ -433,7 +465,8 @@ class ZkClient:
             t.check(self.epoch_path, fence.zk_version)
         for op in ops:
             if isinstance(op, CreateOp):
-                t.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                acl = self._private_acl if op.private else None
+                t.create(op.path, op.data, acl, ephemeral=op.ephemeral, sequence=op.sequence)
             elif isinstance(op, SetOp):
                 t.set_data(op.path, op.data, op.version)
             elif isinstance(op, DeleteOp):

@@ -16,7 +16,10 @@ compact UTF-8 JSON carrying ``"version"`` so the format can evolve; ``decode`` t
     <root>/tabletservers/tables/<table_id>               persistent     TableAssignmentZNode
     <root>/tabletservers/tables/<table_id>/buckets/<b>/leader_isr  persistent  LeaderIsrZNode
     <root>/consumers/<group>/offsets/<table_id>/<bucket> persistent     ConsumerOffsetZNode
+    <root>/consumers/<group>/members                     persistent     GroupMembersZNode
     <root>/cluster/rebalance                             persistent     RebalanceZNode
+    <root>/security/users/<name>                         persistent     UserZNode (salted SCRAM keys)
+    <root>/security/acls/<type>:<pattern>:<name>         persistent     AclZNode (the ACLs of one resource)
 
 Who may call: anyone (pure functions, no I/O).
 """
@@ -28,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
+from fluss_py.security.scram import MECHANISM, ScramCredential
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
 
 SEQUENCE_DIGITS = 10  # ZooKeeper appends a 10-digit zero-padded counter to sequential nodes
@@ -361,6 +366,16 @@ class ConsumerOffsetZNode:
         return int(d["offset"]), int(d.get("committed_ms", 0))
 
 
+class GroupMembersZNode:
+    """``<root>/consumers/<group>/members``: persistent, a consumer group's membership, epochs, target and
+    ownership (JSON, codec ``GroupMembers.encode/decode`` in coordinator/group_members.py; written only by the
+    coordinator leader, fenced; docs/consumer-groups.md)."""
+
+    @staticmethod
+    def path(root: str, group: str) -> str:
+        return f"{ConsumerOffsetZNode.group_path(root, group)}/members"
+
+
 class RebalanceZNode:
     """``<root>/cluster/rebalance``: persistent, the current rebalance plan and its progress (JSON object)."""
 
@@ -372,6 +387,84 @@ class RebalanceZNode:
     decode = staticmethod(_versioned_decode)
 
 
+# ---------------------------------------------------------------- security (docs/security.md)
+class UserZNode:
+    """``<root>/security/users/<name>``: persistent, one user's salted keys (never a password). JSON
+    ``{"version":1,"mechanism":"SCRAM-SHA-256","salt":hex,"iterations":N,"stored_key":hex,"server_key":hex}``."""
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/security/users"
+
+    @classmethod
+    def path(cls, root: str, name: str) -> str:
+        return f"{cls.parent(root)}/{name}"
+
+    @staticmethod
+    def encode(credential: ScramCredential) -> bytes:
+        return _dump(
+            {
+                "version": 1,
+                "mechanism": MECHANISM,
+                "salt": credential.salt.hex(),
+                "iterations": credential.iterations,
+                "stored_key": credential.stored_key.hex(),
+                "server_key": credential.server_key.hex(),
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> ScramCredential:
+        d = _load(data)
+        if d.get("mechanism") != MECHANISM:
+            raise ValueError(f"unknown mechanism {d.get('mechanism')!r}")
+        salt, stored, server = (bytes.fromhex(d[k]) for k in ("salt", "stored_key", "server_key"))
+        return ScramCredential(salt, int(d["iterations"]), stored, server)
+
+
+class AclZNode:
+    """``<root>/security/acls/<type>:<pattern>:<name>``: persistent, the ACLs of one resource pattern
+    (e.g. ``table:PREFIXED:sales.``). JSON ``{"version":1,"acls":[{"principal","operation","permission"}]}``;
+    changed by compare-and-set on the znode version, deleted when its last ACL goes."""
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/security/acls"
+
+    @staticmethod
+    def child(resource_type: ResourceType, pattern: PatternType, name: str) -> str:
+        return f"{resource_type.value}:{pattern.value}:{name}"
+
+    @classmethod
+    def path(cls, root: str, resource_type: ResourceType, pattern: PatternType, name: str) -> str:
+        return f"{cls.parent(root)}/{cls.child(resource_type, pattern, name)}"
+
+    @staticmethod
+    def parse_child(child: str) -> tuple[ResourceType, PatternType, str]:
+        kind, pattern, name = child.split(":", 2)
+        return ResourceType(kind), PatternType(pattern), name
+
+    @staticmethod
+    def encode(acls: list[Acl]) -> bytes:
+        return _dump(
+            {
+                "version": 1,
+                "acls": [
+                    {"principal": a.principal, "operation": a.operation.value, "permission": a.permission.value}
+                    for a in acls
+                ],
+            }
+        )
+
+    @classmethod
+    def decode(cls, child: str, data: bytes) -> list[Acl]:
+        kind, pattern, name = cls.parse_child(child)
+        return [
+            Acl(e["principal"], kind, pattern, name, Operation(e["operation"]), Permission(e["permission"]))
+            for e in _load(data)["acls"]
+        ]
+
+
 def persistent_parents(root: str) -> list[str]:
     """The persistent container nodes every server ensures at start (creation order)."""
     return [
@@ -380,4 +473,6 @@ def persistent_parents(root: str) -> list[str]:
         TabletServerZNode.parent(root),
         DatabaseZNode.parent(root),
         TableAssignmentZNode.parent(root),
+        UserZNode.parent(root),
+        AclZNode.parent(root),
     ]

@@ -24,6 +24,7 @@ from pathlib import Path
 import uvloop
 
 from fluss_py.client import Admin, Consumer, Producer, ProducerOptions
+from fluss_py.security.identity import PeerIdentity
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from tests.bench.common import p50_p99_ms, paced, row
@@ -47,9 +48,11 @@ async def _ready(admin: Admin, table: str, timeout: float = 30.0) -> None:
     raise TimeoutError(f"{table}: buckets without a leader or a full ISR after {timeout}s")
 
 
-async def _latency(bootstrap: str, n: int, table: str = LATENCY_TABLE) -> list[float]:
+async def _latency(
+    bootstrap: str, n: int, table: str = LATENCY_TABLE, security: PeerIdentity | None = None
+) -> list[float]:
     out = []
-    async with Producer(bootstrap, ProducerOptions(acks=-1)) as producer:
+    async with Producer(bootstrap, ProducerOptions(acks=-1), security=security) as producer:
         await producer.send_and_wait(table, b"warm-up")
         for i in range(n):
             value = b"%0100d" % i
@@ -59,9 +62,11 @@ async def _latency(bootstrap: str, n: int, table: str = LATENCY_TABLE) -> list[f
     return out
 
 
-async def _throughput(bootstrap: str, table: str, size: int, count: int) -> tuple[float, float]:
+async def _throughput(
+    bootstrap: str, table: str, size: int, count: int, security: PeerIdentity | None = None
+) -> tuple[float, float]:
     value = b"x" * size
-    async with Producer(bootstrap, ProducerOptions(acks=-1)) as producer:
+    async with Producer(bootstrap, ProducerOptions(acks=-1), security=security) as producer:
         await producer.send_and_wait(table, value)  # metadata and writer id
         t = time.perf_counter()
         futures = [await producer.send(table, value) for _ in range(count)]

@@ -28,6 +28,7 @@ from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.record.batch import RecordBatch, RecordBatchBuilder, iter_batches
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.security.identity import PeerIdentity
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.procs import wait_until
 from fluss_py.testing.zkview import ZkView
@@ -66,7 +67,7 @@ def create_table(
 ) -> int:
     """Create ``fluss.<table>`` and wait until every bucket has a leader in ZooKeeper; returns the table id."""
     cluster.wait_for_leader(15)
-    with SyncAdmin(bootstrap(cluster), request_timeout=15.0) as admin:
+    with SyncAdmin(bootstrap(cluster), request_timeout=15.0, security=cluster.client_identity()) as admin:
         table_id = admin.create_table(
             f"{DATABASE}.{table}", num_buckets=buckets, replication_factor=rf, properties=dict(properties or {})
         )
@@ -221,7 +222,7 @@ def epochs_of_batches(batches: list[Batch]) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------------------------------------- offsets and raw calls
 def bucket_offsets(cluster: LocalCluster, table: str, bucket: int = 0):
-    with SyncAdmin(bootstrap(cluster), request_timeout=10.0) as admin:
+    with SyncAdmin(bootstrap(cluster), request_timeout=10.0, security=cluster.client_identity()) as admin:
         return admin.list_offsets(f"{DATABASE}.{table}", [bucket], OffsetSpec.LATEST, timeout=10.0)[bucket]
 
 
@@ -269,6 +270,8 @@ def _tb_pb(tb: TableBucket) -> common_pb2.TableBucket:
 
 def skip_unless_data_path(cluster: LocalCluster, tb: TableBucket, leader: int) -> None:
     """Skip (only) while the tablet server answers the data path with "not implemented yet" (read-only probe)."""
+    if cluster.security is not None:
+        return  # a secure cluster is newer than the data path
     request = tablet_pb2.ListOffsetsRequest(
         buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=_tb_pb(tb), spec=tablet_pb2.LATEST)]
     )
@@ -310,6 +313,7 @@ class SteadyProducer:
     interval: float = 0.02
     prefix: bytes = b"m"
     bucket_of: Callable[[int], int] = lambda seq: 0
+    security: PeerIdentity | None = None  # a secure cluster's client identity (LocalCluster.client_identity)
     sent: list[Sent] = field(default_factory=list)
     failure: BaseException | None = None
 
@@ -373,7 +377,7 @@ class SteadyProducer:
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
-        producer = Producer(self.servers, self.options)
+        producer = Producer(self.servers, self.options, security=self.security)
         try:
             seq = 0
             while not self._stop.is_set():
@@ -396,7 +400,7 @@ class SteadyProducer:
 def consume(cluster: LocalCluster, table: str, bucket: int, end_offset: int, timeout: float = 30.0):
     """Every record of ``bucket`` from the beginning up to ``end_offset`` (exclusive), as (offset, value)."""
     out: list[tuple[int, bytes | None]] = []
-    consumer = SyncConsumer(bootstrap(cluster))
+    consumer = SyncConsumer(bootstrap(cluster), security=cluster.client_identity())
     try:
         consumer.assign(f"{DATABASE}.{table}", [bucket])
         consumer.seek_to_beginning()
@@ -470,8 +474,8 @@ class TailingConsumer:
     HW), so this must end up equal to the final log, with no record that later vanished, no gap, no repeat.
     """
 
-    def __init__(self, servers: str, table: str, bucket: int = 0) -> None:
-        self.servers, self.table, self.bucket = servers, table, bucket
+    def __init__(self, servers: str, table: str, bucket: int = 0, security: PeerIdentity | None = None) -> None:
+        self.servers, self.table, self.bucket, self.security = servers, table, bucket, security
         self.records: list[tuple[int, bytes | None]] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
@@ -504,7 +508,7 @@ class TailingConsumer:
             self.failure = e
 
     async def _run(self) -> None:
-        consumer = Consumer(self.servers)
+        consumer = Consumer(self.servers, security=self.security)
         try:
             await consumer.assign(self.table, [self.bucket])
             consumer.seek_to_beginning()

@@ -159,8 +159,10 @@ def _assert_epoch_cache_matches_batches(files: ReplicaFiles) -> None:
     assert all(o == leo for _, o in lines[len(below) :]), f"{files.name}: {lines} beyond LEO {leo}"
 
 
-def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, capsys):
-    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES)
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "secure"])
+def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, capsys, secure):
+    """``secure``: TLS with client certificates, passwords, ACLs (docs/security.md) change nothing of it."""
+    cluster = cluster_factory(coordinators=1, tablet_servers=3, tablet_overrides=FAULT_OVERRIDES, secure=secure)
     table = "leader_failure_demo"
     table_id = create_table(cluster, table)
     tb = TableBucket(table_id, 0)
@@ -168,8 +170,9 @@ def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, caps
     with ZkView(cluster.zookeeper_address) as zk:
         skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         wait_full_isr(zk, cluster, tb, REPLICAS, 15)
-        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}").start()  # reads through both failovers
-        producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY).start()
+        identity = cluster.client_identity()
+        tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}", security=identity).start()  # both failovers
+        producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY, security=identity).start()
         t0 = time.monotonic()
         try:
             producer.wait_acked_after(t0, 75, 30)  # ~1.5 s of steady traffic before the first kill

@@ -130,7 +130,7 @@ def test_cli_against_a_real_cluster(cluster_factory) -> None:
     second = offsets_lines(ok("consume", "cli_t", "--group", "g1", "--from-beginning", "--max-records", "35",
                               "--print-offsets", *d))  # fmt: skip
     assert sorted(first + second) == sorted(got)  # nothing skipped, nothing twice
-    assert json.loads(ok("group", "list", "--json", *d)) == ["g1"]
+    assert json.loads(ok("group", "list", "--json", *d)) == [{"group": "g1", "state": "EMPTY", "members": 0}]
     reset = json.loads(ok("group", "reset", "g1", "--table", "cli_t", "--to-earliest", "--json", *d))
     assert [o["offset"] for o in reset["offsets"]] == [0] * BUCKETS
     assert {b["committed"] for b in json.loads(ok("group", "describe", "g1", "--json", *d))["buckets"]} == {0}

@@ -51,6 +51,8 @@ RELAXED = {
     "replica.fetch.min.bytes": "1",
     "client.retry.backoff": "1ms",
     "client.retry.backoff-max": "10min",
+    "group.min-session-timeout": "100ms",
+    "group.max-session-timeout": "1h",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import io
 import json
 import re
@@ -26,6 +27,7 @@ from fluss_py import config as cfg
 from fluss_py.cli.main import build_parser
 from fluss_py.cli.servers import load_server_config
 from fluss_py.errors import ConfigError
+from fluss_py.security.identity import read_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -86,23 +88,24 @@ def _server_problems(name: str, service: dict[str, Any], named_volumes: set[str]
     role = ROLE_OF_COMMAND.get(args.command)
     if role is None:
         return [f"{name}: {args.command!r} is not a server command"], {}
-    conf_path: Path | None = None
-    if args.config:
-        source = next((s for s, t in _mounts(service) if t == args.config), None)
+    conf_paths: list[str] = []
+    for config_file in args.config or ():
+        source = next((s for s, t in _mounts(service) if t == config_file), None)
         if source is None or _is_named(source):
-            problems.append(f"{name}: --config {args.config} is not bind-mounted from deploy/conf")
+            problems.append(f"{name}: --config {config_file} is not bind-mounted from deploy/conf")
         else:
             conf_path = (DEPLOY / source).resolve()
             if not conf_path.is_file() or not _under(str(conf_path), str(DEPLOY / "conf")):
                 problems.append(f"{name}: config file {source} does not exist under deploy/conf")
-                conf_path = None
+            else:
+                conf_paths.append(str(conf_path))
     overrides = cfg.parse_overrides(args.overrides)
     for key in overrides:
         opt = cfg.OPTIONS.get(key)
         if opt is None or role not in opt.roles:
             problems.append(f"{name}: -D {key} is not a {role} option")
     try:
-        config = load_server_config(role, str(conf_path) if conf_path else None, args.overrides)
+        config = load_server_config(role, conf_paths, args.overrides)
     except ConfigError as e:
         return [*problems, f"{name}: invalid configuration: {e}"], {}
     http_port = config[cfg.HTTP_PORT] or ROLE_DEFAULT_HTTP_PORT[role]
@@ -285,3 +288,46 @@ def test_readme_documents_up_and_the_kill_walkthrough() -> None:
     for name in load_compose()["services"]:
         if name.startswith(("coordinator-", "tablet-server-")):
             assert name in text
+
+
+# ---------------------------------------------------------------- the secure variant (docs/security.md)
+SECURE_COMPOSE = DEPLOY / "docker-compose.secure.yml"
+SECURITY_CONFIG = "/etc/fluss/secure/security.yaml"
+
+
+def test_secure_compose_is_the_plain_cluster_plus_security(tmp_path: Path) -> None:
+    plain = load_compose()["services"]
+    secure = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]
+    assert set(secure) == set(plain) | {"security-init"}
+    for name, service in plain.items():
+        if service.get("image") == ZOOKEEPER_IMAGE:  # the ensemble's members are the same
+            assert secure[name] == service
+            continue
+        command = list(secure[name]["command"])
+        i = command.index(SECURITY_CONFIG)
+        assert command[i - 1] == "--config"
+        assert command[: i - 1] + command[i + 1 :] == service["command"], name  # the same server, plus security
+        assert "./secure:/etc/fluss/secure:ro" in secure[name]["volumes"]
+        assert set(service["volumes"]) <= set(secure[name]["volumes"])
+        assert secure[name]["ports"] == service["ports"]
+        assert "https://localhost:" in secure[name]["healthcheck"]["test"][-1]
+        assert secure[name]["depends_on"]["security-init"]["condition"] == "service_completed_successfully"
+        args = build_parser().parse_args([str(c) for c in command])
+        assert args.config[-1] == SECURITY_CONFIG
+
+
+def test_make_secure_writes_a_valid_server_security_config(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("make_secure", DEPLOY / "make-secure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(tmp_path / "secure") == 0
+    for role in (cfg.COORDINATOR, cfg.TABLET):
+        config = load_server_config(role, [str(tmp_path / "secure" / "security.yaml")], [])
+        assert config[cfg.TLS_ENABLED] and config[cfg.TLS_CLIENT_AUTH] and config[cfg.AUTHORIZER_ENABLED]
+    assert oct((tmp_path / "secure" / "server-key.pem").stat().st_mode)[-3:] == "600"
+    properties = read_properties(tmp_path / "secure" / "admin.properties")
+    cfg.Config(cfg.CLIENT, properties)  # every key is a client key
+    init = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]["security-init"]["command"][0]
+    for step in init.split("&&"):
+        build_parser().parse_args(step.split()[1:])  # a valid fluss-py command line

@@ -13,6 +13,21 @@ that offset (the others by ``auto_offset_reset``), and ``commit()`` durably reco
 for G on the coordinator (ZooKeeper). Call ``commit()`` after processing what ``poll`` returned: a crash
 before the commit re-delivers those records, none is ever skipped (at-least-once).
 
+Shared work (docs/consumer-groups.md): with ``subscribe=[tables]`` (and ``group``) the consumer joins the
+group and reads only the buckets the coordinator assigns it; ``poll`` applies assignment changes between
+polls: for revoked buckets it calls ``on_revoked(buckets)``, commits their positions (the records ``poll``
+returned before count as processed) and stops reading them; for new ones it seeks to the committed offsets
+and calls ``on_assigned(buckets)``. Callbacks may be plain functions or coroutines. ``commit()`` then
+carries the member id and epoch and is refused once the member was fenced (``UNKNOWN_MEMBER_ID`` /
+``FENCED_MEMBER_EPOCH``: the consumer drops its buckets and joins again as a new member). ``instance_id``
+makes the member static: a restart within its session keeps its buckets. ``assign`` is not allowed then.
+
+    async with Consumer(servers, group="g", subscribe=["db.events"], on_assigned=print) as consumer:
+        while True:
+            records = await consumer.poll(1.0)
+            ...                                         # process
+            await consumer.commit()
+
 Owned by one event loop; for threads use ``fluss_py.client.sync.SyncConsumer``.
 """
 
@@ -20,17 +35,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from fluss_py.client.consumer.fetcher import ConsumerRecord, Fetcher
+from fluss_py.client.consumer.membership import GroupMembership
 from fluss_py.client.consumer.positions import Positions, ResetTo
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.groups import commit_offsets, fetch_offsets, validate_group
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
-from fluss_py.errors import InvalidRequestError
+from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError, UnknownMemberIdError
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
+
+log = logging.getLogger("fluss_py.client.Consumer")
+
+Callback = Callable[[set[TableBucket]], Any]
+
+
+async def _call(callback: Callback | None, buckets: set[TableBucket]) -> None:
+    if callback is not None:
+        result = callback(set(buckets))
+        if inspect.isawaitable(result):
+            await result
 
 
 class Consumer:
@@ -43,12 +74,18 @@ class Consumer:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        security: PeerIdentity | None = None,
         group: str | None = None,
+        subscribe: Iterable[TablePath | str] | None = None,
+        on_assigned: Callback | None = None,
+        on_revoked: Callback | None = None,
+        instance_id: str = "",
+        session_timeout: float = 10.0,
     ) -> None:
         self.options = opts = options or ConsumerOptions()
         self.group = validate_group(group) if group is not None else None
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport()
+        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry
@@ -61,6 +98,23 @@ class Consumer:
         self._committed: dict[TableBucket, int] = {}  # what this consumer last committed or fetched
         self._fetcher.start()
         self._closed = False
+        self._on_assigned, self._on_revoked = on_assigned, on_revoked
+        self.membership: GroupMembership | None = None
+        if subscribe is not None:
+            if self.group is None:
+                raise InvalidRequestError("subscribe= needs group=")
+            paths = [t if isinstance(t, TablePath) else TablePath.parse(t) for t in subscribe]
+            if not paths:
+                raise InvalidRequestError("subscribe= needs at least one table")
+            self.membership = GroupMembership(
+                self._gateway, self.group, lambda: self._table_ids(paths),
+                session_timeout_ms=int(session_timeout * 1000), instance_id=instance_id,
+                wakeup=self._fetcher.data.set,
+            )  # fmt: skip
+            self.membership.start()
+
+    async def _table_ids(self, paths: list[TablePath]) -> set[int]:
+        return {(await self.metadata.wait_for_table(p, self.options.request_timeout)).table_id for p in paths}
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -76,6 +130,8 @@ class Consumer:
 
         With a group, buckets newly assigned start at the group's committed offsets where it has one.
         """
+        if self.membership is not None:
+            raise InvalidRequestError("assign() is not allowed on a consumer that subscribed to a group")
         if isinstance(table, TablePath | str):
             path = table if isinstance(table, TablePath) else TablePath.parse(table)
             info = await self.metadata.wait_for_table(path, self.options.request_timeout)
@@ -83,8 +139,14 @@ class Consumer:
             assigned = [TableBucket(info.table_id, b) for b in numbers]
         else:
             assigned = list(table)
+        await self._set_assignment(assigned)
+
+    async def _set_assignment(self, assigned: list[TableBucket]) -> None:
         new = [tb for tb in assigned if tb not in self._positions.buckets]
         self._positions.assign(assigned)
+        for tb in list(self._committed):
+            if tb not in self._positions.buckets:
+                del self._committed[tb]
         if self.group is not None and new:
             committed: dict[TableBucket, int] = {}
             for table_id in sorted({tb.table_id for tb in new}):
@@ -153,7 +215,16 @@ class Consumer:
                 if (offset := self._positions.position(tb)) is not None and self._committed.get(tb) != offset
             }
         if offsets:
-            await commit_offsets(self._gateway, self.group, offsets)
+            m = self.membership
+            if m is not None and (not m.member_id or m.lost):  # never an offset-only commit from a member
+                raise UnknownMemberIdError(f"not a member of group {self.group} right now (joining or fenced)")
+            member = (m.member_id, m.member_epoch) if m is not None else ("", 0)
+            try:
+                await commit_offsets(self._gateway, self.group, offsets, *member)
+            except FlussError as e:
+                if m is not None and e.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
+                    m.lost = True  # fenced: the next poll drops every bucket, the member joins again
+                raise
             self._committed.update(offsets)
         return dict(offsets)
 
@@ -167,6 +238,8 @@ class Consumer:
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned buckets (in offset order per bucket), waiting up to ``timeout``."""
         limit = max_records or self.options.max_poll_records
+        if self.membership is not None:
+            await self._reconcile()
         unpositioned = self._positions.unpositioned()
         if unpositioned:
             names = ", ".join(map(str, unpositioned))
@@ -183,13 +256,41 @@ class Consumer:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await self._fetcher.data.wait()
+            if self.membership is not None:
+                await self._reconcile()
             records = self._fetcher.take(limit)
         return records
+
+    async def _reconcile(self) -> None:
+        """Apply the group's assignment changes (module docstring): revoke (callback, commit), then add."""
+        m = self.membership
+        assert m is not None
+        m.check()
+        revoked, added, lost = m.pending()
+        if not (revoked or added or lost):
+            return
+        if revoked:
+            await _call(self._on_revoked, revoked)
+            if not lost:
+                moved = {tb: o for tb in revoked if (o := self._positions.position(tb)) is not None}
+                moved = {tb: o for tb, o in moved.items() if self._committed.get(tb) != o}
+                if moved:
+                    try:
+                        await self.commit(moved)
+                    except FlussError as e:
+                        log.warning("Group %s: commit of revoked buckets refused: %s", self.group, e)
+        keep = [tb for tb in self._positions.buckets if tb not in revoked]
+        await self._set_assignment(keep + sorted(added, key=lambda tb: (tb.table_id, tb.bucket)))
+        m.apply(revoked, added, lost)
+        if added:
+            await _call(self._on_assigned, added)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self.membership is not None:
+            await self.membership.close()
         await self._fetcher.close()
         if self._owns_metadata:
             await self.metadata.close()

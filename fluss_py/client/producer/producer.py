@@ -33,6 +33,7 @@ from fluss_py.client.producer.idempotence import WriterIdAllocator
 from fluss_py.client.producer.sender import Sender
 from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.errors import FlussError, InvalidRequestError, RequestTimedOutError
+from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -50,10 +51,11 @@ class Producer:
         *,
         transport: Transport | None = None,
         metadata: ClusterMetadata | None = None,
+        security: PeerIdentity | None = None,
     ) -> None:
         self.options = opts = options or ProducerOptions()
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport()
+        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry

@@ -22,7 +22,7 @@ from fluss_py.replica.messages import (
     FetchResponse,
     FetchResult,
 )
-from fluss_py.rpc.channels import CHANNEL_OPTIONS
+from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import ServerNode, TableBucket
@@ -78,7 +78,7 @@ class GrpcLeaderEndpoint:
         self._timeout_s = rpc_timeout_s
         self._metadata = call_metadata(REPLICA_TOKEN_KEY, replica_token)
         # big messages, short reconnect backoff: a restarted leader is reached again quickly
-        self._channel = grpc.aio.insecure_channel(leader.address, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(leader.address)
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:

@@ -198,12 +198,16 @@ class BucketOffset(_message.Message):
     def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
-    __slots__ = ("group", "offsets")
+    __slots__ = ("group", "offsets", "member_id", "member_epoch")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     group: str
     offsets: _containers.RepeatedCompositeFieldContainer[BucketOffset]
-    def __init__(self, group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ...) -> None: ...
+    member_id: str
+    member_epoch: int
+    def __init__(self, group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchOffsetsRequest(_message.Message):
     __slots__ = ("group", "table_id")
@@ -226,9 +230,99 @@ class ListGroupsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ListGroupsResponse(_message.Message):
-    __slots__ = ("error", "groups")
+    __slots__ = ("error", "groups", "summaries")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
     groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    summaries: _containers.RepeatedCompositeFieldContainer[GroupSummary]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., groups: _Optional[_Iterable[str]] = ..., summaries: _Optional[_Iterable[_Union[GroupSummary, _Mapping]]] = ...) -> None: ...
+
+class GroupSummary(_message.Message):
+    __slots__ = ("group", "state", "members")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    state: str
+    members: int
+    def __init__(self, group: _Optional[str] = ..., state: _Optional[str] = ..., members: _Optional[int] = ...) -> None: ...
+
+class ConsumerHeartbeatRequest(_message.Message):
+    __slots__ = ("group", "member_id", "member_epoch", "instance_id", "session_timeout_ms", "subscribed_table_ids", "owned")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TABLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    session_timeout_ms: int
+    subscribed_table_ids: _containers.RepeatedScalarFieldContainer[int]
+    owned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, group: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., subscribed_table_ids: _Optional[_Iterable[int]] = ..., owned: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+
+class ConsumerHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class GroupMemberInfo(_message.Message):
+    __slots__ = ("member_id", "instance_id", "client_host", "member_epoch", "session_timeout_ms", "since_heartbeat_ms", "assigned", "target", "leaving")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    client_host: str
+    member_epoch: int
+    session_timeout_ms: int
+    since_heartbeat_ms: int
+    assigned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    target: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    leaving: bool
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_epoch: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., since_heartbeat_ms: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., target: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., leaving: _Optional[bool] = ...) -> None: ...
+
+class DescribeGroupResponse(_message.Message):
+    __slots__ = ("error", "state", "group_epoch", "members")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    state: str
+    group_epoch: int
+    members: _containers.RepeatedCompositeFieldContainer[GroupMemberInfo]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMemberInfo, _Mapping]]] = ...) -> None: ...
+
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...

@@ -110,6 +110,21 @@ class CoordinatorServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerHeartbeat = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/ConsumerHeartbeat',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/DescribeGroup',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/DeleteGroup',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -207,6 +222,25 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerHeartbeat(self, request, context):
+        """Consumer group membership (docs/consumer-groups.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +318,21 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.ListGroups,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'ConsumerHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerHeartbeat,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -691,6 +740,87 @@ class CoordinatorService:
             '/fluss.v1.CoordinatorService/ListGroups',
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/ConsumerHeartbeat',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ConsumerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/DescribeGroup',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/DeleteGroup',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,7 +42,7 @@ async def test_commit_then_fetch_and_list(store: FakeStore) -> None:
     ]
     assert await groups.fetch(FetchOffsets("g", table_id=2)) == [(TableBucket(2, 0), 1)]
     assert await groups.fetch(FetchOffsets("unknown")) == []
-    assert await groups.list_groups(ListGroups()) == ["g", "h"]
+    assert await groups.list_groups(ListGroups()) == [("g", "EMPTY", 0), ("h", "EMPTY", 0)]
     data, _ = store.nodes[ConsumerOffsetZNode.path("/fluss", "g", 1, 0)]
     assert ConsumerOffsetZNode.decode(data)[0] == 9
 

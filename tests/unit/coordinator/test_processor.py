@@ -434,9 +434,18 @@ async def test_install_registers_every_handler_and_cascades_database_drops(h):
 
 def test_options_from_config():
     from fluss_py.config import load_config
+    from fluss_py.coordinator.group_coordinator import GroupLimits
 
-    config = load_config("coordinator", None, {"default.bucket.number": "4", "default.replication.factor": "2"})
-    assert options_from_config(config) == {"default_buckets": 4, "default_replication_factor": 2}
+    config = load_config(
+        "coordinator",
+        None,
+        {"default.bucket.number": "4", "default.replication.factor": "2", "group.max-session-timeout": "20s"},
+    )
+    assert options_from_config(config) == {
+        "default_buckets": 4,
+        "default_replication_factor": 2,
+        "group_limits": GroupLimits(1000, 20_000, 500),
+    }
 
 
 async def test_a_failed_load_is_retried_by_the_next_table_event():

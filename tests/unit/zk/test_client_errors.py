@@ -17,7 +17,7 @@ from fluss_py.zk import client as zc
         (kz.ConnectionLoss(), zc.SessionLostError),
         (kz.SessionExpiredError(), zc.SessionLostError),
         (kz.ConnectionClosedError(), zc.SessionLostError),
-        (kz.NoAuthError(), zc.ZkError),
+        (kz.NoAuthError(), zc.NotAuthorizedError),
     ],
 )
 def test_kazoo_errors_are_translated(raised, expected):

@@ -1,0 +1,87 @@
+"""Write deploy/secure/: the compose cluster's CA, certificates, security config and client config.
+
+    .venv/bin/python deploy/make-secure.py          (then: docker compose -f deploy/docker-compose.secure.yml up)
+
+Files (private keys and passwords: mode 0600, readable by the containers' uid 10001 after `chown`;
+deploy/secure/ is git-ignored, never commit it):
+
+    ca.pem ca-key.pem              the CA (keep ca-key.pem elsewhere in a real deployment)
+    server.pem server-key.pem      CN=fluss-server, SANs: every service name, localhost, 127.0.0.1
+    client.pem client-key.pem      CN=fluss-client (clients and healthchecks: mutual TLS)
+    security.yaml                  every server's second --config: TLS, authentication, ACLs, ZooKeeper digest
+    admin.properties               the admin's client config, with the ZooKeeper credentials for user/acl
+    admin-password                 read by the security-init service (`fluss-py user add --password-file`)
+
+See docs/security.md §7 (set-up by hand) for what each step does.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import yaml
+
+from fluss_py.security.certs import CertificateAuthority
+
+HOSTS = [f"coordinator-{i}" for i in (1, 2, 3)] + [f"tablet-server-{i}" for i in (1, 2, 3)] + ["localhost", "127.0.0.1"]
+MOUNT = "/etc/fluss/secure"
+OUT = Path(__file__).resolve().parent / "secure"
+
+
+def secret(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def main(out: Path = OUT) -> int:
+    if out.exists() and any(out.iterdir()):
+        print(f"{out} exists: remove it first to make new keys", file=sys.stderr)
+        return 1
+    out.mkdir(exist_ok=True)
+    ca = CertificateAuthority.create(out / "ca")
+    ca.issue(out / "server", "fluss-server", hosts=HOSTS)
+    ca.issue(out / "client", "fluss-client")
+    zk_password, admin_password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    security = {
+        "security.tls.enabled": True,
+        "security.tls.ca-file": f"{MOUNT}/ca.pem",
+        "security.tls.cert-file": f"{MOUNT}/server.pem",
+        "security.tls.key-file": f"{MOUNT}/server-key.pem",
+        "security.tls.client-auth": True,
+        "security.authentication.enabled": True,
+        "security.authorizer.enabled": True,
+        "security.internal.principals": "fluss-server",
+        "zookeeper.auth.user": "fluss",
+        "zookeeper.auth.password": zk_password,
+    }
+    secret(out / "security.yaml", yaml.safe_dump(security, sort_keys=True))
+    secret(
+        out / "admin.properties",
+        "\n".join(
+            [
+                "security.tls.enabled=true",
+                f"security.tls.ca-file={MOUNT}/ca.pem",
+                f"security.tls.cert-file={MOUNT}/client.pem",
+                f"security.tls.key-file={MOUNT}/client-key.pem",
+                "security.user=admin",
+                f"security.password={admin_password}",
+                "zookeeper.address=zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181",
+                "zookeeper.root=/fluss",
+                "zookeeper.auth.user=fluss",
+                f"zookeeper.auth.password={zk_password}",
+            ]
+        )
+        + "\n",
+    )
+    secret(out / "admin-password", admin_password + "\n")
+    print(f"wrote {out}")
+    print(f"the containers run as uid 10001: `sudo chown -R 10001 {out}` lets them read the 0600 files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""Consumer-group membership on the coordinator leader: heartbeats, describe, delete, fenced-commit checks.
+
+The decisions are ``GroupMembers`` (coordinator/group_members.py, pure); this module is the I/O around them:
+it validates requests (group name, session timeout within ``group.min/max-session-timeout``, a joining
+member's subscribed tables exist), loads a group from ``GroupMembersZNode`` on its first use in this
+leadership (every member gets a fresh session then: docs/consumer-groups.md, "Where the state lives"), and
+writes the group back,
+fenced by the coordinator epoch, before the request that changed it is answered. A heartbeat that changes
+nothing writes nothing; session deadlines are kept in memory only (monotonic clock).
+
+Who may call: the CoordinatorEventLoop task (handlers registered through ``GroupOffsets``), so one writer
+owns the cache and the versions; a failed write drops the group from the cache (reloaded on next use).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.group_members import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    GroupMembers,
+    Heartbeat,
+    HeartbeatAnswer,
+    Member,
+)
+from fluss_py.coordinator.handlers import MetadataStore
+from fluss_py.errors import (
+    GroupNotEmptyError,
+    GroupNotExistError,
+    InvalidRequestError,
+    InvalidSessionTimeoutError,
+    TableNotExistError,
+    UnknownMemberIdError,
+)
+from fluss_py.types import TableBucket
+from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, NoNodeError, Op, SetOp
+from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
+
+log = logging.getLogger("fluss_py.coordinator.GroupCoordinator")
+
+MAX_GROUP_NAME = 200
+
+
+@dataclass(frozen=True)
+class GroupLimits:
+    """Server bounds of the group protocol (config ``group.*``), in milliseconds."""
+
+    min_session_timeout_ms: int = 1000
+    max_session_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 500
+
+    @classmethod
+    def from_config(cls, config: Any) -> GroupLimits:
+        from fluss_py import config as cfg
+
+        return cls(
+            int(config[cfg.GROUP_MIN_SESSION_TIMEOUT] * 1000),
+            int(config[cfg.GROUP_MAX_SESSION_TIMEOUT] * 1000),
+            int(config[cfg.GROUP_HEARTBEAT_INTERVAL] * 1000),
+        )
+
+
+@dataclass(eq=False)
+class ConsumerHeartbeat(Event):
+    group: str
+    member_id: str = ""
+    member_epoch: int = JOIN_EPOCH
+    instance_id: str = ""
+    session_timeout_ms: int = 0
+    subscribed: frozenset[int] = frozenset()
+    owned: frozenset[TableBucket] = frozenset()
+    client_host: str = ""
+
+
+@dataclass(eq=False)
+class DescribeGroup(Event):
+    group: str
+
+
+@dataclass(eq=False)
+class DeleteGroup(Event):
+    group: str
+
+
+@dataclass(eq=False)
+class GroupSummaries(Event):
+    groups: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    instance_id: str
+    client_host: str
+    member_epoch: int
+    session_timeout_ms: int
+    since_heartbeat_ms: int
+    assigned: frozenset[TableBucket]
+    target: frozenset[TableBucket]
+    leaving: bool
+
+
+@dataclass(frozen=True)
+class GroupView:
+    state: str
+    epoch: int
+    members: list[MemberView]
+
+
+def validate_group_name(group: str) -> None:
+    if not group or len(group) > MAX_GROUP_NAME or "/" in group or not group.isprintable() or group in (".", ".."):
+        raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
+
+
+def _member_view(m: Member, target: set[TableBucket], now_ms: int) -> MemberView:
+    return MemberView(
+        m.member_id,
+        m.instance_id,
+        m.client_host,
+        m.epoch,
+        m.session_timeout_ms,
+        now_ms - m.last_heartbeat_ms,
+        frozenset(m.assigned),
+        frozenset(target),
+        m.leaving,
+    )
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class GroupCoordinator:
+    """Owns the leader's cache of loaded groups and their znode versions (module docstring)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        fence: Callable[[], EpochFence],
+        num_buckets: Callable[[int], Awaitable[int | None]],
+        limits: GroupLimits | None = None,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self._store = store
+        self._root = store.root
+        self._fence = fence
+        self._num_buckets = num_buckets
+        self.limits = limits or GroupLimits()
+        self._clock = clock
+        self._groups: dict[str, GroupMembers] = {}
+        self._versions: dict[str, int] = {}  # members znode version; -1: not in ZooKeeper yet
+        self.handlers: dict[type[Event], Callable[[Any], Awaitable[Any]]] = {
+            ConsumerHeartbeat: self.heartbeat,
+            DescribeGroup: self.describe,
+            DeleteGroup: self.delete,
+            GroupSummaries: self.summaries,
+        }
+
+    # ---------------------------------------------------------------- handlers
+    async def heartbeat(self, event: ConsumerHeartbeat) -> HeartbeatAnswer:
+        validate_group_name(event.group)
+        if event.member_epoch < STATIC_LEAVE_EPOCH:
+            raise InvalidRequestError(f"member epoch {event.member_epoch} is not valid")
+        if event.member_epoch not in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            lo, hi = self.limits.min_session_timeout_ms, self.limits.max_session_timeout_ms
+            if not lo <= event.session_timeout_ms <= hi:
+                raise InvalidSessionTimeoutError(
+                    f"session timeout {event.session_timeout_ms} ms is outside [{lo}, {hi}] ms"
+                )
+            if not event.subscribed:
+                raise InvalidRequestError("a member must subscribe to at least one table")
+        if event.member_epoch == JOIN_EPOCH:  # later, a dropped table just has no buckets to assign
+            for table_id in sorted(event.subscribed):
+                if await self._num_buckets(table_id) is None:
+                    raise TableNotExistError(f"table id {table_id} does not exist")
+        if event.member_epoch == JOIN_EPOCH and event.instance_id and not event.instance_id.isprintable():
+            raise InvalidRequestError("the instance id must be printable")
+        group = await self._load(event.group, create=True)
+        assert group is not None
+        counts = await self._counts(group.subscribed_tables() | event.subscribed)
+        hb = Heartbeat(
+            event.member_id, event.member_epoch, event.instance_id, event.client_host, event.session_timeout_ms,
+            event.subscribed, event.owned,
+        )  # fmt: skip
+        async with self._saving(event.group, group):
+            answer = group.heartbeat(hb, self._clock(), counts, lambda: uuid.uuid4().hex)
+        if event.member_epoch == JOIN_EPOCH:
+            log.info("Group %s: member %s joined (epoch %d)", event.group, answer.member_id, answer.member_epoch)
+        return answer
+
+    async def check_commit(self, group_name: str, member_id: str, member_epoch: int, buckets: set[TableBucket]) -> None:
+        """Raise unless the commit may be written (docs: fenced commits). Changes nothing but expiries."""
+        group = await self._load(group_name, create=False)
+        if not member_id:
+            if group is not None:
+                async with self._saving(group_name, group):
+                    group.expire(self._clock())
+                if group.members:
+                    raise GroupNotEmptyError(
+                        f"group {group_name} has {len(group.members)} live member(s): commit as a member"
+                    )
+            return
+        if group is None:
+            raise UnknownMemberIdError(f"group {group_name} has no members")
+        group.check_commit(member_id, member_epoch, buckets, self._clock())
+
+    async def describe(self, event: DescribeGroup) -> GroupView:
+        validate_group_name(event.group)
+        if await self._store.get(ConsumerOffsetZNode.group_path(self._root, event.group)) is None:
+            raise GroupNotExistError(f"group {event.group} does not exist")
+        group = await self._load(event.group, create=True)
+        assert group is not None
+        now = self._clock()
+        async with self._saving(event.group, group):
+            group.expire(now)
+        members = [_member_view(m, group.target.get(m.member_id, set()), now) for _, m in sorted(group.members.items())]
+        return GroupView(group.state, group.epoch, members)
+
+    async def delete(self, event: DeleteGroup) -> None:
+        validate_group_name(event.group)
+        path = ConsumerOffsetZNode.group_path(self._root, event.group)
+        if await self._store.get(path) is None:
+            raise GroupNotExistError(f"group {event.group} does not exist")
+        group = await self._load(event.group, create=False)
+        if group is not None:
+            async with self._saving(event.group, group):
+                group.expire(self._clock())
+            if group.members:
+                raise GroupNotEmptyError(f"group {event.group} has {len(group.members)} live member(s)")
+        ops: list[Op] = [DeleteOp(p) for p in reversed(await self._subtree(path))]
+        await self._store.commit(ops, fence=self._fence())
+        self._groups.pop(event.group, None)
+        self._versions.pop(event.group, None)
+        log.info("Deleted group %s (%d znode(s))", event.group, len(ops))
+
+    async def summaries(self, event: GroupSummaries) -> list[tuple[str, str, int]]:
+        out = []
+        for name in event.groups:
+            group = await self._load(name, create=False)
+            if group is None:
+                out.append((name, "EMPTY", 0))
+                continue
+            async with self._saving(name, group):
+                group.expire(self._clock())
+            out.append((name, group.state, len(group.members)))
+        return out
+
+    # ---------------------------------------------------------------- state I/O
+    async def _counts(self, tables: Iterable[int]) -> dict[int, int]:
+        counts = {}
+        for table_id in sorted(tables):
+            n = await self._num_buckets(table_id)
+            if n is not None:
+                counts[table_id] = n
+        return counts
+
+    async def _load(self, name: str, *, create: bool) -> GroupMembers | None:
+        if name in self._groups:
+            return self._groups[name]
+        got = await self._store.get(GroupMembersZNode.path(self._root, name))
+        if got is None:
+            if not create:
+                return None
+            group, version = GroupMembers(), -1
+        else:
+            group, version = GroupMembers.decode(got[0], self._clock()), got[1].version
+            log.info("Group %s loaded: epoch %d, %d member(s)", name, group.epoch, len(group.members))
+        self._groups[name], self._versions[name] = group, version
+        return group
+
+    def _saving(self, name: str, group: GroupMembers) -> _Saving:
+        return _Saving(self, name, group)
+
+    async def _save(self, name: str, group: GroupMembers) -> None:
+        path = GroupMembersZNode.path(self._root, name)
+        version = self._versions.get(name, -1)
+        ops: list[Op] = []
+        if version < 0:
+            group_path = ConsumerOffsetZNode.group_path(self._root, name)
+            for parent in (ConsumerOffsetZNode.groups(self._root), group_path):
+                if await self._store.get(parent) is None:
+                    ops.append(CreateOp(parent))
+            ops.append(CreateOp(path, group.encode()))
+        else:
+            ops.append(SetOp(path, group.encode(), version))
+        try:
+            await self._store.commit(ops, fence=self._fence())
+        except BaseException:
+            self._groups.pop(name, None)  # memory may now differ from ZooKeeper: reload on next use
+            self._versions.pop(name, None)
+            raise
+        self._versions[name] = version + 1 if version >= 0 else 0
+
+    async def _subtree(self, path: str) -> list[str]:
+        result = [path]
+        try:
+            children = await self._store.get_children(path)
+        except NoNodeError:
+            return result
+        for child in sorted(children):
+            result.extend(await self._subtree(f"{path}/{child}"))
+        return result
+
+
+class _Saving:
+    """``async with``: write the group back if the block changed it, also when the block raised."""
+
+    def __init__(self, owner: GroupCoordinator, name: str, group: GroupMembers) -> None:
+        self._owner, self._name, self._group = owner, name, group
+        self._before = group.encode()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._group.encode() != self._before:
+            await self._owner._save(self._name, self._group)

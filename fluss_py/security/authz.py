@@ -1,0 +1,88 @@
+"""The authorizer: may this principal do this operation on this resource? And the audit of denials.
+
+Super users (``security.super-users``) and the cluster's own servers (``security.internal.principals``) may
+do everything; anyone else needs an ACL (``acl.decide``: DENY wins, nothing allowing it means no). When the
+authorizer is off every authenticated principal may do everything except the servers' internal RPCs.
+
+A denial is counted (``fluss_authorization_denials_total{operation,resource_type}``) and logged as an audit
+line at most once per minute per principal and resource, so a client retrying in a loop cannot flood the log.
+
+Who may call: the security interceptor and the HTTP guard, on the server's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from fluss_py.security.acl import Acl, Operation, Resource, decide
+
+audit = logging.getLogger("fluss_py.security.audit")
+
+AUDIT_INTERVAL_S = 60.0
+
+
+class Authorizer:
+    """Owns the denial counters and the audit rate limit; reads ACLs through ``acls()``."""
+
+    def __init__(
+        self,
+        acls: Callable[[], Iterable[Acl]],
+        *,
+        enabled: bool,
+        super_users: Iterable[str],
+        internal_principals: Iterable[str],
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._acls = acls
+        self.enabled = enabled
+        self.super_users = frozenset(super_users)
+        self.internal_principals = frozenset(internal_principals)
+        self._clock = clock
+        self._last_audit: dict[tuple[str, str], float] = {}
+        self.denials = Counter(
+            "fluss_authorization_denials",
+            "requests refused because no ACL allowed them (or one denied them)",
+            ["operation", "resource_type"],
+            registry=registry,
+        )
+        self.authentication_failures = Counter(
+            "fluss_authentication_failures", "requests refused for missing or bad credentials", registry=registry
+        )
+
+    def is_internal(self, principal: str) -> bool:
+        return principal in self.internal_principals
+
+    def allows_all(self, principal: str) -> bool:
+        """True when no ACL is consulted for ``principal`` (authorizer off, super user, a server)."""
+        return not self.enabled or principal in self.super_users or principal in self.internal_principals
+
+    def visible(self, principal: str, resource: Resource) -> bool:
+        """May ``principal`` DESCRIBE ``resource``? (filtering answers: no audit line, no count)"""
+        return self.allows_all(principal) or decide(self._acls(), principal, Operation.DESCRIBE, resource)
+
+    def allowed(self, principal: str, operation: Operation, resource: Resource) -> bool:
+        if self.allows_all(principal):
+            return True
+        if decide(self._acls(), principal, operation, resource):
+            return True
+        self.denied(principal, operation.value, resource)
+        return False
+
+    def denied(self, principal: str, operation: str, resource: Resource | str) -> None:
+        """Count a denial and write its audit line unless one for the same principal + resource was
+        written in the last minute."""
+        kind = resource.type.value if isinstance(resource, Resource) else "internal"
+        self.denials.labels(operation, kind).inc()
+        key = (principal, str(resource))
+        now = self._clock()
+        if now - self._last_audit.get(key, -AUDIT_INTERVAL_S) < AUDIT_INTERVAL_S:
+            return
+        if len(self._last_audit) > 10_000:
+            self._last_audit = {k: t for k, t in self._last_audit.items() if now - t < AUDIT_INTERVAL_S}
+        self._last_audit[key] = now
+        audit.warning("DENIED principal=%s operation=%s resource=%s", principal, operation, resource)

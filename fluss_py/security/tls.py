@@ -1,0 +1,182 @@
+"""TLS material from PEM files: gRPC server and channel credentials, and ``ssl`` contexts for HTTP.
+
+``TlsFiles`` names the three PEM files of one process (``security.tls.ca-file``, ``cert-file``,
+``key-file``). A server's certificate can be replaced on disk while it runs:
+
+    ServerTls.grpc_credentials()   grpc dynamic server credentials; gRPC asks ``_fetch`` before every new
+                                   handshake, which re-reads the files when their mtimes changed (or after
+                                   ``request_reload()``, wired to SIGHUP) and otherwise answers "no change"
+    ServerTls.http_context()       an ``ssl.SSLContext`` whose SNI hook swaps in a fresh context, same rule
+
+Connections already open keep the certificate they were set up with and drain as they close; a replaced
+file that does not parse (or a key that does not match its certificate) is logged and the previous
+certificate stays in use. Outgoing channels (``channel_credentials``) read the files when a channel is made.
+
+Who may call: the server wiring at start; gRPC's threads call ``_fetch`` (guarded by a lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from fluss_py import config as cfg
+from fluss_py.errors import ConfigError
+
+log = logging.getLogger("fluss_py.security.tls")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """The PEM files of one process: trusted CA(s), its certificate chain and private key (may be empty)."""
+
+    ca_file: str
+    cert_file: str = ""
+    key_file: str = ""
+    server_name: str = ""  # the name checked in a server's certificate instead of the host dialled
+
+    @classmethod
+    def from_config(cls, config: cfg.Config) -> TlsFiles | None:
+        """None when ``security.tls.enabled`` is off; ConfigError naming the key when a file is missing."""
+        if not config[cfg.TLS_ENABLED]:
+            return None
+        files = cls(
+            config[cfg.TLS_CA_FILE], config[cfg.TLS_CERT_FILE], config[cfg.TLS_KEY_FILE], config[cfg.TLS_SERVER_NAME]
+        )
+        if not files.ca_file:
+            raise ConfigError(cfg.TLS_CA_FILE.key, "required when security.tls.enabled is true")
+        if bool(files.cert_file) != bool(files.key_file):
+            raise ConfigError(cfg.TLS_KEY_FILE.key, "security.tls.cert-file and key-file go together")
+        for key, path in ((cfg.TLS_CA_FILE, files.ca_file), (cfg.TLS_CERT_FILE, files.cert_file)):
+            if path and not Path(path).is_file():
+                raise ConfigError(key.key, f"no such file: {path}")
+        return files
+
+    def read(self) -> tuple[bytes, bytes | None, bytes | None]:
+        """(ca, cert chain, key) bytes; OSError when a file cannot be read."""
+        ca = Path(self.ca_file).read_bytes()
+        if not self.cert_file:
+            return ca, None, None
+        return ca, Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes()
+
+    def mtimes(self) -> tuple[int, ...]:
+        out = []
+        for path in (self.ca_file, self.cert_file, self.key_file):
+            try:
+                out.append(os.stat(path).st_mtime_ns if path else 0)
+            except OSError:
+                out.append(-1)
+        return tuple(out)
+
+
+def channel_credentials(files: TlsFiles) -> grpc.ChannelCredentials:
+    """Credentials for a new outgoing channel: trust ``ca_file``, present the certificate if there is one."""
+    ca, cert, key = files.read()
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def client_ssl_context(files: TlsFiles) -> ssl.SSLContext:
+    """An ``ssl`` context for HTTP clients (the CLI's rebalance calls, the test harness's /health)."""
+    context = ssl.create_default_context(cafile=files.ca_file)
+    if files.cert_file:
+        context.load_cert_chain(files.cert_file, files.key_file)
+    if files.server_name:
+        context.check_hostname = False  # the name is checked by the harness through the CA instead
+    return context
+
+
+class ServerTls:
+    """Owns the current certificate of one server's gRPC and HTTP ports and reloads it when it changes."""
+
+    def __init__(self, files: TlsFiles, *, require_client_cert: bool) -> None:
+        if not files.cert_file:
+            raise ConfigError(cfg.TLS_CERT_FILE.key, "a server needs a certificate and key when TLS is on")
+        self.files = files
+        self.require_client_cert = require_client_cert
+        self._lock = threading.Lock()
+        self._mtimes = files.mtimes()
+        self._forced = False
+        self.reloads = 0
+        self._grpc_generation = 0
+        self._check_loadable()  # fail at start, naming the file, rather than at the first handshake
+
+    def request_reload(self) -> None:
+        """Re-read the files before the next handshake even if their mtimes did not change (SIGHUP)."""
+        with self._lock:
+            self._forced = True
+        log.info("TLS certificate reload requested")
+
+    def generation(self) -> int:
+        """The number of the certificate now in force: re-reads the files first when their mtimes changed
+        or a reload was requested and they still load (otherwise the old one stays). Thread-safe."""
+        with self._lock:
+            mtimes = self.files.mtimes()
+            if mtimes == self._mtimes and not self._forced:
+                return self.reloads
+            self._forced = False
+            self._mtimes = mtimes  # a bad file is not retried on every handshake; the next change or SIGHUP is
+            try:
+                self._check_loadable()
+            except (OSError, ssl.SSLError, ConfigError) as e:
+                log.error("new TLS files not loaded, the previous certificate stays in use: %s", e)
+                return self.reloads
+            self.reloads += 1
+        log.info("TLS certificate reloaded from %s (reload %d)", self.files.cert_file, self.reloads)
+        return self.reloads
+
+    def _check_loadable(self) -> None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.files.cert_file, self.files.key_file)
+        context.load_verify_locations(self.files.ca_file)
+
+    def _grpc_config(self) -> grpc.ServerCertificateConfiguration:
+        ca, cert, key = self.files.read()
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:  # gRPC thread, before each handshake
+        generation = self.generation()
+        if generation == self._grpc_generation:
+            return None
+        try:
+            config = self._grpc_config()
+            self._grpc_generation = generation
+            return config
+        except OSError as e:
+            log.error("TLS files unreadable, the previous certificate stays in use: %s", e)
+            return None
+
+    def grpc_credentials(self) -> grpc.ServerCredentials:
+        return grpc.dynamic_ssl_server_credentials(
+            self._grpc_config(), self._fetch, require_client_authentication=self.require_client_cert
+        )
+
+    def _new_http_context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.files.cert_file, self.files.key_file)
+        context.load_verify_locations(self.files.ca_file)
+        # a client certificate is asked for (it names the principal) but the HTTP port's probes need none
+        context.verify_mode = ssl.CERT_OPTIONAL
+        return context
+
+    def http_context(self) -> ssl.SSLContext:
+        """A context for ``asyncio.start_server``; each handshake picks up a replaced certificate."""
+        outer = self._new_http_context()
+        current: dict[str, object] = {"generation": self.reloads, "context": outer}
+
+        def on_hello(sock: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+            generation = self.generation()
+            if generation != current["generation"]:
+                fresh = self._new_http_context()
+                fresh.sni_callback = on_hello
+                current.update(generation=generation, context=fresh)
+            if sock.context is not current["context"]:
+                sock.context = current["context"]  # type: ignore[assignment]
+
+        outer.sni_callback = on_hello
+        return outer

@@ -1,0 +1,328 @@
+"""A secure cluster (TLS with client certificates, passwords, ACLs, ZooKeeper ACLs) against bad input.
+
+One secure cluster (1 coordinator, 2 tablet servers, replication factor 2) for the module; every test
+feeds it one kind of bad input and checks the refusal's error code *and* that nothing was written: the log
+end offsets of the table, the znodes, and the servers' logs (audit lines, handshake failures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from fluss_py.client import Admin, ProducerOptions, SyncAdmin, SyncProducer
+from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
+from fluss_py.security.certs import CertificateAuthority
+from fluss_py.security.identity import PeerIdentity
+from fluss_py.security.scram import make_credential
+from fluss_py.security.store import add_acls, put_user
+from fluss_py.security.tls import TlsFiles
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
+from fluss_py.testing.fixtures import TEST_OVERRIDES
+from fluss_py.testing.procs import wait_until
+from fluss_py.testing.secure import with_zookeeper
+from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZNode, RebalanceZNode, TabletServerZNode
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+
+TABLE = "sec.events"
+READER, READER_PASSWORD = "reader", "reader-secret-1"
+NOBODY, NOBODY_PASSWORD = "nobody", "nobody-secret-1"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("secure"),
+        1,
+        2,
+        zookeeper=zookeeper.address,
+        zk_root="/fluss-security",
+        overrides=TEST_OVERRIDES,
+        coordinator_overrides={"default.replication.factor": "2"},
+        tablet_overrides={"tablet-server.min.insync.replicas": "1"},
+        die_with_parent=True,
+        secure=True,
+    )
+    try:
+        cluster.start(timeout=90)
+        assert cluster.security is not None
+        reader_acls = [
+            Acl(READER, ResourceType.TABLE, PatternType.LITERAL, TABLE, op, Permission.ALLOW)
+            for op in (Operation.READ, Operation.DESCRIBE)
+        ]
+
+        async def users(zk, root) -> None:
+            await put_user(zk, root, READER, make_credential(READER_PASSWORD))
+            await put_user(zk, root, NOBODY, make_credential(NOBODY_PASSWORD))
+            await add_acls(zk, root, reader_acls)
+
+        with_zookeeper(cluster.security, cluster.zookeeper_address, cluster.zk_root, users)
+        with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+            admin.create_database("sec")
+            admin.create_table(TABLE, num_buckets=2, replication_factor=2)
+        yield cluster
+    finally:
+        cluster.close(grace=3.0)
+
+
+def bootstrap(cluster: LocalCluster) -> str:
+    return ",".join(cluster.get(n).rpc_address for n in cluster.names())
+
+
+def admin_identity(cluster: LocalCluster) -> PeerIdentity:
+    return PeerIdentity.from_settings(cluster.client_config())
+
+
+def identity_as(cluster: LocalCluster, user: str, password: str) -> PeerIdentity:
+    return PeerIdentity(admin_identity(cluster).tls, user, password)
+
+
+def end_offsets(cluster: LocalCluster) -> dict[int, int]:
+    with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+        return {b: o.log_end_offset for b, o in admin.list_offsets(TABLE).items()}
+
+
+def server_logs(cluster: LocalCluster) -> str:
+    return "".join(cluster.log_text(n) for n in cluster.names(COORDINATOR) + cluster.names(TABLET_SERVER))
+
+
+def stdout_logs(cluster: LocalCluster) -> str:
+    return "".join(Path(cluster.get(n).stdout_file).read_text() for n in cluster.names(TABLET_SERVER))
+
+
+def zk_exists(cluster: LocalCluster, path: str) -> bool:
+    zk = KazooClient(hosts=cluster.zookeeper_address)
+    zk.start(timeout=10)
+    try:
+        return zk.exists(path) is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def fails_with(identity: PeerIdentity, cluster: LocalCluster, coro_factory, timeout: float = 5.0) -> FlussError:
+    async def run() -> FlussError:
+        async with Admin(bootstrap(cluster), security=identity, request_timeout=timeout) as admin:
+            try:
+                await coro_factory(admin)
+            except FlussError as e:
+                return e
+        raise AssertionError("the call succeeded")
+
+    return asyncio.run(run())
+
+
+# ---------------------------------------------------------------- the happy path
+def test_admin_round_trip_over_tls_with_replication(cluster: LocalCluster) -> None:
+    before = end_offsets(cluster)
+    options = ProducerOptions(acks="all", idempotence=True, request_timeout=10)
+    with SyncProducer(bootstrap(cluster), options, security=admin_identity(cluster)) as producer:
+        futures = [producer.send(TABLE, f"v{i}".encode(), key=f"k{i}".encode()) for i in range(100)]
+        for f in futures:
+            f.result(timeout=30)
+    after = end_offsets(cluster)
+    assert sum(after.values()) - sum(before.values()) == 100
+    with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+        _, buckets = admin.get_table_placement(TABLE)
+    assert all(len(b.isr) == 2 for b in buckets)  # followers fetch over mutual TLS as fluss-server
+
+
+# ---------------------------------------------------------------- TLS
+def test_plaintext_client_to_tls_port_is_refused(cluster: LocalCluster) -> None:
+    error = fails_with(PeerIdentity(), cluster, lambda a: a.create_database("plain_db"), timeout=2.0)
+    assert error.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert not zk_exists(cluster, DatabaseZNode.path(cluster.zk_root, "plain_db"))
+    coordinator = cluster.get(cluster.names(COORDINATOR)[0])
+    assert "WRONG_VERSION_NUMBER" in Path(coordinator.stdout_file).read_text()  # the server saw plaintext
+
+
+def test_wrong_ca_is_a_handshake_failure(cluster: LocalCluster, tmp_path: Path) -> None:
+    rogue = CertificateAuthority.create(tmp_path / "rogue-ca")
+    cert = rogue.issue(tmp_path / "rogue", "fluss-client")
+    identity = PeerIdentity(TlsFiles(str(rogue.cert_file), str(cert.cert_file), str(cert.key_file)))
+    error = fails_with(identity, cluster, lambda a: a.create_database("rogue_db"), timeout=2.0)
+    assert error.code is ErrorCode.AUTHENTICATION_FAILED
+    assert "TLS handshake" in error.message
+    assert not zk_exists(cluster, DatabaseZNode.path(cluster.zk_root, "rogue_db"))
+
+
+@pytest.mark.parametrize("when", ["expired", "not-yet-valid"])
+def test_client_certificate_outside_its_validity_is_refused(cluster: LocalCluster, tmp_path: Path, when: str) -> None:
+    assert cluster.security is not None
+    now = dt.datetime.now(dt.UTC)
+    window = (
+        (now - dt.timedelta(days=10), now - dt.timedelta(days=1))
+        if when == "expired"
+        else (now + dt.timedelta(days=1), now + dt.timedelta(days=10))
+    )
+    cert = cluster.security.ca.issue(tmp_path / when, "fluss-client", not_before=window[0], not_after=window[1])
+    tls = TlsFiles(str(cluster.security.ca.cert_file), str(cert.cert_file), str(cert.key_file))
+    identity = PeerIdentity(tls, "admin", cluster.client_config()["security.password"])
+    error = fails_with(identity, cluster, lambda a: a.create_database(f"db_{when.replace('-', '_')}"), timeout=2.0)
+    assert error.code in (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    assert not zk_exists(cluster, DatabaseZNode.path(cluster.zk_root, f"db_{when.replace('-', '_')}"))
+    logs = "".join(Path(cluster.get(n).stdout_file).read_text() for n in cluster.names(COORDINATOR))
+    reason = "CERTIFICATE_HAS_EXPIRED" if when == "expired" else "CERTIFICATE_IS_NOT_YET_VALID"
+    assert reason in logs.upper().replace(" ", "_")
+
+
+# ---------------------------------------------------------------- authentication
+@pytest.mark.parametrize("user", ["admin", "ghost"])
+def test_wrong_password_or_unknown_user_is_authentication_failed(cluster: LocalCluster, user: str) -> None:
+    identity = identity_as(cluster, user, "not-the-password")
+    error = fails_with(identity, cluster, lambda a: a.create_database(f"db_{user}"))
+    assert error.code is ErrorCode.AUTHENTICATION_FAILED
+    assert "not-the-password" not in error.message
+    assert not zk_exists(cluster, DatabaseZNode.path(cluster.zk_root, f"db_{user}"))
+    assert "not-the-password" not in server_logs(cluster)
+
+
+def test_a_client_claiming_the_server_identity_is_refused(cluster: LocalCluster) -> None:
+    error = fails_with(identity_as(cluster, "fluss-server", "guess"), cluster, lambda a: a.list_databases())
+    assert error.code is ErrorCode.AUTHENTICATION_FAILED
+    # with a valid client certificate, the internal RPCs stay closed: NotifyLeaderAndIsr / follower fetch
+    tls = admin_identity(cluster).tls
+    assert tls is not None
+    ca, cert, key = tls.read()
+    creds = grpc.ssl_channel_credentials(ca, key, cert)
+    leader = cluster.get(cluster.names(TABLET_SERVER)[0])
+    with grpc.secure_channel(leader.rpc_address, creds) as channel:
+        stub = tablet_pb2_grpc.TabletServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.StopReplica(tablet_pb2.StopReplicaRequest(coordinator_epoch=1_000_000), timeout=5)
+        assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "only this cluster's servers" in info.value.details()
+
+
+def test_rogue_follower_fetch_is_refused(cluster: LocalCluster) -> None:
+    """A process with a client certificate (not a server's) asking for a follower's fetch."""
+    tls = admin_identity(cluster).tls
+    assert tls is not None
+    ca, cert, key = tls.read()
+    leader = cluster.get(cluster.names(TABLET_SERVER)[0])
+    with grpc.secure_channel(leader.rpc_address, grpc.ssl_channel_credentials(ca, key, cert)) as channel:
+        stub = tablet_pb2_grpc.TabletServiceStub(channel)
+        bucket = tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=1, bucket=0), max_bytes=1 << 20)
+        request = tablet_pb2.FetchLogRequest(replica_id=2, max_wait_ms=0, max_bytes=1 << 20, buckets=[bucket])
+        with pytest.raises(grpc.RpcError) as info:
+            stub.FetchLog(request, timeout=5)
+    assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert "DENIED principal=fluss-client operation=INTERNAL" in cluster.log_text(leader.name)
+
+
+# ---------------------------------------------------------------- authorization
+def test_principal_without_write_cannot_produce(cluster: LocalCluster) -> None:
+    before = end_offsets(cluster)
+    options = ProducerOptions(acks="all", idempotence=True, request_timeout=5, delivery_timeout=10)
+    with SyncProducer(bootstrap(cluster), options, security=identity_as(cluster, READER, READER_PASSWORD)) as p:
+        future = p.send(TABLE, b"forbidden", key=b"k")
+        with pytest.raises(FlussError) as info:
+            future.result(timeout=30)
+    assert info.value.code is ErrorCode.AUTHORIZATION_FAILED
+    assert f"{READER} may not WRITE table {TABLE}" in info.value.message
+    assert end_offsets(cluster) == before  # nothing appended on any leader (followers copy only those)
+    assert f"DENIED principal={READER} operation=WRITE resource=table {TABLE}" in server_logs(cluster)
+
+
+def test_principal_without_describe_cannot_list(cluster: LocalCluster) -> None:
+    identity = identity_as(cluster, NOBODY, NOBODY_PASSWORD)
+    error = fails_with(identity, cluster, lambda a: a.list_tables("sec"))
+    assert error.code is ErrorCode.AUTHORIZATION_FAILED
+    assert "may not DESCRIBE database sec" in error.message
+    error = fails_with(identity, cluster, lambda a: a.create_database("nobody_db"))
+    assert error.code is ErrorCode.AUTHORIZATION_FAILED
+    assert not zk_exists(cluster, DatabaseZNode.path(cluster.zk_root, "nobody_db"))
+    # the reader may describe its table, but not the rest of the cluster
+    reader = identity_as(cluster, READER, READER_PASSWORD)
+    assert fails_with(reader, cluster, lambda a: a.list_databases()).code is ErrorCode.AUTHORIZATION_FAILED
+
+
+def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None:
+    coordinator = cluster.get(cluster.coordinator_leader() or cluster.names(COORDINATOR)[0])
+    token = base64.b64encode(f"{READER}:{READER_PASSWORD}".encode()).decode()
+    request = urllib.request.Request(
+        f"{coordinator.http_url}/rebalance?dry_run=false", method="POST", headers={"Authorization": f"Basic {token}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5, context=cluster.http_context())
+    assert info.value.code == 403
+    assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
+    assert not zk_exists(cluster, RebalanceZNode.path(cluster.zk_root))
+    # no credentials at all: 401
+    anonymous = urllib.request.Request(f"{coordinator.http_url}/rebalance", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(anonymous, timeout=5, context=cluster.http_context())
+    assert info.value.code in (401, 403)  # the harness's client certificate names fluss-client, without ACLs
+    metrics = urllib.request.urlopen(f"{coordinator.http_url}/metrics", timeout=5, context=cluster.http_context())
+    assert b'fluss_authorization_denials_total{operation="ALTER",resource_type="cluster"}' in metrics.read()
+
+
+# ---------------------------------------------------------------- ZooKeeper
+def test_zookeeper_client_without_credentials_cannot_write(cluster: LocalCluster) -> None:
+    zk = KazooClient(hosts=cluster.zookeeper_address)
+    zk.start(timeout=10)
+    try:
+        with pytest.raises(NoAuthError):
+            zk.create(TabletServerZNode.path(cluster.zk_root, 99), b"{}", ephemeral=True)
+        with pytest.raises(NoAuthError):
+            zk.create(DatabaseZNode.path(cluster.zk_root, "zk_db"), b"{}")
+        with pytest.raises(NoAuthError):
+            zk.get(f"{cluster.zk_root}/security/users/admin")  # salted keys are not even readable
+        with pytest.raises(NoAuthError):
+            zk.get(TabletServerZNode.path(cluster.zk_root, 1))  # nor a registration's replica token
+        with pytest.raises(NoAuthError):
+            zk.get(CoordinatorLeaderZNode.path(cluster.zk_root))  # nor the coordinator leader's token
+        zk.get(LeaderIsrZNode.path(cluster.zk_root, 1, 0))  # the rest of the cluster's state stays readable
+        assert zk.exists(TabletServerZNode.path(cluster.zk_root, 99)) is None
+        assert zk.exists(DatabaseZNode.path(cluster.zk_root, "zk_db")) is None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_rogue_tablet_server_cannot_register(cluster: LocalCluster) -> None:
+    """A tablet server without the cluster's ZooKeeper credentials (nor its certificate) cannot join."""
+    name = cluster.add_tablet_server(9, start=False)
+    record = cluster.get(name)
+    secure = record.argv.index(str(cluster.security.server_config)) if cluster.security else -1
+    assert secure > 0
+    del record.argv[secure - 1 : secure + 1]  # no security settings at all: no certificate, no ZK credentials
+    cluster.start_process(name)
+    wait_until(lambda: not cluster.alive(name), 30, message="the rogue server should fail to start")
+    assert "not authorized" in cluster.log_text(name)
+    assert not zk_exists(cluster, TabletServerZNode.path(cluster.zk_root, 9))
+
+
+# ---------------------------------------------------------------- servers proving themselves by password
+def test_without_client_certificates_servers_authenticate_by_password(cluster_factory) -> None:
+    """TLS without mutual TLS: followers and the coordinator prove the internal principal with the internal
+    user's password; a client with only the CA is anonymous and refused; one claiming the internal user
+    with a guessed password too."""
+    overrides = {"tablet-server.min.insync.replicas": "2"}
+    cluster = cluster_factory(1, 2, secure=True, client_certificates=False, tablet_overrides=overrides)
+    identity = cluster.client_identity()
+    assert identity.tls is not None and not identity.tls.cert_file
+    with SyncAdmin(bootstrap(cluster), security=identity) as admin:
+        admin.create_table("fluss.by_password", num_buckets=1, replication_factor=2)
+        with SyncProducer(bootstrap(cluster), ProducerOptions(acks="all", request_timeout=10), security=identity) as p:
+            p.send("fluss.by_password", b"v", key=b"k").result(timeout=30)  # needs the follower in the ISR
+        _, buckets = admin.get_table_placement("fluss.by_password")
+    assert len(buckets[0].isr) == 2
+    anonymous = PeerIdentity(identity.tls)
+    assert fails_with(anonymous, cluster, lambda a: a.list_databases()).code is ErrorCode.AUTHENTICATION_FAILED
+    spoof = PeerIdentity(identity.tls, "fluss-server", "guess")
+    assert fails_with(spoof, cluster, lambda a: a.list_databases()).code is ErrorCode.AUTHENTICATION_FAILED

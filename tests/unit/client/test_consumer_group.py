@@ -1,0 +1,122 @@
+"""Consumer(subscribe=...) against the fake cluster with the coordinator's real group rules: members split
+the buckets, a revoked bucket is committed before it moves (the new owner starts exactly there), callbacks
+see the changes, and a fenced member's commit is refused, it drops everything and joins again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fluss_py.client.consumer import Consumer
+from fluss_py.client.options import ConsumerOptions
+from fluss_py.errors import InvalidRequestError, UnknownMemberIdError
+from fluss_py.types import TableBucket
+from tests.unit.client.fake_cluster import FakeCluster
+from tests.unit.client.fake_groups import FakeGroups
+from tests.unit.client.test_consumer import FAST, fill
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def member(cluster, events: list, name: str) -> Consumer:
+    return Consumer(
+        cluster.servers[0], ConsumerOptions(retry=FAST, fetch_max_wait=0.01), transport=cluster, group="g",
+        subscribe=["t"], on_assigned=lambda b: events.append((name, "assigned", b)),
+        on_revoked=lambda b: events.append((name, "revoked", b)),
+    )  # fmt: skip
+
+
+async def poll_until(consumers: list[Consumer], cond, out: dict, timeout: float = 10.0, commit: bool = True) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "condition not reached"
+        for c in consumers:
+            records = await c.poll(timeout=0.02)
+            out.setdefault(id(c), []).extend(records)
+            if records and commit:
+                await c.commit()
+
+
+async def test_two_members_split_and_a_moved_bucket_resumes_at_the_commit() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=4)
+    for b in range(4):
+        await fill(cluster, 10, bucket=b, prefix=f"b{b}-")
+    events: list = []
+    read: dict = {}
+    a = member(cluster, events, "a")
+    try:
+        await poll_until([a], lambda: len(read.get(id(a), [])) == 40, read, commit=False)  # poll's own commits only
+        assert a.assignment() == {TableBucket(1, b) for b in range(4)}
+        b = member(cluster, events, "b")
+        try:
+            both = lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2  # noqa: E731
+            await poll_until([a, b], both, read, commit=False)
+            assert not (a.assignment() & b.assignment())
+            moved = b.assignment()
+            assert ("a", "revoked", moved) in events and ("b", "assigned", moved) in events
+            for tb in moved:  # poll committed them before they moved; b starts there, nothing read twice
+                assert groups.offsets[("g", tb)] == 10
+                assert await b.position(tb) == 10
+            assert not read.get(id(b))
+        finally:
+            await b.close()
+        await poll_until([a], lambda: len(a.assignment()) == 4, read)  # b left: its buckets come back at once
+    finally:
+        await a.close()
+
+
+async def test_a_fenced_member_commit_is_refused_and_it_rejoins() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=2)
+    await fill(cluster, 5, bucket=0)
+    events: list = []
+    a = member(cluster, events, "a")
+    try:
+        await poll_until([a], lambda: len(a.assignment()) == 2, {})
+        old_id, old_epoch = a.membership.member_id, a.membership.member_epoch
+        groups.expire("g", old_id)
+        committed = dict(groups.offsets)
+        with pytest.raises(UnknownMemberIdError):
+            await a.commit({TableBucket(1, 0): 1})
+        assert groups.offsets == committed  # the zombie's commit changed nothing
+        await poll_until([a], lambda: a.membership.member_id not in ("", old_id) and len(a.assignment()) == 2, {})
+        assert ("a", "revoked", {TableBucket(1, 0), TableBucket(1, 1)}) in events  # everything dropped first
+        assert a.membership.member_epoch > old_epoch
+    finally:
+        await a.close()
+
+
+async def test_subscribe_needs_a_group_and_excludes_assign() -> None:
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t", num_buckets=1)
+    with pytest.raises(InvalidRequestError):
+        Consumer(cluster.servers[0], transport=cluster, subscribe=["t"])
+    FakeGroups(cluster)
+    c = Consumer(cluster.servers[0], transport=cluster, group="g", subscribe=["t"])
+    try:
+        with pytest.raises(InvalidRequestError):
+            await c.assign("t")
+    finally:
+        await c.close()
+
+
+async def test_a_member_that_is_not_joined_never_commits_without_its_member_id() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=1)
+    a = member(cluster, [], "a")
+    try:
+        await poll_until([a], lambda: len(a.assignment()) == 1, {})
+        a.membership.lost = True  # as after a refused heartbeat, before poll dropped the buckets
+        with pytest.raises(UnknownMemberIdError):
+            await a.commit({TableBucket(1, 0): 1})
+        assert groups.offsets == {} and not any(
+            rpc == "CommitOffsets" and not req.member_id for _, rpc, req in cluster.calls
+        )  # nothing sent as an offset-only commit
+    finally:
+        await a.close()

@@ -1,0 +1,166 @@
+"""Group membership on the coordinator (coordinator/group_coordinator.py + groups.py) against the in-memory
+store: each kind of bad input has its error code and changes nothing in ZooKeeper; fenced commits; the
+state survives a new leader (a new GroupOffsets on the same store); delete refuses live members."""
+
+from __future__ import annotations
+
+import pytest
+
+from fluss_py.coordinator.group_coordinator import ConsumerHeartbeat, DeleteGroup, DescribeGroup, GroupLimits
+from fluss_py.coordinator.groups import CommitOffsets, GroupOffsets, ListGroups
+from fluss_py.errors import (
+    BucketNotOwnedError,
+    FencedMemberEpochError,
+    GroupNotEmptyError,
+    GroupNotExistError,
+    InvalidRequestError,
+    InvalidSessionTimeoutError,
+    TableNotExistError,
+    UnknownMemberIdError,
+)
+from fluss_py.zk.client import EpochFencedError
+from fluss_py.zk.paths import GroupMembersZNode
+from tests.unit.coordinator.fake_zk import FakeStore
+
+TABLES = {1: 12}
+LIMITS = GroupLimits(min_session_timeout_ms=1000, max_session_timeout_ms=30_000, heartbeat_interval_ms=500)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make(store: FakeStore, fence_box: list, clock: Clock) -> GroupOffsets:
+    async def num_buckets(table_id: int) -> int | None:
+        return TABLES.get(table_id)
+
+    groups = GroupOffsets(store, lambda: fence_box[0], num_buckets, LIMITS)
+    groups.members._clock = clock
+    return groups
+
+
+@pytest.fixture
+def store() -> FakeStore:
+    store = FakeStore()
+    store.ensure("/fluss/coordinator")
+    return store
+
+
+def _hb(member_id: str = "", epoch: int = 0, owned: frozenset = frozenset(), **kw) -> ConsumerHeartbeat:
+    kw.setdefault("session_timeout_ms", 10_000)
+    kw.setdefault("subscribed", frozenset({1}))
+    return ConsumerHeartbeat("g", member_id, epoch, owned=owned, client_host="ipv4:127.0.0.1:1", **kw)
+
+
+async def _settle(groups: GroupOffsets, members: dict[str, tuple[int, frozenset]]) -> None:
+    for _ in range(4):
+        for mid in list(members):
+            _, owned = members[mid]
+            answer = await groups.members.heartbeat(_hb(mid, members[mid][0], owned))
+            members[mid] = (answer.member_epoch, answer.assignment)
+
+
+async def _join(groups: GroupOffsets, members: dict, **kw) -> str:
+    answer = await groups.members.heartbeat(_hb(**kw))
+    members[answer.member_id] = (answer.member_epoch, answer.assignment)
+    return answer.member_id
+
+
+async def test_join_split_commit_and_reload_on_a_new_leader(store: FakeStore) -> None:
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    members: dict[str, tuple[int, frozenset]] = {}
+    for _ in range(3):
+        await _join(groups, members)
+    await _settle(groups, members)
+    assert sorted(len(owned) for _, owned in members.values()) == [4, 4, 4]
+    a = sorted(members)[0]
+    epoch, owned = members[a]
+    tb = sorted(owned, key=lambda tb: tb.bucket)[0]
+    await groups.commit(CommitOffsets("g", {tb: 3}, a, epoch))
+    assert await groups.list_groups(ListGroups()) == [("g", "STABLE", 3)]
+
+    # a new leader: loads the same group from ZooKeeper, the same members own the same buckets
+    successor = make(store, [store.bump_epoch()], clock)
+    view = await successor.members.describe(DescribeGroup("g"))
+    assert {m.member_id: m.assigned for m in view.members} == {mid: owned for mid, (_, owned) in members.items()}
+    await successor.commit(CommitOffsets("g", {tb: 4}, a, epoch))
+    with pytest.raises(EpochFencedError):  # the deposed leader can change nothing
+        await groups.members.heartbeat(_hb())
+
+
+async def test_bad_input_has_its_code_and_changes_nothing(store: FakeStore) -> None:
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    members: dict[str, tuple[int, frozenset]] = {}
+    a, b = await _join(groups, members), await _join(groups, members)
+    await _settle(groups, members)
+    path = GroupMembersZNode.path("/fluss", "g")
+    before = store.nodes[path]
+    epoch_a, owned_a = members[a]
+    theirs = next(iter(members[b][1]))
+    cases = [
+        (_hb("nobody", 5), UnknownMemberIdError),
+        (_hb(a, epoch_a + 7, owned_a), FencedMemberEpochError),
+        (_hb(session_timeout_ms=10), InvalidSessionTimeoutError),
+        (_hb(session_timeout_ms=999_999), InvalidSessionTimeoutError),
+        (_hb(subscribed=frozenset({99})), TableNotExistError),
+        (_hb(subscribed=frozenset()), InvalidRequestError),
+        (_hb(a, -3), InvalidRequestError),
+    ]
+    for event, error in cases:
+        with pytest.raises(error):
+            await groups.members.heartbeat(event)
+    for commit, error in [
+        (CommitOffsets("g", {theirs: 1}, a, epoch_a), BucketNotOwnedError),
+        (CommitOffsets("g", {next(iter(owned_a)): 1}, a, epoch_a + 7), FencedMemberEpochError),
+        (CommitOffsets("g", {next(iter(owned_a)): 1}, "nobody", 1), UnknownMemberIdError),
+        (CommitOffsets("g", {next(iter(owned_a)): 1}), GroupNotEmptyError),  # offset-only commit, live members
+    ]:
+        with pytest.raises(error):
+            await groups.commit(commit)
+    with pytest.raises(GroupNotExistError):
+        await groups.members.describe(DescribeGroup("unknown"))
+    with pytest.raises(GroupNotExistError):
+        await groups.members.delete(DeleteGroup("unknown"))
+    with pytest.raises(GroupNotEmptyError):
+        await groups.members.delete(DeleteGroup("g"))
+    assert store.nodes[path] == before
+    assert not any("/offsets/" in p for p in store.nodes)
+
+
+async def test_expired_member_commit_refused_then_group_deletable(store: FakeStore) -> None:
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    members: dict[str, tuple[int, frozenset]] = {}
+    a = await _join(groups, members)
+    await _settle(groups, members)
+    epoch, owned = members[a]
+    clock.now += 10_001
+    with pytest.raises(UnknownMemberIdError):
+        await groups.commit(CommitOffsets("g", {next(iter(owned)): 1}, a, epoch))
+    view = await groups.members.describe(DescribeGroup("g"))
+    assert view.state == "EMPTY" and view.members == []
+    await groups.commit(CommitOffsets("g", {next(iter(owned)): 1}))  # offset-only use works again
+    await groups.members.delete(DeleteGroup("g"))
+    assert not any(p.startswith("/fluss/consumers/g") for p in store.nodes)
+
+
+async def test_a_dropped_subscribed_table_only_loses_its_buckets(store: FakeStore) -> None:
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    members: dict[str, tuple[int, frozenset]] = {}
+    for _ in range(2):
+        await _join(groups, members)
+    await _settle(groups, members)
+    TABLES.pop(1)
+    try:
+        await _settle(groups, members)  # no TABLE_NOT_EXIST: the heartbeats go on, the buckets are revoked
+    finally:
+        TABLES[1] = 12
+    assert all(owned == frozenset() for _, owned in members.values())
+    assert all(not m.assigned for m in groups.members._groups["g"].members.values())

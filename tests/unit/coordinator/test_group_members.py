@@ -1,0 +1,256 @@
+"""Group membership and reconciliation (coordinator/group_members.py): protocol steps, bad input, and the
+one-owner invariant under random schedules of heartbeats, joins, leaves, expiries and added buckets."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from fluss_py.coordinator.group_members import GroupMembers, Heartbeat, HeartbeatAnswer
+from fluss_py.errors import (
+    BucketNotOwnedError,
+    FencedMemberEpochError,
+    InvalidRequestError,
+    UnknownMemberIdError,
+)
+from fluss_py.types import TableBucket
+
+SESSION = 10_000
+T = 7
+
+
+def _ids() -> itertools.count:
+    return itertools.count(1)
+
+
+class Sim:
+    """Members that behave: report what they own, drop revoked buckets before acknowledging."""
+
+    def __init__(self, buckets: int = 12) -> None:
+        self.group = GroupMembers()
+        self.counts = {T: buckets}
+        self.now = 0
+        self.local: dict[str, set[TableBucket]] = {}
+        self.epochs: dict[str, int] = {}
+        self._next = itertools.count(1)
+
+    def _new_id(self) -> str:
+        return f"m{next(self._next)}"
+
+    def hb(self, member_id: str = "", epoch: int | None = None, instance: str = "", owned: set | None = None,
+           session: int = SESSION) -> HeartbeatAnswer:  # fmt: skip
+        epoch = self.epochs.get(member_id, 0) if epoch is None else epoch
+        owned = self.local.get(member_id, set()) if owned is None else owned
+        hb = Heartbeat(member_id, epoch, instance, "host", session, frozenset({T}), frozenset(owned))
+        answer = self.group.heartbeat(hb, self.now, self.counts, self._new_id)
+        if answer.member_epoch >= 0:
+            self.local[answer.member_id] = set(answer.assignment)
+            self.epochs[answer.member_id] = answer.member_epoch
+        return answer
+
+    def join(self, instance: str = "") -> str:
+        return self.hb("", 0, instance, set()).member_id
+
+    def settle(self, rounds: int = 6, only: list[str] | None = None) -> None:
+        for _ in range(rounds):
+            for mid in list(self.group.members) if only is None else only:
+                if mid in self.group.members:
+                    try:
+                        self.hb(mid)
+                    except UnknownMemberIdError:  # its own heartbeat came after its session ended
+                        assert mid not in self.group.members
+
+    def advance(self, ms: int, heartbeating: list[str]) -> None:
+        """Let ``ms`` pass while only ``heartbeating`` send heartbeats (every second)."""
+        for _ in range(ms // 1000):
+            self.now += 1000
+            self.settle(1, heartbeating)
+        self.now += ms % 1000
+
+    def check_one_owner(self) -> None:
+        seen: dict[TableBucket, str] = {}
+        for m in self.group.members.values():
+            for tb in m.assigned:
+                assert tb not in seen, f"{tb} owned by {seen[tb]} and {m.member_id}"
+                seen[tb] = m.member_id
+        for mid, local in self.local.items():
+            if mid in self.group.members:
+                assert local <= self.group.members[mid].assigned, f"{mid} reads buckets it does not own"
+
+
+def test_three_members_get_four_buckets_each() -> None:
+    sim = Sim(12)
+    members = [sim.join() for _ in range(3)]
+    sim.settle()
+    assert sorted(len(sim.local[m]) for m in members) == [4, 4, 4]
+    assert sim.group.state == "STABLE"
+    sim.check_one_owner()
+
+
+def test_a_bucket_moves_only_after_its_owner_acknowledged_the_revocation() -> None:
+    sim = Sim(4)
+    a = sim.join()
+    sim.settle()
+    assert len(sim.local[a]) == 4
+    b = sim.hb("", 0).member_id
+    assert sim.local[b] == set()  # every bucket is still a's
+    answer = sim.hb(a, owned=sim.local[a] | sim.group.members[a].assigned)  # a is told to give up 2
+    assert len(answer.assignment) == 2
+    still = set(sim.group.members[a].assigned)
+    assert len(still) == 4  # not acknowledged yet: a still owns all four on the server
+    assert sim.hb(b).assignment == frozenset()  # so b gets nothing yet
+    sim.hb(a)  # a reports it owns only 2 now: the acknowledgement
+    assert len(sim.group.members[a].assigned) == 2
+    assert len(sim.hb(b).assignment) == 2
+    sim.check_one_owner()
+
+
+def test_expired_member_buckets_go_to_the_others_and_its_commit_is_refused() -> None:
+    sim = Sim(12)
+    a, b, c = (sim.join() for _ in range(3))
+    sim.settle()
+    zombie_epoch, zombie_buckets = sim.epochs[c], set(sim.local[c])
+    sim.advance(SESSION + 1000, [a, b])  # c is silent: a heartbeat of a or b removes it
+    sim.settle()
+    assert c not in sim.group.members
+    assert sorted(len(sim.local[m]) for m in (a, b)) == [6, 6]
+    with pytest.raises(UnknownMemberIdError):
+        sim.group.check_commit(c, zombie_epoch, zombie_buckets, sim.now)
+    with pytest.raises(UnknownMemberIdError):
+        sim.hb(c)  # the zombie's heartbeat: it must rejoin
+    rejoined = sim.join()
+    assert rejoined != c and sim.epochs[rejoined] > zombie_epoch
+
+
+def test_commit_checks_epoch_and_ownership() -> None:
+    sim = Sim(4)
+    a, b = sim.join(), sim.join()
+    sim.settle()
+    mine, theirs = next(iter(sim.local[a])), next(iter(sim.local[b]))
+    sim.group.check_commit(a, sim.epochs[a], {mine}, sim.now)
+    with pytest.raises(FencedMemberEpochError):
+        sim.group.check_commit(a, sim.epochs[a] + 5, {mine}, sim.now)
+    with pytest.raises(BucketNotOwnedError):
+        sim.group.check_commit(a, sim.epochs[a], {mine, theirs}, sim.now)
+    with pytest.raises(UnknownMemberIdError):
+        sim.group.check_commit("nobody", 1, {mine}, sim.now)
+
+
+def test_bad_heartbeats_change_nothing() -> None:
+    sim = Sim(4)
+    a = sim.join()
+    sim.settle()
+    before = sim.group.encode()
+    with pytest.raises(UnknownMemberIdError):
+        sim.hb("nobody", 3)
+    with pytest.raises(FencedMemberEpochError):
+        sim.hb(a, sim.epochs[a] + 1)
+    with pytest.raises(UnknownMemberIdError):
+        sim.hb("nobody", -1)
+    with pytest.raises(InvalidRequestError):
+        sim.hb(a, -2)  # a static leave from a dynamic member
+    assert sim.group.encode() == before
+
+
+def test_dynamic_leave_frees_buckets_at_once() -> None:
+    sim = Sim(4)
+    a, b = sim.join(), sim.join()
+    sim.settle()
+    sim.hb(a, -1)
+    assert a not in sim.group.members
+    sim.settle()
+    assert len(sim.local[b]) == 4
+
+
+def test_static_member_restart_keeps_its_buckets_without_a_rebalance() -> None:
+    sim = Sim(12)
+    a = sim.join("inst-a")
+    others = [sim.join() for _ in range(2)]
+    sim.settle()
+    buckets, epoch = set(sim.local[a]), sim.group.epoch
+    sim.hb(a, -2)  # static leave: kept until its session expires
+    assert a in sim.group.members and sim.group.members[a].leaving
+    sim.advance(SESSION // 2, others)
+    a2 = sim.join("inst-a")
+    sim.settle()
+    assert a2 != a and sim.local[a2] == buckets and sim.group.epoch == epoch
+    with pytest.raises(UnknownMemberIdError):
+        sim.group.check_commit(a, sim.epochs[a], buckets, sim.now)  # the old incarnation is fenced
+    for m in others:
+        assert len(sim.local[m]) == 4
+
+
+def test_static_member_that_stays_away_is_expired() -> None:
+    sim = Sim(4)
+    a, b = sim.join("inst-a"), sim.join()
+    sim.settle()
+    sim.hb(a, -2)
+    sim.advance(SESSION + 1000, [b])
+    sim.settle()
+    assert a not in sim.group.members and len(sim.local[b]) == 4
+
+
+def test_buckets_added_bump_the_epoch_and_are_spread() -> None:
+    sim = Sim(6)
+    a, b = sim.join(), sim.join()
+    sim.settle()
+    before = {m: set(sim.local[m]) for m in (a, b)}
+    sim.counts[T] = 12
+    sim.settle()
+    assert all(before[m] <= sim.local[m] and len(sim.local[m]) == 6 for m in (a, b))
+
+
+def test_lost_answer_previous_epoch_is_accepted() -> None:
+    sim = Sim(12)
+    for _ in range(3):
+        sim.join()
+        sim.settle()
+    moved = [m for m in sim.group.members.values() if m.previous_epoch not in (-1, m.epoch)]
+    assert moved
+    for m in moved:
+        sim.hb(m.member_id, m.previous_epoch)  # as if the member never saw the answer that moved its epoch
+        with pytest.raises(FencedMemberEpochError):
+            sim.hb(m.member_id, m.epoch + 1)
+
+
+def test_encode_decode_round_trip_gives_fresh_sessions() -> None:
+    sim = Sim(12)
+    for _ in range(3):
+        sim.join()
+    sim.settle()
+    loaded = GroupMembers.decode(sim.group.encode(), now_ms=123)
+    assert loaded.encode() == sim.group.encode()
+    assert all(m.last_heartbeat_ms == 123 for m in loaded.members.values())
+
+
+def test_random_schedules_never_give_a_bucket_two_owners() -> None:
+    rng = random.Random(848)
+    for _ in range(150):
+        sim = Sim(rng.randrange(1, 16))
+        for _step in range(80):
+            roll = rng.random()
+            live = sorted(sim.group.members)
+            if roll < 0.15 or not live:
+                sim.join(rng.choice(["", "", "s1", "s2"]))
+            elif roll < 0.2:
+                sim.hb(rng.choice(live), -1)
+            elif roll < 0.25:
+                sim.now += rng.choice([1000, SESSION + 1])
+            elif roll < 0.28:
+                sim.counts[T] += 1
+            else:
+                mid = rng.choice(live)
+                try:
+                    sim.hb(mid)
+                except UnknownMemberIdError:  # expired by this very heartbeat's expiry pass
+                    assert mid not in sim.group.members
+            sim.check_one_owner()
+        sim.now += 1
+        for _ in range(3):  # quiet: heartbeats only, every bucket ends owned, the group stable
+            sim.settle()
+        if sim.group.members:
+            assert sim.group.state == "STABLE"
+            owned = {tb for m in sim.group.members.values() for tb in m.assigned}
+            assert owned == {TableBucket(T, b) for b in range(sim.counts[T])}

@@ -1,0 +1,62 @@
+"""Every RPC of both services is mapped; the mapping names the right operation and resource."""
+
+import pytest
+
+from fluss_py.errors import UnknownTableOrBucketError
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.security import operations
+from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType, table
+
+pytestmark = pytest.mark.unit
+
+
+def _methods(module, service: str) -> list[str]:
+    desc = module.DESCRIPTOR.services_by_name[service]
+    return [f"/fluss.v1.{service}/{m.name}" for m in desc.methods]
+
+
+def test_every_rpc_is_mapped_and_nothing_else() -> None:
+    methods = _methods(tablet_pb2, "TabletService") + _methods(coordinator_pb2, "CoordinatorService")
+    assert sorted(methods) == sorted(operations.RULES)
+
+
+def test_data_path_needs_table_operations() -> None:
+    names = {7: "db.t"}.get
+    produce = tablet_pb2.ProduceLogRequest(
+        buckets=[tablet_pb2.ProduceBucket(table_bucket=common_pb2.TableBucket(table_id=7, bucket=b)) for b in (0, 1)]
+    )
+    assert operations.required("/fluss.v1.TabletService/ProduceLog", produce, names) == [
+        (Operation.WRITE, table("db", "t"))
+    ]
+    fetch = tablet_pb2.FetchLogRequest(
+        replica_id=-1, buckets=[tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=7))]
+    )
+    assert operations.required("/fluss.v1.TabletService/FetchLog", fetch, names) == [(Operation.READ, table("db", "t"))]
+    fetch.replica_id = 3
+    assert operations.required("/fluss.v1.TabletService/FetchLog", fetch, names) == operations.INTERNAL
+    with pytest.raises(UnknownTableOrBucketError):
+        operations.required("/fluss.v1.TabletService/ProduceLog", produce, {}.get)
+
+
+def test_admin_operations() -> None:
+    none = {}.get
+    req = coordinator_pb2.ListTablesRequest(database="db")
+    need = operations.required("/fluss.v1.CoordinatorService/ListTables", req, none)
+    assert need == [(Operation.DESCRIBE, Resource(ResourceType.DATABASE, "db"))]
+    req = coordinator_pb2.CreateTableRequest(path=common_pb2.TablePath(database="db", table="t"))
+    need = operations.required("/fluss.v1.CoordinatorService/CreateTable", req, none)
+    assert need == [(Operation.CREATE, table("db", "t"))]
+    need = operations.required(
+        "/fluss.v1.CoordinatorService/ListDatabases", coordinator_pb2.ListDatabasesRequest(), none
+    )
+    assert need == [(Operation.DESCRIBE, CLUSTER)]
+    assert operations.required("/fluss.v1.CoordinatorService/AdjustIsr", None, none) == operations.INTERNAL
+    assert operations.required("/fluss.v1.Nope/Method", None, none) is None
+
+
+def test_metadata_for_all_tables_is_filtered_to_what_may_be_described() -> None:
+    response = common_pb2.MetadataResponse()
+    for name in ("a", "b"):
+        response.metadata.tables.add().info.path.CopyFrom(common_pb2.TablePath(database="db", table=name))
+    operations.filter_metadata(response, lambda r: r == table("db", "b"))
+    assert [t.info.path.table for t in response.metadata.tables] == ["b"]
