@@ -7,6 +7,9 @@ Lifecycle (states and legal moves in ``context.py``; design in ``docs/coordinato
            smallest -> fence (bump epoch, version-conditional) -> leader services (in order) -> Leader
            fence/initialisation failed -> tear down (reverse), delete own leader/candidate nodes -> Standby
            -> elect again after a back-off
+    standby: follow the predecessor's process (predecessor.py); proof of its death -> delete its candidate
+           (and leader node, same session) in one transaction -> the predecessor watch fires -> elect
+    leader: our own candidate deleted (a standby proved us dead, wrongly) -> step down like "fenced"
     session SUSPENDED longer than the session timeout, session LOST, or fenced by a newer epoch:
            tear down leader services (reverse), no ZooKeeper write -> Standby; after reconnecting:
            re-register (new session) and elect again
@@ -39,6 +42,7 @@ from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
+from fluss_py.coordinator.predecessor import PredecessorWatch, Proof, take_over
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
 from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
@@ -50,7 +54,7 @@ from fluss_py.rpc.peer import TokenReplicaVerifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
+from fluss_py.zk.client import SessionEvent, SessionState, WatchEvent, ZkClient, ZkError
 from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.metrics import ZkSessionCollector
@@ -77,9 +81,10 @@ def stable_coordinator_id(host: str, port: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Signal:
-    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | stop
+    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | predecessor-dead | stop
     session_id: int = 0
     token: int = 0
+    proof: Proof | None = None
 
 
 class CoordinatorServer:
@@ -105,6 +110,10 @@ class CoordinatorServer:
         self.state = StateMachine(on_change=self._on_state_change)
         self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(_Signal("elect")))
         self._signals: asyncio.Queue[_Signal] = asyncio.Queue()
+        self._fast_failover = bool(config[cfg.PROOF_OF_DEATH])
+        self.predecessor = PredecessorWatch(
+            self.zk, self.root, lambda proof: self._signal(_Signal("predecessor-dead", proof=proof))
+        )
         self._leader: LeaderServices | None = None
         self._leader_session = 0
         self._session = 0
@@ -262,6 +271,7 @@ class CoordinatorServer:
         self._in_lifecycle = False
         if self.state.current is not CoordinatorState.DOWN:
             self.state.transition(CoordinatorState.DOWN, "shutting down")
+        await self.predecessor.close()
         if self._leader is not None:
             leader, self._leader = self._leader, None
             log.info("Stopping coordinator leader services")
@@ -342,6 +352,7 @@ class CoordinatorServer:
                 await self._lose_leadership("ZooKeeper connection suspended for longer than the session timeout")
                 self._stale_nodes = True
         elif kind == "lost":
+            self.predecessor.stop()
             self._suspend_token += 1
             log.warning("ZooKeeper session expired: this coordinator's ephemeral nodes are gone")
             if self._leader is not None:
@@ -354,6 +365,17 @@ class CoordinatorServer:
             await self._lose_leadership("fenced by a newer coordinator epoch")
             await self._release()
             self._later(RETRY_BACKOFF, _Signal("elect"))
+        elif kind == "predecessor-dead":
+            await self._take_over(signal.proof)
+
+    async def _take_over(self, proof: Proof | None) -> None:
+        """A standby proved its predecessor dead: delete what its session still holds, then look again."""
+        if proof is None or self.state.current is not CoordinatorState.STANDBY or not self.zk.connected:
+            return
+        if self.election.watching != proof.predecessor.candidate:
+            return  # the election moved on meanwhile; the proof is about a node we no longer follow
+        await take_over(self.zk, self.root, proof.predecessor)
+        self._signal(_Signal("elect"))
 
     async def _on_connected(self, session_id: int) -> None:
         self._suspend_token += 1
@@ -363,9 +385,13 @@ class CoordinatorServer:
                 await self._release()
             if self._suspended:  # kazoo dropped our predecessor watch on disconnect: re-arm it
                 self._signal(_Signal("elect"))
+                candidate = self.election.candidate_path
+                if self._leader is not None and candidate is not None:
+                    await self._watch_own_candidate(candidate)
             self._suspended = False
             return
         self._suspended = False
+        self.predecessor.stop()
         log.info("New ZooKeeper session 0x%x: rejoining as standby", session_id)
         self._session = session_id
         self._stale_nodes = False
@@ -400,7 +426,10 @@ class CoordinatorServer:
             self._signal(_Signal("elect"))
         elif not decision.leader:
             self.state.transition(CoordinatorState.STANDBY, f"watching predecessor {decision.predecessor}")
+            if self._fast_failover and decision.predecessor is not None:
+                self.predecessor.follow(decision.predecessor)
         else:
+            self.predecessor.stop()
             await self._become_leader()
 
     async def _become_leader(self) -> None:
@@ -440,6 +469,19 @@ class CoordinatorServer:
         self._known_leader = None
         self.state.transition(CoordinatorState.LEADER, f"epoch {fence.epoch}")
         log.info("Coordinator leader services started (server %d, epoch %d)", self.server_id, fence.epoch)
+        await self._watch_own_candidate(candidate)
+
+    async def _watch_own_candidate(self, candidate: str) -> None:
+        """While leader, our candidate disappears with a live session only when a standby proved this process
+        dead (a forged refusal): step down at once, as when fenced (docs/coordinator-ha.md)."""
+
+        def on_change(event: WatchEvent) -> None:
+            if event.type == "DELETED" and self.election.candidate_path == candidate and self._leader is not None:
+                log.warning("Our candidate node %s was deleted by a standby that proved us dead", candidate)
+                self._signal(_Signal("fenced"))
+
+        if await self.zk.exists(candidate, watch=on_change) is None:
+            on_change(WatchEvent("DELETED", candidate))
 
     async def _lose_leadership(self, reason: str) -> None:
         leader, self._leader = self._leader, None
