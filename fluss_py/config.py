@@ -224,6 +224,23 @@ DEFAULT_REPLICATION_FACTOR = option("default.replication.factor", "int", 3, [COO
                                     Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip
 DEFAULT_BUCKET_NUMBER = option("default.bucket.number", "int", 1, [COORDINATOR], "buckets of tables that set none",
                                Range(1, MAX_BUCKETS))  # fmt: skip
+# leader balance and election policy (docs/control-plane.md "Leader balance", "Unclean leader election")
+AUTO_LEADER_REBALANCE = option(
+    "auto.leader.rebalance.enable", "bool", True, [COORDINATOR],
+    "move leaderships back to preferred replicas (in the ISR) when a server's imbalance exceeds the threshold",
+)  # fmt: skip
+LEADER_IMBALANCE_PERCENTAGE = option(
+    "leader.imbalance.per-server.percentage", "int", 10, [COORDINATOR],
+    "a server is imbalanced when more than this % of the buckets it is preferred for are led by another",
+    Range(0, 100),
+)  # fmt: skip
+LEADER_IMBALANCE_CHECK_INTERVAL = option("leader.imbalance.check-interval", "duration", 300.0, [COORDINATOR],
+                                         "how often leader balance is checked", Range(0.1, DAY))  # fmt: skip
+UNCLEAN_LEADER_ELECTION = option(
+    "unclean.leader.election.enable", "bool", False, [COORDINATOR, TABLE],
+    "with no live ISR member, a live replica outside the ISR may lead; it LOSES every record beyond its log "
+    "end, acknowledged ones included (a table property; the coordinator's value is the default)",
+)  # fmt: skip
 
 # ---------------------------------------------------------------- tablet server
 TABLET_SERVER_ID = option("tablet-server.id", "int", 0, [TABLET], "tablet server id, unique in the cluster",

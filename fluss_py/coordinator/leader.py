@@ -5,8 +5,10 @@
             monitor: proof-of-death failure detection, coordinator/liveness.py)
             -> event-processor (CoordinatorEventLoop with the database, table and rebalance handlers)
             -> rebalance-manager (tick task of the RebalanceExecutor, coordinator/rebalance/executor.py)
+            -> leader-balancer (tick task of preferred-leader elections, coordinator/leader_balance.py)
             then: load context, register <root>/coordinator/leader, create database `fluss`
-    stop:   rebalance-manager -> event-processor -> background-managers -> channel-manager -> rpc-channels
+    stop:   leader-balancer -> rebalance-manager -> event-processor -> background-managers -> channel-manager
+            -> rpc-channels
 
 Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
 with the session, and a voluntary release deletes them in ``CoordinatorServer``.
@@ -32,13 +34,14 @@ from fluss_py.coordinator.events import (
     TabletServersChanged,
 )
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
+from fluss_py.coordinator.leader_balance import LeaderBalanceOptions, LeaderBalancer
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.peer import new_token
-from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.types import CoordinatorLeaderInfo, TableBucket
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
 
@@ -86,7 +89,9 @@ class LeaderServices:
         table_options: dict[str, Any] | None = None,
         proof_of_death: bool = True,
         rebalance_options: dict[str, Any] | None = None,
+        leader_balance: LeaderBalanceOptions | None = None,
     ) -> None:
+        self._leader_balance_options = leader_balance or LeaderBalanceOptions()
         self._rebalance_options = rebalance_options or {}
         self._zk = zk
         self._proof_of_death = proof_of_death
@@ -102,6 +107,7 @@ class LeaderServices:
         self.tables: TableProcessor | None = None
         self.liveness: LivenessMonitor | None = None
         self.rebalance: RebalanceExecutor | None = None
+        self.leader_balance: LeaderBalancer | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
         self.token = new_token()
@@ -129,6 +135,14 @@ class LeaderServices:
         options = {"sizes": self.bucket_sizes, **self._rebalance_options}
         self.rebalance = RebalanceExecutor(self.tables, **options)  # resumes on the first startup
         self.rebalance.install(self.event_loop)
+        rebalance = self.rebalance
+
+        def moving() -> set[TableBucket]:  # buckets of the running rebalance batch: no preferred election
+            progress = rebalance.progress
+            return {m.bucket for _, m in progress.open_moves()} if progress is not None and progress.running else set()
+
+        self.leader_balance = LeaderBalancer(self.tables, self._leader_balance_options, moving)
+        self.leader_balance.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
@@ -162,12 +176,17 @@ class LeaderServices:
             self.event_loop.start()
 
         await self.stack.push("event-processor", start_processor, self.event_loop.stop)
-        rebalance = self.rebalance
 
         async def start_rebalance_ticks() -> None:
             rebalance.start(self.event_loop)
 
         await self.stack.push("rebalance-manager", start_rebalance_ticks, rebalance.close)
+        balancer = self.leader_balance
+
+        async def start_balance_ticks() -> None:
+            balancer.start(self.event_loop)
+
+        await self.stack.push("leader-balancer", start_balance_ticks, balancer.close)
         await load.future
 
         await self._register_leader_node()

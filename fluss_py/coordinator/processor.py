@@ -174,6 +174,7 @@ def options_from_config(config: Any) -> dict[str, Any]:
         "default_buckets": int(config[cfg.DEFAULT_BUCKET_NUMBER]),
         "default_replication_factor": int(config[cfg.DEFAULT_REPLICATION_FACTOR]),
         "group_limits": GroupLimits.from_config(config),
+        "unclean_election": bool(config[cfg.UNCLEAN_LEADER_ELECTION]),
     }
 
 
@@ -403,11 +404,22 @@ class TableProcessor:
                 new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
             else:
                 new = election.reconcile_liveness(
-                    bucket.replicas, bucket.leader_and_isr, live, self.epoch, shutting, unclean=self._unclean
+                    bucket.replicas,
+                    bucket.leader_and_isr,
+                    live,
+                    self.epoch,
+                    shutting,
+                    unclean=self.unclean_for(tb.table_id),
                 )
             if new is not None:
                 changes.append((tb, new))
         return await self.store.write_leader_isr(changes)
+
+    def unclean_for(self, table_id: int) -> bool:
+        """The table's ``unclean.leader.election.enable`` property, else the coordinator's default."""
+        info = self.view.tables.get(table_id)
+        raw = info.properties.get(cfg.UNCLEAN_LEADER_ELECTION.key) if info is not None else None
+        return self._unclean if raw is None else bool(cfg.UNCLEAN_LEADER_ELECTION.parse(raw))
 
     async def _servers_died(self, died: list[int]) -> None:
         if not died:

@@ -42,6 +42,7 @@ from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
+from fluss_py.coordinator.leader_balance import LeaderBalanceOptions
 from fluss_py.coordinator.predecessor import PredecessorWatch, Proof, take_over
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
@@ -454,6 +455,7 @@ class CoordinatorServer:
             options_from_config(self.config),
             proof_of_death=self.config[cfg.PROOF_OF_DEATH],
             rebalance_options=executor_options(self.config),
+            leader_balance=LeaderBalanceOptions.from_config(self.config),
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:
