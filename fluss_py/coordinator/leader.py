@@ -25,6 +25,7 @@ from typing import Any
 
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.dynamic_config import DynamicConfigManager, LoadClusterConfig, apply_to_plan_options
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import (
     CreateDatabase,
@@ -90,7 +91,9 @@ class LeaderServices:
         proof_of_death: bool = True,
         rebalance_options: dict[str, Any] | None = None,
         leader_balance: LeaderBalanceOptions | None = None,
+        static_config: Any = None,
     ) -> None:
+        self._static_config = static_config
         self._leader_balance_options = leader_balance or LeaderBalanceOptions()
         self._rebalance_options = rebalance_options or {}
         self._zk = zk
@@ -108,6 +111,7 @@ class LeaderServices:
         self.liveness: LivenessMonitor | None = None
         self.rebalance: RebalanceExecutor | None = None
         self.leader_balance: LeaderBalancer | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
         self.token = new_token()
@@ -143,6 +147,14 @@ class LeaderServices:
 
         self.leader_balance = LeaderBalancer(self.tables, self._leader_balance_options, moving)
         self.leader_balance.install(self.event_loop)
+        static = self._static_config
+
+        def on_cluster_config(entries: dict[str, str]) -> None:  # on the event loop (dynamic-config.md)
+            if static is not None:
+                rebalance.options = apply_to_plan_options(rebalance.options, entries, static)
+
+        self.dynamic_config = DynamicConfigManager(self._zk, ctx, self.tables.view, on_cluster_config)
+        self.dynamic_config.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
@@ -188,6 +200,7 @@ class LeaderServices:
 
         await self.stack.push("leader-balancer", start_balance_ticks, balancer.close)
         await load.future
+        await self.event_loop.submit(LoadClusterConfig())
 
         await self._register_leader_node()
         await self.event_loop.submit(CreateDatabase(DEFAULT_DATABASE, ignore_if_exists=True))

@@ -39,6 +39,7 @@ from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
+from fluss_py.coordinator.dynamic_config import config_routes
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
@@ -46,7 +47,7 @@ from fluss_py.coordinator.leader_balance import LeaderBalanceOptions
 from fluss_py.coordinator.predecessor import PredecessorWatch, Proof, take_over
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
-from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
+from fluss_py.coordinator.rebalance.routes import executor_options, leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.channels import set_server_identity
@@ -243,6 +244,7 @@ class CoordinatorServer:
             )
             routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
             routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md
+            routes.update(config_routes(leader_call(self.serving_event_loop, self.current_leader)))  # dynamic-config.md
             self._http = HttpServer(
                 self.bind_host,
                 self.http_port,
@@ -456,6 +458,7 @@ class CoordinatorServer:
             proof_of_death=self.config[cfg.PROOF_OF_DEATH],
             rebalance_options=executor_options(self.config),
             leader_balance=LeaderBalanceOptions.from_config(self.config),
+            static_config=self.config,
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:

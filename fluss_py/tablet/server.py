@@ -58,6 +58,7 @@ from fluss_py.security.server_security import ServerSecurity
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
+from fluss_py.tablet.dynamic_config import DynamicConfigWatcher, DynamicOverrides
 from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import replica_metrics_text
@@ -151,6 +152,7 @@ class TabletServer:
         self._leader_watch: Any = None
         self._retention_task: asyncio.Task[None] | None = None
         self._retention_failure: BaseException | None = None
+        self._dynamic: DynamicConfigWatcher | None = None
         self.metrics = CollectorRegistry()
         Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
@@ -276,6 +278,9 @@ class TabletServer:
             await self._http.start()
             await self._register()
             self._leader_watch = self.zk.watch_data(CoordinatorLeaderZNode.path(self.root), self._on_leader_node)
+            if self.replica_manager is not None:  # docs/dynamic-config.md
+                self._dynamic = DynamicConfigWatcher(self.zk, self.server_id, self._apply_dynamic)
+                self._dynamic.start()
             self.state = "Running"
             log.info("Tablet server %d is running", self.server_id)
             self._in_lifecycle = True
@@ -293,6 +298,13 @@ class TabletServer:
             self._signals.put_nowait(None)
         elif self._run_task is not None:
             self._run_task.cancel()
+
+    def _apply_dynamic(self, overrides: DynamicOverrides) -> None:
+        """DynamicConfigWatcher callback (on the loop): cluster, then this server's, then per-table entries."""
+        assert self.replica_manager is not None
+        changed = self.replica_manager.apply_dynamic([overrides.cluster, overrides.server], overrides.tables)
+        log.info("Dynamic configuration applied: server-level %s; tables %s", changed or "none",
+                 {t: e for t, e in overrides.tables.items() if e} or "none")  # fmt: skip
 
     async def _retention_loop(self) -> None:
         """Every RETENTION_CHECK_INTERVAL_S: delete segments past table.log.ttl / retention-bytes (below the
@@ -344,6 +356,8 @@ class TabletServer:
         self._in_lifecycle = False
         if self._leader_watch is not None:
             self._leader_watch.cancel()
+        if self._dynamic is not None:
+            self._dynamic.close()
         rpc_stopped = None
         if self._rpc_server is not None:
             # no new requests; in-flight ones get 0.5 s. Followers' long-poll fetches parked here are answered
