@@ -406,6 +406,7 @@ class Config(Mapping[str, Any]):
     def __init__(self, role: str, values: Mapping[str, Any] | None = None) -> None:
         self.role = role
         self._raw: dict[str, Any] = dict(values or {})
+        self.deprecations: list[str] = []  # deprecated keys read by load_config (logged once at start-up)
         self._values: dict[str, Any] = {}
         for key, raw in self._raw.items():
             self._values[key] = _lookup(key, role).parse(raw)
@@ -439,6 +440,39 @@ class Config(Mapping[str, Any]):
 def is_secret(key: str) -> bool:
     """Keys whose values are never printed or logged (passwords)."""
     return key.endswith("password")
+
+
+# ---------------------------------------------------------------- deprecated spellings
+# Key names of the design write-up this project started from, accepted as aliases of the canonical keys
+# above (docs/operations.md "Deprecated key names"). The canonical key wins when both are given; a server
+# logs one warning at start-up naming every alias it read.
+DEPRECATED_ALIASES: dict[str, str] = {
+    "tablet-server.rebalance.trigger.threshold": REBALANCE_TRIGGER_THRESHOLD.key,
+    "tablet-server.rebalance.check.interval": REBALANCE_CHECK_INTERVAL.key,
+    "tablet-server.rebalance.max.concurrent.migrations": REBALANCE_MAX_CONCURRENT.key,
+    "rebalance.max.concurrent.migrations": REBALANCE_MAX_CONCURRENT.key,
+    "tablet-server.replica.fetch.max.bytes": REPLICA_FETCH_MAX_BYTES.key,
+}
+
+
+def resolve_aliases(values: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
+    """Rename deprecated keys to their canonical ones (pure). Returns the values and one notice per alias:
+    renamed, ignored because the canonical key is also set, or ignored because this role does not read it
+    (the seed names rebalance keys ``tablet-server.*`` although the coordinator reads them)."""
+    out: dict[str, Any] = {}
+    notices: list[str] = []
+    for key, value in values.items():
+        canonical = DEPRECATED_ALIASES.get(key)
+        if canonical is None:
+            out[key] = value
+        elif canonical in values:
+            notices.append(f"{key} ignored: {canonical} is set")
+        elif role not in OPTIONS[canonical].roles:
+            notices.append(f"{key} (now {canonical}) ignored: read by {', '.join(OPTIONS[canonical].roles)} only")
+        else:
+            out[canonical] = value
+            notices.append(f"{key} -> {canonical}")
+    return out, notices
 
 
 def _lookup(key: str, role: str) -> ConfigOption:
@@ -477,8 +511,13 @@ def load_config(
         if not isinstance(data, dict):
             raise ConfigError(str(file), "config file must be a mapping of key: value")
         values.update({str(k): v for k, v in data.items()})
-    values.update(overrides or {})
-    return Config(role, values)
+    # aliases are resolved per source, so a -D override (either spelling) still beats the file
+    values, notices = resolve_aliases(values, role)
+    extra, more = resolve_aliases(dict(overrides or {}), role)
+    values.update(extra)
+    config = Config(role, values)
+    config.deprecations = notices + more
+    return config
 
 
 def describe_options(role: str | None = None) -> list[ConfigOption]:

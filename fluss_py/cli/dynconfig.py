@@ -34,9 +34,9 @@ from fluss_py.testing.layout import DEFAULT_DIR
 ENTITIES = ("cluster", "tablet-server", "table")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("config", help="dynamic configuration: describe, alter (applied live)")
-    sub = parser.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
+def add_subcommands(parser: argparse.ArgumentParser) -> None:
+    """``describe`` and ``alter`` under ``fluss-py config`` (whose bare form lists the registry: config_cmd.py)."""
+    sub = parser.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=False)
     for name, helptext in (("describe", "show an entity's dynamic entries and the defaults"),
                            ("alter", "set or delete dynamic entries of an entity")):  # fmt: skip
         p = sub.add_parser(name, help=helptext)

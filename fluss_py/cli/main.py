@@ -29,7 +29,7 @@ _COMMAND_MODULES = (
     "fluss_py.cli.dynconfig",  # config describe/alter
     "fluss_py.cli.demo",  # demo failover
     "fluss_py.cli.bench",  # bench (the benchmark suite, tests/bench)
-    "fluss_py.cli.config_cmd",  # config (every key, default and range)
+    "fluss_py.cli.config_cmd",  # config (every key, default and range); config describe/alter (dynamic)
 )
 
 

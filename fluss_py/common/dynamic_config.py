@@ -50,11 +50,6 @@ def keys_for(entity_type: str) -> list[str]:
 
 
 def _parse(key: str, raw: str) -> Any:
-    if key == TABLE_MIN_ISR:
-        try:
-            return int(raw)
-        except ValueError:
-            raise InvalidConfigError(f"{key} must be an integer, got {raw!r}") from None
     try:
         return cfg.OPTIONS[key].parse(raw)
     except ConfigError as e:  # the registry's message names the key
