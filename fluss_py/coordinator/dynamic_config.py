@@ -137,15 +137,33 @@ def config_routes(
     (``{"set":{key:value},"delete":[key]}``); ``call`` submits to the serving leader (rebalance/routes.py)."""
 
     async def get(request: Request) -> Response:
-        return await call(DescribeConfig(request.query.get("entity", ""), request.query.get("name", "")))
+        try:
+            q = _params(request, ("entity", "name"))
+        except ValueError as e:
+            return json_response({"error": "INVALID_REQUEST", "message": str(e)}, 400)
+        return await call(DescribeConfig(q.get("entity", ""), q.get("name", "")))
 
     async def post(request: Request) -> Response:
-        try:
-            changes = json.loads(request.query.get("changes", "{}"))
-            set_, delete = dict(changes.get("set", {})), list(changes.get("delete", []))
+        try:  # a POST that changes the cluster fails closed: unknown or repeated parameters are refused
+            q = _params(request, ("entity", "name", "changes"))
+            changes = json.loads(q.get("changes", "{}"))
+            set_, delete = dict(changes.get("set", {})), [str(k) for k in changes.get("delete", [])]
+            set_ = {str(k): str(v) for k, v in set_.items()}
         except (ValueError, TypeError, AttributeError) as e:
-            return json_response({"error": "INVALID_REQUEST", "message": f"changes: {e}"}, 400)
-        event = AlterConfig(request.query.get("entity", ""), request.query.get("name", ""), set_, delete)
-        return await call(event)
+            return json_response({"error": "INVALID_REQUEST", "message": str(e)}, 400)
+        return await call(AlterConfig(q.get("entity", ""), q.get("name", ""), set_, delete))
 
     return {"GET /config": get, "POST /config": post}
+
+
+def _params(request: Request, names: tuple[str, ...]) -> dict[str, str]:
+    """The query parameters ``names``, each at most once; ValueError for an unknown or repeated one."""
+    given = request.query_all or {k: [v] for k, v in request.query.items()}
+    out: dict[str, str] = {}
+    for name, values in given.items():
+        if name not in names:
+            raise ValueError(f"unknown query parameter {name!r} (allowed: {', '.join(names)})")
+        if len(values) != 1:
+            raise ValueError(f"query parameter {name!r} given {len(values)} times")
+        out[name] = values[0]
+    return out

@@ -1,10 +1,14 @@
 """Dynamic configuration, pure parts (docs/dynamic-config.md): validation before storing, merging, layering,
 the znode codec and paths."""
 
+import json
+
 import pytest
 
 from fluss_py import config as cfg
 from fluss_py.common.dynamic_config import LayeredConfig, keys_for, merged, validate
+from fluss_py.common.http import Request, json_response
+from fluss_py.coordinator.dynamic_config import AlterConfig, DescribeConfig, config_routes
 from fluss_py.errors import InvalidConfigError
 from fluss_py.replica.manager import ReplicaSettings
 from fluss_py.zk.paths import DynamicConfigZNode
@@ -69,3 +73,26 @@ def test_znode_codec_and_paths():
     assert DynamicConfigZNode.path("/f", "table", "12") == "/f/config/tables/12"
     with pytest.raises(ValueError):
         DynamicConfigZNode.path("/f", "tablet-server", "../x")
+
+
+async def test_the_http_routes_refuse_unknown_or_repeated_parameters_before_submitting():
+    submitted = []
+
+    async def call(event):
+        submitted.append(event)
+        return json_response({"ok": True})
+
+    routes = config_routes(call)
+    changes = json.dumps({"set": {"table.log.ttl": "2h"}, "delete": ["log.flush.on-ack"]})
+    good = {"entity": ["cluster"], "changes": [changes]}
+    status, _, _ = await routes["POST /config"](Request("POST", "/config", {}, good))
+    assert status == 200 and isinstance(submitted[-1], AlterConfig)
+    assert (submitted[-1].set, submitted[-1].delete) == ({"table.log.ttl": "2h"}, ["log.flush.on-ack"])
+    for bad in ({**good, "dry": ["1"]}, {"entity": ["cluster", "table"], "changes": [changes]},
+                {"entity": ["cluster"], "changes": ["not json"]}):  # fmt: skip
+        status, _, body = await routes["POST /config"](Request("POST", "/config", {}, bad))
+        assert status == 400 and json.loads(body)["error"] == "INVALID_REQUEST"
+    assert len(submitted) == 1
+    status, _, _ = await routes["GET /config"](Request("GET", "/config", {}, {"entity": ["table"], "name": ["db.t"]}))
+    assert status == 200 and isinstance(submitted[-1], DescribeConfig)
+    assert (submitted[-1].entity_type, submitted[-1].name) == ("table", "db.t")
