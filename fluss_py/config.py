@@ -236,6 +236,9 @@ LEADER_IMBALANCE_PERCENTAGE = option(
 )  # fmt: skip
 LEADER_IMBALANCE_CHECK_INTERVAL = option("leader.imbalance.check-interval", "duration", 300.0, [COORDINATOR],
                                          "how often leader balance is checked", Range(0.1, DAY))  # fmt: skip
+AUTO_PARTITION_CHECK_INTERVAL = option("coordinator.auto-partition.check-interval", "duration", 60.0,
+                                       [COORDINATOR], "how often partitions are created ahead and expired",
+                                       Range(0.1, DAY))  # fmt: skip
 UNCLEAN_LEADER_ELECTION = option(
     "unclean.leader.election.enable", "bool", False, [COORDINATOR, TABLE],
     "with no live ISR member, a live replica outside the ISR may lead; it LOSES every record beyond its log "
@@ -305,6 +308,18 @@ WRITER_EXPIRATION = option("writer.expiration", "duration", 7 * DAY, _LOG,
                            "forget an idle idempotent writer after this long", Range(1.0, 3650 * DAY))  # fmt: skip
 
 # ---------------------------------------------------------------- table only
+# partitioned tables (docs/partitioning.md): the logical table's spec; its partitions are tables <t>$<slot>
+TABLE_PARTITION_KEY = option("table.partition.key", "str", None, [TABLE], "name of the partition column",
+                             Text(r"[A-Za-z0-9_-]{1,64}", "1-64 of [A-Za-z0-9_-]"))  # fmt: skip
+TABLE_AUTO_PARTITION_UNIT = option("table.auto-partition.time-unit", "str", None, [TABLE],
+                                   "make the table auto-partitioned by time slots of this unit (UTC)",
+                                   Choice(("hour", "day", "month")))  # fmt: skip
+TABLE_AUTO_PARTITION_PRECREATE = option("table.auto-partition.num-precreate", "int", 2, [TABLE],
+                                        "the current slot and the next N-1 exist ahead of time",
+                                        Range(1, 1000))  # fmt: skip
+TABLE_AUTO_PARTITION_RETENTION = option("table.auto-partition.num-retention", "int", 7, [TABLE],
+                                        "the last N slots before the current one are kept; older are dropped",
+                                        Range(0, 100_000))  # fmt: skip
 TABLE_MIN_INSYNC_REPLICAS = option(
     "min.insync.replicas", "int", None, [TABLE],
     "acks=all needs this many replicas of the table's buckets in ISR (default: the server's "

@@ -15,14 +15,19 @@ Rules, for a check at time ``now`` whose slot is ``current``:
 Both are level-triggered: a coordinator leader that took over mid-way re-derives the same answer from the
 partitions that exist, so creating and dropping are idempotent across failovers.
 
-Who may call: anyone (no I/O, no clock: ``now`` is an argument).
+``spec_of`` reads a logical table's spec from its properties; ``check_partition`` decides whether a
+partition may be created. Who may call: anyone (no I/O, no clock: ``now`` is an argument).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from fluss_py import config as cfg
+from fluss_py.errors import InvalidRequestError
 
 
 class TimeUnit(enum.Enum):
@@ -89,3 +94,33 @@ def expired(existing: Iterable[str], now: datetime, unit: TimeUnit, num_retentio
         if start is not None and start < oldest_kept:
             out.append(name)
     return sorted(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """A logical table's auto-partition spec, from its properties (``table.auto-partition.*``)."""
+
+    unit: TimeUnit
+    num_precreate: int
+    num_retention: int
+
+
+def spec_of(properties: Mapping[str, str]) -> PartitionSpec | None:
+    """The spec of a table with ``table.auto-partition.time-unit`` set; None for other tables. The values
+    were range-checked at CreateTable (validate_properties)."""
+    unit = properties.get(cfg.TABLE_AUTO_PARTITION_UNIT.key)
+    if not unit:
+        return None
+    precreate = properties.get(cfg.TABLE_AUTO_PARTITION_PRECREATE.key, cfg.TABLE_AUTO_PARTITION_PRECREATE.default)
+    retention = properties.get(cfg.TABLE_AUTO_PARTITION_RETENTION.key, cfg.TABLE_AUTO_PARTITION_RETENTION.default)
+    return PartitionSpec(TimeUnit(str(unit).lower()), int(precreate), int(retention))
+
+
+def check_partition(logical: Mapping[str, str] | None, partition: str) -> None:
+    """A partition may be created only of an existing partitioned table and only for a slot of its unit
+    (by the manager, or by hand: ``table create db.t$<slot>``). Raises the ApiError to answer."""
+    spec = spec_of(logical) if logical is not None else None
+    if spec is None:
+        raise InvalidRequestError("partitions exist only of a table created with table.auto-partition.time-unit")
+    if parse_partition(partition, spec.unit) is None:
+        raise InvalidRequestError(f"partition {partition!r} is not a {spec.unit.value} slot name ({spec.unit.pattern})")

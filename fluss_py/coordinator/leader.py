@@ -6,9 +6,10 @@
             -> event-processor (CoordinatorEventLoop with the database, table and rebalance handlers)
             -> rebalance-manager (tick task of the RebalanceExecutor, coordinator/rebalance/executor.py)
             -> leader-balancer (tick task of preferred-leader elections, coordinator/leader_balance.py)
+            -> auto-partition-manager (partitions ahead and expired, coordinator/partition_manager.py)
             then: load context, register <root>/coordinator/leader, create database `fluss`
-    stop:   leader-balancer -> rebalance-manager -> event-processor -> background-managers -> channel-manager
-            -> rpc-channels
+    stop:   auto-partition-manager -> leader-balancer -> rebalance-manager -> event-processor
+            -> background-managers -> channel-manager -> rpc-channels
 
 Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
 with the session, and a voluntary release deletes them in ``CoordinatorServer``.
@@ -37,6 +38,7 @@ from fluss_py.coordinator.events import (
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.leader_balance import LeaderBalanceOptions, LeaderBalancer
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
+from fluss_py.coordinator.partition_manager import AutoPartitionManager
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
@@ -92,7 +94,9 @@ class LeaderServices:
         rebalance_options: dict[str, Any] | None = None,
         leader_balance: LeaderBalanceOptions | None = None,
         static_config: Any = None,
+        auto_partition_interval: float = 60.0,
     ) -> None:
+        self._auto_partition_interval = auto_partition_interval
         self._static_config = static_config
         self._leader_balance_options = leader_balance or LeaderBalanceOptions()
         self._rebalance_options = rebalance_options or {}
@@ -112,6 +116,7 @@ class LeaderServices:
         self.rebalance: RebalanceExecutor | None = None
         self.leader_balance: LeaderBalancer | None = None
         self.dynamic_config: DynamicConfigManager | None = None
+        self.auto_partition: AutoPartitionManager | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
         self.token = new_token()
@@ -155,6 +160,8 @@ class LeaderServices:
 
         self.dynamic_config = DynamicConfigManager(self._zk, ctx, self.tables.view, on_cluster_config)
         self.dynamic_config.install(self.event_loop)
+        self.auto_partition = AutoPartitionManager(self.tables, self._auto_partition_interval)
+        self.auto_partition.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
@@ -199,6 +206,12 @@ class LeaderServices:
             balancer.start(self.event_loop)
 
         await self.stack.push("leader-balancer", start_balance_ticks, balancer.close)
+        partitions = self.auto_partition
+
+        async def start_partition_ticks() -> None:
+            partitions.start(self.event_loop)
+
+        await self.stack.push("auto-partition-manager", start_partition_ticks, partitions.close)
         await load.future
         await self.event_loop.submit(LoadClusterConfig())
 

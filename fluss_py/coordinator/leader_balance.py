@@ -19,7 +19,6 @@ nothing; the old leader becomes a follower and truncates any unacknowledged tail
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
+from fluss_py.coordinator.event_loop import Ticker
 from fluss_py.coordinator.events import Event
 from fluss_py.coordinator.tables import BucketInfo
 from fluss_py.types import LeaderAndIsr, TableBucket
@@ -104,28 +104,18 @@ class LeaderBalancer:
         self._p = processor
         self.options = options
         self._busy = busy
-        self._task: asyncio.Task | None = None
+        self._ticker = Ticker("leader-balance-tick", options.check_interval, PreferredLeaderCheck)
         self.elections = 0  # preferred-leader elections made during this leadership (metrics, tests)
 
     def install(self, loop: Any) -> None:
         loop.register(PreferredLeaderCheck, self.check)
 
     def start(self, loop: Any) -> None:
-        if not self.options.enabled:
-            return
-
-        async def run() -> None:
-            while True:
-                await asyncio.sleep(self.options.check_interval)
-                loop.put(PreferredLeaderCheck())
-
-        self._task = asyncio.get_running_loop().create_task(run(), name="leader-balance-tick")
+        if self.options.enabled:
+            self._ticker.start(loop)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._ticker.close()
 
     async def check(self, _event: PreferredLeaderCheck | None = None) -> int:
         """Make the elections ``plan`` asks for; returns how many were written."""

@@ -152,6 +152,12 @@ class CoordinatorServer:
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
+        Gauge("fluss_coordinator_partitions", "Partitions of partitioned tables (leader's view)", registry=self.metrics
+              ).set_function(lambda: self._partition_stat("count"))  # fmt: skip
+        Gauge("fluss_coordinator_partitions_created", "Partitions created ahead by this leadership",
+              registry=self.metrics).set_function(lambda: self._partition_stat("created"))  # fmt: skip
+        Gauge("fluss_coordinator_partitions_dropped", "Partitions dropped (expired) by this leadership",
+              registry=self.metrics).set_function(lambda: self._partition_stat("dropped"))  # fmt: skip
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
         self.servicer: CoordinatorServicer | None = None
@@ -212,6 +218,14 @@ class CoordinatorServer:
         if monitor is None:
             return 0
         return monitor.proofs if what == "proofs" else monitor.fresh(2.0)
+
+    def _partition_stat(self, what: str) -> int:
+        manager = self._leader.auto_partition if self._leader is not None else None
+        if manager is None:
+            return 0
+        if what == "count":
+            return sum(len(parts) for parts in manager.partitions().values())
+        return manager.created if what == "created" else manager.dropped
 
     def _on_state_change(self, state: CoordinatorState) -> None:
         self._state_metric.state(state.value)
@@ -459,6 +473,7 @@ class CoordinatorServer:
             rebalance_options=executor_options(self.config),
             leader_balance=LeaderBalanceOptions.from_config(self.config),
             static_config=self.config,
+            auto_partition_interval=float(self.config[cfg.AUTO_PARTITION_CHECK_INTERVAL]),
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:

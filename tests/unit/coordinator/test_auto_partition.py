@@ -6,14 +6,22 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from fluss_py.coordinator.auto_partition import (
+    PartitionSpec,
     TimeUnit,
+    check_partition,
     expired,
     parse_partition,
     partition_name,
     shift,
     slot_start,
+    spec_of,
     wanted,
 )
+from fluss_py.coordinator.partition_manager import AutoPartitionManager
+from fluss_py.coordinator.processor import CreateTable, DropTable
+from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.errors import InvalidRequestError, InvalidTableNameError
+from fluss_py.types import TablePath, split_partition
 
 NOW = datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
 
@@ -58,3 +66,66 @@ def test_nothing_inside_retention_is_ever_expired(unit, retention):
     gone = set(expired(names, NOW, unit, retention))
     for i, name in zip(range(-10, 4), names, strict=True):
         assert (name in gone) is (i < -retention), (unit, retention, i, name)
+
+
+# ---------------------------------------------------------------- spec, manual partitions, the manager
+SPEC = {"table.auto-partition.time-unit": "day", "table.auto-partition.num-precreate": "2",
+        "table.auto-partition.num-retention": "1"}  # fmt: skip
+
+
+def test_spec_and_which_partitions_may_be_created():
+    assert spec_of(SPEC) == PartitionSpec(TimeUnit.DAY, 2, 1)
+    assert spec_of({"table.auto-partition.time-unit": "hour"}) == PartitionSpec(TimeUnit.HOUR, 2, 7)  # defaults
+    assert spec_of({}) is None
+    check_partition(SPEC, "20261231")
+    for logical, name in ((SPEC, "2026123123"), (SPEC, "x"), ({}, "20261231"), (None, "20261231")):
+        with pytest.raises(InvalidRequestError):
+            check_partition(logical, name)
+
+
+def test_partition_table_names():
+    assert split_partition("events$20261231") == ("events", "20261231")
+    assert split_partition("events") == ("events", None)
+    assert str(TablePath.parse("db.events$20261231")) == "db.events$20261231"
+    for bad in ("events$", "$20261231", "events$a$b", "events$2026/12"):
+        with pytest.raises(InvalidTableNameError):
+            TablePath.parse(f"db.{bad}")
+
+
+class FakeProcessor:
+    """The TableProcessor surface the manager uses: a view of tables, create_table, drop_table."""
+
+    def __init__(self, tables: dict[str, dict[str, str]]) -> None:
+        self.view = ClusterView()
+        self.next_id = 1
+        for name, props in tables.items():
+            self._add(TablePath("db", name), props)
+
+    def _add(self, path: TablePath, props: dict[str, str]) -> None:
+        self.view.add_table(TableInfo(self.next_id, path, 1, 1, props), {0: (1,)})
+        self.next_id += 1
+
+    async def create_table(self, event: CreateTable) -> int:
+        if event.path not in self.view.by_path:
+            self._add(event.path, event.properties)
+        return self.view.by_path[event.path]
+
+    async def drop_table(self, event: DropTable) -> bool:
+        table_id = self.view.by_path.get(event.path)
+        if table_id is not None:
+            self.view.remove_table(table_id)
+        return table_id is not None
+
+    def names(self) -> set[str]:
+        return {p.table for p in self.view.by_path}
+
+
+async def test_the_manager_creates_ahead_drops_expired_and_orphans_and_is_idempotent():
+    proc = FakeProcessor({"events": SPEC, "plain": {}, "events$20261201": SPEC, "events$20261230": SPEC,
+                          "gone$20261231": SPEC})  # fmt: skip
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: NOW)
+    await manager.check()
+    assert proc.names() == {"events", "plain", "events$20261230", "events$20261231", "events$20270101"}
+    assert (manager.created, manager.dropped) == (2, 2)  # the expired slot and the orphan of "gone"
+    await manager.check()  # a new leader re-running the same check changes nothing
+    assert (manager.created, manager.dropped) == (2, 2)
