@@ -26,7 +26,6 @@ _COMMAND_MODULES = (
     "fluss_py.cli.group",  # group list/describe/reset
     "fluss_py.cli.admin",  # admin rebalance
     "fluss_py.cli.security",  # user add/list/remove, acl add/list/remove
-    "fluss_py.cli.dynconfig",  # config describe/alter
     "fluss_py.cli.demo",  # demo failover
     "fluss_py.cli.bench",  # bench (the benchmark suite, tests/bench)
     "fluss_py.cli.config_cmd",  # config (every key, default and range); config describe/alter (dynamic)
