@@ -52,7 +52,7 @@ from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import coordinator_pb2_grpc
-from fluss_py.rpc.peer import TokenReplicaVerifier
+from fluss_py.rpc.peer import replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
@@ -245,9 +245,12 @@ class CoordinatorServer:
             for path in persistent_parents(self.root):
                 await self.zk.ensure_path(path)
             await self.security.start(self.zk, self.root)
-            # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
+            # tablet servers' AdjustIsr/ControlledShutdown/ReportReplicaFaults must present the token of their
+            # registration and, with mutual TLS, a certificate naming the server (docs/peer-trust.md)
             servicer = self.servicer = CoordinatorServicer(
-                self, TokenReplicaVerifier(None, self._registered_token), GroupLimits.from_config(self.config)
+                self,
+                replica_verifier(None, self._registered_token, certificates=self.security.peer_certificates),
+                GroupLimits.from_config(self.config),
             )
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,

@@ -52,7 +52,7 @@ from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import tablet_pb2_grpc
-from fluss_py.rpc.peer import TokenReplicaVerifier, new_token
+from fluss_py.rpc.peer import new_token, replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.tablet import coordinator_fence
@@ -134,7 +134,6 @@ class TabletServer:
         self.state = "Starting"
         self.registered = False
         self.fence = CoordinatorFence(ZkCoordinatorRecords(self.zk))
-        self.replica_verifier = TokenReplicaVerifier(self.server_id, self._registered_token)
         self.servicer: TabletServicer | None = None
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
         self.metadata_cache = MetadataCache()
@@ -163,6 +162,10 @@ class TabletServer:
         self.request_metrics = RequestMetrics(self.metrics)
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
+        # followers prove who they are: the certificate names them (mutual TLS) and they present their token
+        self.replica_verifier = replica_verifier(
+            self.server_id, self._registered_token, certificates=self.security.peer_certificates
+        )
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -255,7 +258,12 @@ class TabletServer:
             await self.security.start(self.zk, self.root)
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
-            servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
+            servicer = self.servicer = TabletServicer(
+                self.fence,
+                self.replica_layer,
+                self.replica_verifier,
+                coordinator_certificates=self.security.peer_certificates,
+            )
             rm = self.replica_manager  # its led buckets' sizes ride on the heartbeats (docs/rebalance.md §2)
             servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, rm.led_sizes if rm else None)
             self._rpc_server, self.rpc_port = await start_rpc_server(
