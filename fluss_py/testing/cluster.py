@@ -244,7 +244,7 @@ class LocalCluster:
             http_port=http_port,
             launcher=self.launcher,
             conf_dir=self.conf_dir,
-            overrides={**self.overrides, **self.role_overrides[role], **self._tls_overrides(name)},
+            overrides={**self.overrides, **self.role_overrides[role], **self._tls_overrides(role, server_id)},
             host=self._host(name),
             exec_prefix=self._exec_prefix(name),
             secure_config=self.security.server_config if self.security else None,
@@ -253,9 +253,10 @@ class LocalCluster:
         self.record.processes.append(rec)
         return rec
 
-    def _tls_overrides(self, name: str) -> dict[str, str]:
-        """A secure cluster's server presents a certificate of its own (per-server keys, rotated alone)."""
-        return self.security.server_tls_overrides(name) if self.security is not None else {}
+    def _tls_overrides(self, role: str, server_id: int) -> dict[str, str]:
+        """A secure cluster's server presents a certificate of its own, naming it (per-server keys, rotated
+        alone)."""
+        return self.security.server_tls_overrides(role, server_id) if self.security is not None else {}
 
     def add_coordinator(self, server_id: int | None = None, start: bool = True) -> str:
         ids = [p.id or 0 for p in self.record.by_role(COORDINATOR)]

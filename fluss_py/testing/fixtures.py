@@ -1,6 +1,8 @@
 """pytest fixtures for integration and fault tests (imported by tests/integration and tests/fault conftests).
 
 - ``zookeeper``        one real ZooKeeper per test session (tickTime 500 ms: 1-10 s sessions allowed)
+- ``long_session_zookeeper``  another one that allows sessions up to 30 s (fast-failover tests, which show
+                       that a failover did not wait for a long session)
 - ``zk_root``          a fresh root per test, e.g. ``/fluss-test_leader_failover-3``
 - ``cluster_factory``  ``make(coordinators, tablet_servers, ...) -> LocalCluster`` on the shared ZooKeeper
                        under ``zk_root`` (or with its own ZooKeeper and the default ``/fluss`` root);
@@ -66,6 +68,19 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperPro
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (make install)")
     zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time=500, die_with_parent=True).start()
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+@pytest.fixture(scope="session")
+def long_session_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (make install)")
+    zk = ZooKeeperProcess(
+        tmp_path_factory.mktemp("zk-long"), tick_time=500, die_with_parent=True, max_session_timeout_ms=30_000
+    ).start()
     try:
         yield zk
     finally:

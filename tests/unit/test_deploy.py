@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from cryptography import x509
 
 from fluss_py import config as cfg
 from fluss_py.cli.main import build_parser
@@ -306,7 +307,12 @@ def test_secure_compose_is_the_plain_cluster_plus_security(tmp_path: Path) -> No
         command = list(secure[name]["command"])
         i = command.index(SECURITY_CONFIG)
         assert command[i - 1] == "--config"
-        assert command[: i - 1] + command[i + 1 :] == service["command"], name  # the same server, plus security
+        own = [
+            f"security.tls.cert-file=/etc/fluss/secure/{name}.pem",
+            f"security.tls.key-file=/etc/fluss/secure/{name}-key.pem",
+        ]
+        assert command[i + 1 : i + 5] == ["-D", own[0], "-D", own[1]], name  # a certificate of its own
+        assert command[: i - 1] + command[i + 5 :] == service["command"], name  # the same server, plus security
         assert "./secure:/etc/fluss/secure:ro" in secure[name]["volumes"]
         assert set(service["volumes"]) <= set(secure[name]["volumes"])
         assert secure[name]["ports"] == service["ports"]
@@ -325,7 +331,11 @@ def test_make_secure_writes_a_valid_server_security_config(tmp_path: Path) -> No
     for role in (cfg.COORDINATOR, cfg.TABLET):
         config = load_server_config(role, [str(tmp_path / "secure" / "security.yaml")], [])
         assert config[cfg.TLS_ENABLED] and config[cfg.TLS_CLIENT_AUTH] and config[cfg.AUTHORIZER_ENABLED]
-    assert oct((tmp_path / "secure" / "server-key.pem").stat().st_mode)[-3:] == "600"
+    for name in ("coordinator-1", "tablet-server-3"):
+        assert oct((tmp_path / "secure" / f"{name}-key.pem").stat().st_mode)[-3:] == "600"
+    cert = x509.load_pem_x509_certificate((tmp_path / "secure" / "tablet-server-3.pem").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.UniformResourceIdentifier) == ["fluss://tablet-server/3"]
     properties = read_properties(tmp_path / "secure" / "admin.properties")
     cfg.Config(cfg.CLIENT, properties)  # every key is a client key
     init = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]["security-init"]["command"][0]
