@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse browser up down test test-unit lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse netns-tools browser up down test test-unit chaos lint format proto proto-check config-doc bench clean
 
-install: $(VENV)/.installed zookeeper fuse browser
+install: $(VENV)/.installed zookeeper fuse netns-tools browser
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -21,6 +21,10 @@ zookeeper:
 # Debian's fuse3, for the power-cut filesystem of the fault tests (fluss_py/testing/powercut_fs.py)
 fuse:
 	@bash deploy/install-fuse.sh
+
+# ip/tc/nft for the test hosts (network namespaces); without them only the tests needing those skip
+netns-tools:
+	@bash deploy/install-netns-tools.sh || echo "netns-tools: not installed; tests on test hosts will skip"
 
 # Debian's chromium + chromium-driver (the console's browser test) and docker-compose (the compose-file test)
 browser:
@@ -37,6 +41,11 @@ test: install proto-check
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
+
+# The long fluss-py verify run (>= 300 faults; ~30 min): figures in docs/fault-testing.md
+chaos: install
+	FLUSS_PY_CHAOS_OUT=$${FLUSS_PY_CHAOS_OUT:-chaos-out} $(BIN)/python -m pytest -x -s --run-slow \
+		tests/fault/test_verify.py::test_chaos_run
 
 # --no-cache: the same answer as on a fresh clone (a stale .ruff_cache can hide unformatted files)
 lint: install

@@ -6,9 +6,12 @@ Files (private keys and passwords: mode 0600, readable by the containers' uid 10
 deploy/secure/ is git-ignored, never commit it):
 
     ca.pem ca-key.pem              the CA (keep ca-key.pem elsewhere in a real deployment)
-    server.pem server-key.pem      CN=fluss-server, SANs: every service name, localhost, 127.0.0.1
+    <service>.pem <service>-key.pem  one per server (coordinator-1 ... tablet-server-3): CN=fluss-server, SANs:
+                                   its service name, localhost, 127.0.0.1 and the URI naming which server it
+                                   is (fluss://coordinator/1, fluss://tablet-server/2; docs/peer-trust.md)
     client.pem client-key.pem      CN=fluss-client (clients and healthchecks: mutual TLS)
     security.yaml                  every server's second --config: TLS, authentication, ACLs, ZooKeeper digest
+                                   (the compose file names each server's certificate with -D)
     admin.properties               the admin's client config, with the ZooKeeper credentials for user/acl
     admin-password                 read by the security-init service (`fluss-py user add --password-file`)
 
@@ -25,8 +28,9 @@ from pathlib import Path
 import yaml
 
 from fluss_py.security.certs import CertificateAuthority
+from fluss_py.security.server_names import server_uri
 
-HOSTS = [f"coordinator-{i}" for i in (1, 2, 3)] + [f"tablet-server-{i}" for i in (1, 2, 3)] + ["localhost", "127.0.0.1"]
+SERVERS = [("coordinator", i) for i in (1, 2, 3)] + [("tablet-server", i) for i in (1, 2, 3)]  # the compose services
 MOUNT = "/etc/fluss/secure"
 OUT = Path(__file__).resolve().parent / "secure"
 
@@ -43,14 +47,16 @@ def main(out: Path = OUT) -> int:
         return 1
     out.mkdir(exist_ok=True)
     ca = CertificateAuthority.create(out / "ca")
-    ca.issue(out / "server", "fluss-server", hosts=HOSTS)
+    for role, server_id in SERVERS:
+        service = f"{role}-{server_id}"
+        ca.issue(
+            out / service, "fluss-server", hosts=[service, "localhost", "127.0.0.1"], uris=[server_uri(role, server_id)]
+        )
     ca.issue(out / "client", "fluss-client")
     zk_password, admin_password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
     security = {
         "security.tls.enabled": True,
         "security.tls.ca-file": f"{MOUNT}/ca.pem",
-        "security.tls.cert-file": f"{MOUNT}/server.pem",
-        "security.tls.key-file": f"{MOUNT}/server-key.pem",
         "security.tls.client-auth": True,
         "security.authentication.enabled": True,
         "security.authorizer.enabled": True,
@@ -69,7 +75,7 @@ def main(out: Path = OUT) -> int:
                 f"security.tls.key-file={MOUNT}/client-key.pem",
                 "security.user=admin",
                 f"security.password={admin_password}",
-                "zookeeper.address=zookeeper:2181",
+                "zookeeper.address=zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181",
                 "zookeeper.root=/fluss",
                 "zookeeper.auth.user=fluss",
                 f"zookeeper.auth.password={zk_password}",

@@ -224,6 +224,26 @@ DEFAULT_REPLICATION_FACTOR = option("default.replication.factor", "int", 3, [COO
                                     Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip
 DEFAULT_BUCKET_NUMBER = option("default.bucket.number", "int", 1, [COORDINATOR], "buckets of tables that set none",
                                Range(1, MAX_BUCKETS))  # fmt: skip
+# leader balance and election policy (docs/control-plane.md "Leader balance", "Unclean leader election")
+AUTO_LEADER_REBALANCE = option(
+    "auto.leader.rebalance.enable", "bool", True, [COORDINATOR],
+    "move leaderships back to preferred replicas (in the ISR) when a server's imbalance exceeds the threshold",
+)  # fmt: skip
+LEADER_IMBALANCE_PERCENTAGE = option(
+    "leader.imbalance.per-server.percentage", "int", 10, [COORDINATOR],
+    "a server is imbalanced when more than this % of the buckets it is preferred for are led by another",
+    Range(0, 100),
+)  # fmt: skip
+LEADER_IMBALANCE_CHECK_INTERVAL = option("leader.imbalance.check-interval", "duration", 300.0, [COORDINATOR],
+                                         "how often leader balance is checked", Range(0.1, DAY))  # fmt: skip
+AUTO_PARTITION_CHECK_INTERVAL = option("coordinator.auto-partition.check-interval", "duration", 60.0,
+                                       [COORDINATOR], "how often partitions are created ahead and expired",
+                                       Range(0.1, DAY))  # fmt: skip
+UNCLEAN_LEADER_ELECTION = option(
+    "unclean.leader.election.enable", "bool", False, [COORDINATOR, TABLE],
+    "with no live ISR member, a live replica outside the ISR may lead; it LOSES every record beyond its log "
+    "end, acknowledged ones included (a table property; the coordinator's value is the default)",
+)  # fmt: skip
 
 # ---------------------------------------------------------------- tablet server
 TABLET_SERVER_ID = option("tablet-server.id", "int", 0, [TABLET], "tablet server id, unique in the cluster",
@@ -288,6 +308,18 @@ WRITER_EXPIRATION = option("writer.expiration", "duration", 7 * DAY, _LOG,
                            "forget an idle idempotent writer after this long", Range(1.0, 3650 * DAY))  # fmt: skip
 
 # ---------------------------------------------------------------- table only
+# partitioned tables (docs/partitioning.md): the logical table's spec; its partitions are tables <t>$<slot>
+TABLE_PARTITION_KEY = option("table.partition.key", "str", None, [TABLE], "name of the partition column",
+                             Text(r"[A-Za-z0-9_-]{1,64}", "1-64 of [A-Za-z0-9_-]"))  # fmt: skip
+TABLE_AUTO_PARTITION_UNIT = option("table.auto-partition.time-unit", "str", None, [TABLE],
+                                   "make the table auto-partitioned by time slots of this unit (UTC)",
+                                   Choice(("hour", "day", "month")))  # fmt: skip
+TABLE_AUTO_PARTITION_PRECREATE = option("table.auto-partition.num-precreate", "int", 2, [TABLE],
+                                        "the current slot and the next N-1 exist ahead of time",
+                                        Range(1, 1000))  # fmt: skip
+TABLE_AUTO_PARTITION_RETENTION = option("table.auto-partition.num-retention", "int", 7, [TABLE],
+                                        "the last N slots before the current one are kept; older are dropped",
+                                        Range(0, 100_000))  # fmt: skip
 TABLE_MIN_INSYNC_REPLICAS = option(
     "min.insync.replicas", "int", None, [TABLE],
     "acks=all needs this many replicas of the table's buckets in ISR (default: the server's "
@@ -389,6 +421,7 @@ class Config(Mapping[str, Any]):
     def __init__(self, role: str, values: Mapping[str, Any] | None = None) -> None:
         self.role = role
         self._raw: dict[str, Any] = dict(values or {})
+        self.deprecations: list[str] = []  # deprecated keys read by load_config (logged once at start-up)
         self._values: dict[str, Any] = {}
         for key, raw in self._raw.items():
             self._values[key] = _lookup(key, role).parse(raw)
@@ -422,6 +455,39 @@ class Config(Mapping[str, Any]):
 def is_secret(key: str) -> bool:
     """Keys whose values are never printed or logged (passwords)."""
     return key.endswith("password")
+
+
+# ---------------------------------------------------------------- deprecated spellings
+# Key names of the design write-up this project started from, accepted as aliases of the canonical keys
+# above (docs/operations.md "Deprecated key names"). The canonical key wins when both are given; a server
+# logs one warning at start-up naming every alias it read.
+DEPRECATED_ALIASES: dict[str, str] = {
+    "tablet-server.rebalance.trigger.threshold": REBALANCE_TRIGGER_THRESHOLD.key,
+    "tablet-server.rebalance.check.interval": REBALANCE_CHECK_INTERVAL.key,
+    "tablet-server.rebalance.max.concurrent.migrations": REBALANCE_MAX_CONCURRENT.key,
+    "rebalance.max.concurrent.migrations": REBALANCE_MAX_CONCURRENT.key,
+    "tablet-server.replica.fetch.max.bytes": REPLICA_FETCH_MAX_BYTES.key,
+}
+
+
+def resolve_aliases(values: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
+    """Rename deprecated keys to their canonical ones (pure). Returns the values and one notice per alias:
+    renamed, ignored because the canonical key is also set, or ignored because this role does not read it
+    (the seed names rebalance keys ``tablet-server.*`` although the coordinator reads them)."""
+    out: dict[str, Any] = {}
+    notices: list[str] = []
+    for key, value in values.items():
+        canonical = DEPRECATED_ALIASES.get(key)
+        if canonical is None:
+            out[key] = value
+        elif canonical in values:
+            notices.append(f"{key} ignored: {canonical} is set")
+        elif role not in OPTIONS[canonical].roles:
+            notices.append(f"{key} (now {canonical}) ignored: read by {', '.join(OPTIONS[canonical].roles)} only")
+        else:
+            out[canonical] = value
+            notices.append(f"{key} -> {canonical}")
+    return out, notices
 
 
 def _lookup(key: str, role: str) -> ConfigOption:
@@ -460,8 +526,13 @@ def load_config(
         if not isinstance(data, dict):
             raise ConfigError(str(file), "config file must be a mapping of key: value")
         values.update({str(k): v for k, v in data.items()})
-    values.update(overrides or {})
-    return Config(role, values)
+    # aliases are resolved per source, so a -D override (either spelling) still beats the file
+    values, notices = resolve_aliases(values, role)
+    extra, more = resolve_aliases(dict(overrides or {}), role)
+    values.update(extra)
+    config = Config(role, values)
+    config.deprecations = notices + more
+    return config
 
 
 def describe_options(role: str | None = None) -> list[ConfigOption]:

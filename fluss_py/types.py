@@ -11,10 +11,21 @@ NO_LEADER = -1
 """Leader id of a bucket that has no live leader."""
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+PARTITION_SEPARATOR = "$"
+_PARTITION_RE = re.compile(r"^([A-Za-z0-9_-]{1,200})\$([A-Za-z0-9_-]{1,64})$")
+
+
+def split_partition(table: str) -> tuple[str, str | None]:
+    """``orders$20261201`` -> ``("orders", "20261201")``; a plain table name -> ``(name, None)``."""
+    m = _PARTITION_RE.match(table) if isinstance(table, str) else None
+    return (m.group(1), m.group(2)) if m else (table, None)
 
 
 def validate_name(name: str, *, what: str = "table") -> str:
-    """Database and table names: 1-200 of ``[A-Za-z0-9_-]``; raise INVALID_*_NAME otherwise."""
+    """Database and table names: 1-200 of ``[A-Za-z0-9_-]``; a table name may also name one partition of a
+    partitioned table, ``<table>$<partition>`` (docs/partitioning.md). Raise INVALID_*_NAME otherwise."""
+    if what == "table" and isinstance(name, str) and _PARTITION_RE.match(name):
+        return name
     if not isinstance(name, str) or not _NAME_RE.match(name):
         error = InvalidDatabaseNameError if what == "database" else InvalidTableNameError
         raise error(f"{what} name {name!r} must be 1-200 characters of letters, digits, '_' or '-'")

@@ -67,16 +67,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_rebalance(args: argparse.Namespace) -> int:
     console = Console()
     try:
-        addresses = _addresses(args)
+        addresses = coordinator_addresses(args)
         http = http_security(resolve_security(args))  # HTTPS + Basic auth on a secure cluster
         if args.cancel:
-            answer = _call(addresses, http, "DELETE")
+            answer = call_leader(addresses, http, "DELETE")
         elif args.dry_run or not args.wait:
-            answer = _call(addresses, http, "POST", "?dry_run=true" if args.dry_run else "")
+            answer = call_leader(addresses, http, "POST", "?dry_run=true" if args.dry_run else "")
         else:
-            answer = _call(addresses, http, "POST")
+            answer = call_leader(addresses, http, "POST")
             if answer.get("error") == "REBALANCE_IN_PROGRESS":
-                answer = _call(addresses, http, "GET")  # --wait alone follows the running one
+                answer = call_leader(addresses, http, "GET")  # --wait alone follows the running one
         _show(console, answer, args.json)
         if "error" in answer:
             return EXIT_FAILED
@@ -89,7 +89,8 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         return e.code
 
 
-def _addresses(args: argparse.Namespace) -> list[str]:
+def coordinator_addresses(args: argparse.Namespace) -> list[str]:
+    """The coordinators' HTTP addresses from --coordinator-http, $FLUSS_COORDINATOR_HTTP or --dir."""
     if args.coordinator_http:
         return [args.coordinator_http]
     env = os.environ.get(HTTP_ENV, "").strip()
@@ -112,7 +113,9 @@ def _addresses(args: argparse.Namespace) -> list[str]:
 Http = tuple[ssl.SSLContext | None, dict[str, str]]
 
 
-def _call(addresses: list[str], http: Http, method: str, query: str = "") -> dict[str, Any]:
+def call_leader(
+    addresses: list[str], http: Http, method: str, query: str = "", path: str = "/rebalance"
+) -> dict[str, Any]:
     """The leader's answer: standbys (503 + leader_http) are followed once; unreachable ones skipped."""
     tried: list[str] = []
     queue = list(addresses)
@@ -123,7 +126,7 @@ def _call(addresses: list[str], http: Http, method: str, query: str = "") -> dic
         tried.append(address)
         context, headers = http
         scheme = "https" if context is not None else "http"
-        request = urllib.request.Request(f"{scheme}://{address}/rebalance{query}", method=method, headers=headers)
+        request = urllib.request.Request(f"{scheme}://{address}{path}{query}", method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30, context=context) as r:
                 return json.loads(r.read())
@@ -146,7 +149,7 @@ def _call(addresses: list[str], http: Http, method: str, query: str = "") -> dic
 def _follow(console: Console, addresses: list[str], args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.timeout
     http = http_security(resolve_security(args))
-    answer = _call(addresses, http, "GET")
+    answer = call_leader(addresses, http, "GET")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"))
     with Progress(*columns, console=console, transient=False) as progress:
         batches = progress.add_task("batches", total=answer.get("batches_total", 1))
@@ -159,7 +162,7 @@ def _follow(console: Console, addresses: list[str], args: argparse.Namespace) ->
             progress.update(moves, completed=answer.get("moves_done", 0))
             progress.update(data, completed=answer.get("bytes_moved", 0))
             time.sleep(args.interval)
-            answer = _call(addresses, http, "GET")
+            answer = call_leader(addresses, http, "GET")
         progress.update(batches, completed=answer.get("batches_total", 0) if answer.get("status") == "COMPLETED"
                         else answer.get("batch", 0))  # fmt: skip
         progress.update(moves, completed=answer.get("moves_done", 0))

@@ -1,12 +1,17 @@
 """``fluss-py cluster ...``: a local cluster of real processes (ZooKeeper, coordinators, tablet servers).
 
-    fluss-py cluster up [--dir DIR] [--coordinators 3] [--tablet-servers 3] [--zookeeper HOST:PORT] [-D k=v]
-                        [--secure]
+    fluss-py cluster up [--dir DIR] [--coordinators 3] [--tablet-servers 3] [--zookeeper N|HOST:PORT[,...]]
+                        [--netns] [--secure] [-D k=v]
     fluss-py cluster status [--dir DIR] [--json]
     fluss-py cluster down [--dir DIR] [--timeout 15]
     fluss-py cluster stop|start NAME [--dir DIR]
     fluss-py cluster kill NAME [--signal KILL|TERM|STOP|CONT] [--dir DIR]
     fluss-py cluster servers [--json]     (live servers as the cluster sees them: fluss_py.cli.cluster_servers)
+    fluss-py cluster partition|isolate|heal|netem ...   (network faults on a --netns cluster: cluster_net.py)
+
+``--zookeeper 3`` runs an ensemble of 3 ZooKeeper members (``zookeeper-1..3``); ``--zookeeper HOST:PORT``
+uses an existing ZooKeeper. ``--netns`` puts every process on its own test host (network namespace,
+198.18.0.0/15 address on a private bridge; see fluss_py/testing/netns.py).
 
 ``up --secure`` makes the cluster's CA, certificates, an admin user with an ACL allowing it everything and
 ``DIR/security/client.properties``, which every client command run with ``--dir DIR`` reads by default
@@ -28,11 +33,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from fluss_py.cli.args import config_override, finite, host_port, int_in
+from fluss_py.cli.args import bootstrap_servers, config_override, finite, int_in
 from fluss_py.cli.console import console_url
 from fluss_py.config import parse_overrides
-from fluss_py.testing.cluster import DEFAULT_DIR, ClusterError, LocalCluster
+from fluss_py.testing.cluster import CLIENT, DEFAULT_DIR, ClusterError, LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR
+from fluss_py.testing.netns import NetnsError
 from fluss_py.testing.zookeeper import ZKCLI, ZooKeeperUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -53,8 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="number of coordinators (default: %(default)s)")  # fmt: skip
     up.add_argument("--tablet-servers", type=int_in(0, 99), default=3,
                     help="number of tablet servers (default: %(default)s)")  # fmt: skip
-    up.add_argument("--zookeeper", type=host_port, metavar="HOST:PORT",
-                    help="use this ZooKeeper instead of starting one")  # fmt: skip
+    up.add_argument("--zookeeper", type=zookeeper_spec, metavar="N|HOST:PORT", default="1",
+                    help="N (1..9): start an ensemble of N ZooKeeper nodes (default 1); "
+                         "HOST:PORT[,...]: use that ZooKeeper")  # fmt: skip
+    up.add_argument("--netns", action="store_true",
+                    help="every process on its own network namespace (test hosts; root needed)")  # fmt: skip
     up.add_argument("--timeout", type=finite(0.0, 3600.0), default=60.0,
                     help="seconds to wait for readiness (default: 60)")  # fmt: skip
     up.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE", type=config_override,
@@ -90,6 +99,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from fluss_py.cli.cluster_servers import register_subcommand  # a client command: see that module
 
     register_subcommand(sub)
+    from fluss_py.cli.cluster_net import register_subcommands as register_net
+
+    register_net(sub, with_dir)
+
+
+def zookeeper_spec(text: str) -> str:
+    """``--zookeeper``: a number of members to start (1..9), or HOST:PORT[,HOST:PORT...] of a ZooKeeper to use."""
+    if text.strip().isdigit():
+        return str(int_in(1, 9)(text))
+    return bootstrap_servers(text)
 
 
 def _err(message: str) -> None:
@@ -117,22 +136,29 @@ def cmd_up(args: argparse.Namespace) -> int:
         if running:
             _err(f"part of a cluster is running in {args.dir} ({', '.join(running)}): `cluster down` first")
             return EXIT_FAILED
-    cluster = LocalCluster(
-        args.dir,
-        args.coordinators,
-        args.tablet_servers,
-        zookeeper=args.zookeeper,
-        tick_time=CLI_TICK_TIME,
-        overrides=overrides,
-        secure=args.secure,
-    )
+    external, count = (None, int(args.zookeeper)) if args.zookeeper.isdigit() else (args.zookeeper, 1)
+    try:
+        cluster = LocalCluster(
+            args.dir,
+            args.coordinators,
+            args.tablet_servers,
+            zookeeper=external,
+            zookeepers=count,
+            netns=args.netns,
+            tick_time=CLI_TICK_TIME,
+            overrides=overrides,
+            secure=args.secure,
+        )
+    except (ClusterError, NetnsError) as e:
+        _err(f"cannot lay out the cluster: {e}")
+        return EXIT_FAILED
     print(f"starting a local cluster in {cluster.directory} ...", flush=True)
     try:
         cluster.start(timeout=args.timeout)
         if args.coordinators:
             cluster.wait_for_leader(args.timeout)
     except (ClusterError, ZooKeeperUnavailable, AssertionError) as e:
-        cluster.kill_all()
+        cluster.close(grace=0.0)
         _err(f"the cluster did not start: {e}")
         return EXIT_FAILED
     cluster.detach()
@@ -151,14 +177,17 @@ def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
         print(f"Secure: TLS with client certificates; clients use {cluster.security.client_config} (user admin)")
     print("Next, try:")
     print(f"  {me} cluster status{d}")
-    print(f"  {ZKCLI} -server {cluster.zookeeper_address} get {cluster.zk_root}/coordinator/leader")
+    run = " ".join(cluster.net.exec_prefix(CLIENT)) + " " if cluster.net is not None else ""
+    print(f"  {run}{ZKCLI} -server {cluster.zookeeper_address} get {cluster.zk_root}/coordinator/leader")
     if leader and cluster.security is not None:
         s, url = cluster.security, f"https://{cluster.get(leader).http_address}/metrics"
-        print(f"  curl -s --cacert {s.ca.cert_file} --cert {s.directory / 'client.pem'} "
+        print(f"  {run}curl -s --cacert {s.ca.cert_file} --cert {s.directory / 'client.pem'} "
               f"--key {s.directory / 'client-key.pem'} {url} | head")  # fmt: skip
     elif leader:
-        print(f"  curl -s http://{cluster.get(leader).http_address}/metrics | head")
+        print(f"  {run}curl -s http://{cluster.get(leader).http_address}/metrics | head")
         print(f"  {me} cluster kill {leader}{d}     # kill -9 the leader, then `cluster status` again")
+    if cluster.net is not None:
+        print(f"  {me} cluster partition {cluster.names()[-1]} --from zookeeper{d}   # then: cluster heal{d}")
     print(f"  {me} cluster down{d}                  # or: make down")
 
 
@@ -199,6 +228,12 @@ def cmd_down(args: argparse.Namespace) -> int:
         return EXIT_OK
     cluster = LocalCluster.open(args.dir)
     result = cluster.down(timeout=args.timeout)
+    if cluster.net is not None:
+        cluster.remove_netns()
+        cluster.record.netns = None
+        cluster.save()
+        print(f"test hosts {cluster.net.prefix}-*: removed")
+        cluster.net = None
     cluster.detach()
     for name, how in result.items():
         print(f"{name}: {how}")

@@ -2,6 +2,7 @@
 
     fluss-py config [--scope coordinator|tablet-server|client|table]   a table for people
     fluss-py config --markdown                                          docs/configuration.md (make config-doc)
+    fluss-py config describe|alter ...                                  dynamic configuration (cli/dynconfig.py)
 
 The text comes from the registry in ``fluss_py.config`` alone, so the documented ranges are the enforced
 ones; a unit test fails when docs/configuration.md differs from ``reference_markdown()``.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from fluss_py import config as cfg
+from fluss_py.cli import dynconfig
 
 _INTRO = """\
 # Configuration reference
@@ -47,10 +49,13 @@ def reference_markdown() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("config", help="list the configuration keys with their defaults and ranges")
+    p = subparsers.add_parser(
+        "config", help="list the configuration keys with their defaults and ranges; describe/alter dynamic ones"
+    )
     p.add_argument("--scope", choices=cfg.SCOPES, help="only the keys of this role, or table properties")
     p.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
     p.set_defaults(func=run)
+    dynconfig.add_subcommands(p)  # describe / alter: the dynamic configuration (docs/dynamic-config.md)
 
 
 def run(args: argparse.Namespace) -> int:

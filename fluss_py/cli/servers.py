@@ -64,6 +64,9 @@ def _run(role: str, args: argparse.Namespace) -> int:
         server = TabletServer(config)
     explicit = ", ".join(f"{k}={v}" for k, v in sorted(config.explicit().items()))
     log.info("fluss-py %s starting; log file %s; settings: %s", role, log_file, explicit or "defaults")
+    if config.deprecations:
+        log.warning("Deprecated configuration key(s), accepted for now (use the new names): %s",
+                    "; ".join(config.deprecations))  # fmt: skip
     return serve(server)
 
 

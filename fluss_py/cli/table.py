@@ -38,7 +38,7 @@ from fluss_py.cli.common import (
     table_path,
 )
 from fluss_py.client.admin import Admin, TableDescription
-from fluss_py.types import NO_LEADER
+from fluss_py.types import NO_LEADER, PARTITION_SEPARATOR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         metavar="KEY=VALUE", help="table property (docs/configuration.md)")  # fmt: skip
     create.add_argument("--comment", default="", type=_comment)
     create.add_argument("--if-not-exists", action="store_true", help="succeed if the table exists")
+    part = create.add_argument_group("partitioned table (docs/partitioning.md)")
+    part.add_argument("--partitioned-by", metavar="NAME", help="partition column name")
+    part.add_argument("--auto-partition", choices=("hour", "day", "month"), help="time slot of a partition (UTC)")
+    part.add_argument("--num-precreate", type=int_in(1, 1000), help="slots created ahead, current included")
+    part.add_argument("--retention", type=int_in(0, 100_000), help="past slots kept; older are dropped")
     add_json_arg(create)
     create.set_defaults(func=client_command(cmd_create))
 
@@ -76,6 +81,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_arg(describe)
     describe.set_defaults(func=client_command(cmd_describe))
 
+    parts = add_connection_args(sub.add_parser("list-partitions", help="partitions of a partitioned table"))
+    parts.add_argument("table")
+    add_json_arg(parts)
+    parts.set_defaults(func=client_command(cmd_list_partitions))
+
 
 def _properties(pairs: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -95,7 +105,7 @@ def _comment(text: str) -> str:
 
 async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
-    properties = _properties(args.properties)
+    properties = {**_properties(args.properties), **partition_properties(args)}
     admin = await ctx.admin()
     existed = args.if_not_exists and str(path) in await _names(admin, [path.database])
     await admin.create_table(
@@ -119,6 +129,31 @@ async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
     else:
         verb = "created" if doc["created"] else "exists:"
         print(f"{verb} table {path} (id {info.table_id}, {info.num_buckets} buckets, RF {info.replication_factor})")
+    return EXIT_OK
+
+
+def partition_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The table properties of the partition flags (pure); --partitioned-by and --auto-partition go together."""
+    flags = (args.partitioned_by, args.auto_partition, args.num_precreate, args.retention)
+    if all(f is None for f in flags):
+        return {}
+    if args.partitioned_by is None or args.auto_partition is None:
+        raise CliError("a partitioned table needs --partitioned-by NAME and --auto-partition hour|day|month",
+                       EXIT_USAGE)  # fmt: skip
+    out = {cfg.TABLE_PARTITION_KEY.key: args.partitioned_by, cfg.TABLE_AUTO_PARTITION_UNIT.key: args.auto_partition}
+    if args.num_precreate is not None:
+        out[cfg.TABLE_AUTO_PARTITION_PRECREATE.key] = str(args.num_precreate)
+    if args.retention is not None:
+        out[cfg.TABLE_AUTO_PARTITION_RETENTION.key] = str(args.retention)
+    return out
+
+
+async def cmd_list_partitions(args: argparse.Namespace, ctx: Context) -> int:
+    path = table_path(args.table)
+    admin = await ctx.admin()
+    prefix = f"{path}{PARTITION_SEPARATOR}"
+    names = [n for n in await _names(admin, [path.database]) if n.startswith(prefix)]
+    emit_names(args, sorted(names))
     return EXIT_OK
 
 

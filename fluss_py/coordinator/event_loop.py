@@ -124,3 +124,31 @@ class CoordinatorEventLoop:
 def _fail(event: Event, exc: BaseException) -> None:
     if event.future is not None and not event.future.done():
         event.future.set_exception(exc)
+
+
+class Ticker:
+    """Owns one task that puts ``make_event()`` on an event loop every ``interval`` seconds (first right away
+    when ``immediately``). Used by the leader's periodic managers; ``close`` cancels and awaits the task."""
+
+    def __init__(self, name: str, interval: float, make_event: Callable[[], Event], immediately: bool = False) -> None:
+        self._name = name
+        self.interval = interval
+        self._make_event = make_event
+        self._immediately = immediately
+        self._task: asyncio.Task | None = None
+
+    def start(self, loop: Any) -> None:
+        async def run() -> None:
+            if not self._immediately:
+                await asyncio.sleep(self.interval)
+            while True:
+                loop.put(self._make_event())
+                await asyncio.sleep(self.interval)
+
+        self._task = asyncio.get_running_loop().create_task(run(), name=self._name)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

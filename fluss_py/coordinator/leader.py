@@ -5,8 +5,11 @@
             monitor: proof-of-death failure detection, coordinator/liveness.py)
             -> event-processor (CoordinatorEventLoop with the database, table and rebalance handlers)
             -> rebalance-manager (tick task of the RebalanceExecutor, coordinator/rebalance/executor.py)
+            -> leader-balancer (tick task of preferred-leader elections, coordinator/leader_balance.py)
+            -> auto-partition-manager (partitions ahead and expired, coordinator/partition_manager.py)
             then: load context, register <root>/coordinator/leader, create database `fluss`
-    stop:   rebalance-manager -> event-processor -> background-managers -> channel-manager -> rpc-channels
+    stop:   auto-partition-manager -> leader-balancer -> rebalance-manager -> event-processor
+            -> background-managers -> channel-manager -> rpc-channels
 
 Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
 with the session, and a voluntary release deletes them in ``CoordinatorServer``.
@@ -23,6 +26,7 @@ from typing import Any
 
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
+from fluss_py.coordinator.dynamic_config import DynamicConfigManager, LoadClusterConfig, apply_to_plan_options
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import (
     CreateDatabase,
@@ -32,13 +36,15 @@ from fluss_py.coordinator.events import (
     TabletServersChanged,
 )
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
+from fluss_py.coordinator.leader_balance import LeaderBalanceOptions, LeaderBalancer
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
+from fluss_py.coordinator.partition_manager import AutoPartitionManager
 from fluss_py.coordinator.processor import LoadTables, TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.peer import new_token
-from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.types import CoordinatorLeaderInfo, TableBucket
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
 
@@ -86,7 +92,13 @@ class LeaderServices:
         table_options: dict[str, Any] | None = None,
         proof_of_death: bool = True,
         rebalance_options: dict[str, Any] | None = None,
+        leader_balance: LeaderBalanceOptions | None = None,
+        static_config: Any = None,
+        auto_partition_interval: float = 60.0,
     ) -> None:
+        self._auto_partition_interval = auto_partition_interval
+        self._static_config = static_config
+        self._leader_balance_options = leader_balance or LeaderBalanceOptions()
         self._rebalance_options = rebalance_options or {}
         self._zk = zk
         self._proof_of_death = proof_of_death
@@ -102,6 +114,9 @@ class LeaderServices:
         self.tables: TableProcessor | None = None
         self.liveness: LivenessMonitor | None = None
         self.rebalance: RebalanceExecutor | None = None
+        self.leader_balance: LeaderBalancer | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
+        self.auto_partition: AutoPartitionManager | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
         self.token = new_token()
@@ -129,6 +144,24 @@ class LeaderServices:
         options = {"sizes": self.bucket_sizes, **self._rebalance_options}
         self.rebalance = RebalanceExecutor(self.tables, **options)  # resumes on the first startup
         self.rebalance.install(self.event_loop)
+        rebalance = self.rebalance
+
+        def moving() -> set[TableBucket]:  # buckets of the running rebalance batch: no preferred election
+            progress = rebalance.progress
+            return {m.bucket for _, m in progress.open_moves()} if progress is not None and progress.running else set()
+
+        self.leader_balance = LeaderBalancer(self.tables, self._leader_balance_options, moving)
+        self.leader_balance.install(self.event_loop)
+        static = self._static_config
+
+        def on_cluster_config(entries: dict[str, str]) -> None:  # on the event loop (dynamic-config.md)
+            if static is not None:
+                rebalance.options = apply_to_plan_options(rebalance.options, entries, static)
+
+        self.dynamic_config = DynamicConfigManager(self._zk, ctx, self.tables.view, on_cluster_config)
+        self.dynamic_config.install(self.event_loop)
+        self.auto_partition = AutoPartitionManager(self.tables, self._auto_partition_interval)
+        self.auto_partition.install(self.event_loop)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 
@@ -162,13 +195,25 @@ class LeaderServices:
             self.event_loop.start()
 
         await self.stack.push("event-processor", start_processor, self.event_loop.stop)
-        rebalance = self.rebalance
 
         async def start_rebalance_ticks() -> None:
             rebalance.start(self.event_loop)
 
         await self.stack.push("rebalance-manager", start_rebalance_ticks, rebalance.close)
+        balancer = self.leader_balance
+
+        async def start_balance_ticks() -> None:
+            balancer.start(self.event_loop)
+
+        await self.stack.push("leader-balancer", start_balance_ticks, balancer.close)
+        partitions = self.auto_partition
+
+        async def start_partition_ticks() -> None:
+            partitions.start(self.event_loop)
+
+        await self.stack.push("auto-partition-manager", start_partition_ticks, partitions.close)
         await load.future
+        await self.event_loop.submit(LoadClusterConfig())
 
         await self._register_leader_node()
         await self.event_loop.submit(CreateDatabase(DEFAULT_DATABASE, ignore_if_exists=True))

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
+from fluss_py.coordinator.auto_partition import check_partition
 from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
@@ -63,7 +64,7 @@ from fluss_py.errors import (
 )
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
-from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
+from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath, split_partition
 from fluss_py.zk.client import (
     BadVersionError,
     CreateOp,
@@ -174,6 +175,7 @@ def options_from_config(config: Any) -> dict[str, Any]:
         "default_buckets": int(config[cfg.DEFAULT_BUCKET_NUMBER]),
         "default_replication_factor": int(config[cfg.DEFAULT_REPLICATION_FACTOR]),
         "group_limits": GroupLimits.from_config(config),
+        "unclean_election": bool(config[cfg.UNCLEAN_LEADER_ELECTION]),
     }
 
 
@@ -403,11 +405,22 @@ class TableProcessor:
                 new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
             else:
                 new = election.reconcile_liveness(
-                    bucket.replicas, bucket.leader_and_isr, live, self.epoch, shutting, unclean=self._unclean
+                    bucket.replicas,
+                    bucket.leader_and_isr,
+                    live,
+                    self.epoch,
+                    shutting,
+                    unclean=self.unclean_for(tb.table_id),
                 )
             if new is not None:
                 changes.append((tb, new))
         return await self.store.write_leader_isr(changes)
+
+    def unclean_for(self, table_id: int) -> bool:
+        """The table's ``unclean.leader.election.enable`` property, else the coordinator's default."""
+        info = self.view.tables.get(table_id)
+        raw = info.properties.get(cfg.UNCLEAN_LEADER_ELECTION.key) if info is not None else None
+        return self._unclean if raw is None else bool(cfg.UNCLEAN_LEADER_ELECTION.parse(raw))
 
     async def _servers_died(self, died: list[int]) -> None:
         if not died:
@@ -455,6 +468,11 @@ class TableProcessor:
         path.validate()
         if path.database not in self.context.databases:
             raise DatabaseNotExistError(f"database {path.database} does not exist")
+        logical_name, partition = split_partition(path.table)
+        if partition is not None:  # one partition of a partitioned table (docs/partitioning.md)
+            logical_id = self.view.by_path.get(TablePath(path.database, logical_name))
+            logical = self.view.tables[logical_id].properties if logical_id is not None else None
+            check_partition(logical, partition)
         if path in self.view.by_path:
             if event.ignore_if_exists:
                 return self.view.by_path[path]

@@ -7,6 +7,9 @@ Lifecycle (states and legal moves in ``context.py``; design in ``docs/coordinato
            smallest -> fence (bump epoch, version-conditional) -> leader services (in order) -> Leader
            fence/initialisation failed -> tear down (reverse), delete own leader/candidate nodes -> Standby
            -> elect again after a back-off
+    standby: follow the predecessor's process (predecessor.py); proof of its death -> delete its candidate
+           (and leader node, same session) in one transaction -> the predecessor watch fires -> elect
+    leader: our own candidate deleted (a standby proved us dead, wrongly) -> step down like "fenced"
     session SUSPENDED longer than the session timeout, session LOST, or fenced by a newer epoch:
            tear down leader services (reverse), no ZooKeeper write -> Standby; after reconnecting:
            re-register (new session) and elect again
@@ -38,21 +41,24 @@ from fluss_py.console.routes import ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource
 from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
+from fluss_py.coordinator.dynamic_config import config_routes
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
+from fluss_py.coordinator.leader_balance import LeaderBalanceOptions
+from fluss_py.coordinator.predecessor import PredecessorWatch, Proof, take_over
 from fluss_py.coordinator.processor import options_from_config
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
-from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
+from fluss_py.coordinator.rebalance.routes import executor_options, leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import coordinator_pb2_grpc
-from fluss_py.rpc.peer import TokenReplicaVerifier
+from fluss_py.rpc.peer import replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import SessionEvent, SessionState, ZkClient, ZkError
+from fluss_py.zk.client import SessionEvent, SessionState, WatchEvent, ZkClient, ZkError, retry_session_lost
 from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.metrics import ZkSessionCollector
@@ -79,9 +85,10 @@ def stable_coordinator_id(host: str, port: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Signal:
-    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | stop
+    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | predecessor-dead | stop
     session_id: int = 0
     token: int = 0
+    proof: Proof | None = None
 
 
 class CoordinatorServer:
@@ -107,6 +114,10 @@ class CoordinatorServer:
         self.state = StateMachine(on_change=self._on_state_change)
         self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(_Signal("elect")))
         self._signals: asyncio.Queue[_Signal] = asyncio.Queue()
+        self._fast_failover = bool(config[cfg.PROOF_OF_DEATH])
+        self.predecessor = PredecessorWatch(
+            self.zk, self.root, lambda proof: self._signal(_Signal("predecessor-dead", proof=proof))
+        )
         self._leader: LeaderServices | None = None
         self._leader_session = 0
         self._session = 0
@@ -145,6 +156,12 @@ class CoordinatorServer:
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
+        Gauge("fluss_coordinator_partitions", "Partitions of partitioned tables (leader's view)", registry=self.metrics
+              ).set_function(lambda: self._partition_stat("count"))  # fmt: skip
+        Gauge("fluss_coordinator_partitions_created", "Partitions created ahead by this leadership",
+              registry=self.metrics).set_function(lambda: self._partition_stat("created"))  # fmt: skip
+        Gauge("fluss_coordinator_partitions_dropped", "Partitions dropped (expired) by this leadership",
+              registry=self.metrics).set_function(lambda: self._partition_stat("dropped"))  # fmt: skip
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
         self.servicer: CoordinatorServicer | None = None
@@ -226,6 +243,14 @@ class CoordinatorServer:
             return 0
         return monitor.proofs if what == "proofs" else monitor.fresh(2.0)
 
+    def _partition_stat(self, what: str) -> int:
+        manager = self._leader.auto_partition if self._leader is not None else None
+        if manager is None:
+            return 0
+        if what == "count":
+            return sum(len(parts) for parts in manager.partitions().values())
+        return manager.created if what == "created" else manager.dropped
+
     def _on_state_change(self, state: CoordinatorState) -> None:
         self._state_metric.state(state.value)
 
@@ -241,12 +266,17 @@ class CoordinatorServer:
             self.zk.add_session_listener(self._on_session)
             await self.zk.start()
             self._session = self.zk.session_id
-            for path in persistent_parents(self.root):
-                await self.zk.ensure_path(path)
+            for path in persistent_parents(self.root):  # idempotent: repeated after a connection loss
+                await retry_session_lost(
+                    lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
+                )
             await self.security.start(self.zk, self.root)
-            # tablet servers' AdjustIsr/ControlledShutdown must present the token of their registration
+            # tablet servers' AdjustIsr/ControlledShutdown/ReportReplicaFaults must present the token of their
+            # registration and, with mutual TLS, a certificate naming the server (docs/peer-trust.md)
             servicer = self.servicer = CoordinatorServicer(
-                self, TokenReplicaVerifier(None, self._registered_token), GroupLimits.from_config(self.config)
+                self,
+                replica_verifier(None, self._registered_token, certificates=self.security.peer_certificates),
+                GroupLimits.from_config(self.config),
             )
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
@@ -257,6 +287,7 @@ class CoordinatorServer:
             )
             routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
             routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md
+            routes.update(config_routes(leader_call(self.serving_event_loop, self.current_leader)))  # dynamic-config.md
             self._http = HttpServer(
                 self.bind_host,
                 self.http_port,
@@ -288,6 +319,7 @@ class CoordinatorServer:
         self._in_lifecycle = False
         if self.state.current is not CoordinatorState.DOWN:
             self.state.transition(CoordinatorState.DOWN, "shutting down")
+        await self.predecessor.close()
         if self._leader is not None:
             leader, self._leader = self._leader, None
             log.info("Stopping coordinator leader services")
@@ -368,6 +400,7 @@ class CoordinatorServer:
                 await self._lose_leadership("ZooKeeper connection suspended for longer than the session timeout")
                 self._stale_nodes = True
         elif kind == "lost":
+            self.predecessor.stop()
             self._suspend_token += 1
             log.warning("ZooKeeper session expired: this coordinator's ephemeral nodes are gone")
             if self._leader is not None:
@@ -380,6 +413,17 @@ class CoordinatorServer:
             await self._lose_leadership("fenced by a newer coordinator epoch")
             await self._release()
             self._later(RETRY_BACKOFF, _Signal("elect"))
+        elif kind == "predecessor-dead":
+            await self._take_over(signal.proof)
+
+    async def _take_over(self, proof: Proof | None) -> None:
+        """A standby proved its predecessor dead: delete what its session still holds, then look again."""
+        if proof is None or self.state.current is not CoordinatorState.STANDBY or not self.zk.connected:
+            return
+        if self.election.watching != proof.predecessor.candidate:
+            return  # the election moved on meanwhile; the proof is about a node we no longer follow
+        await take_over(self.zk, self.root, proof.predecessor)
+        self._signal(_Signal("elect"))
 
     async def _on_connected(self, session_id: int) -> None:
         self._suspend_token += 1
@@ -389,9 +433,13 @@ class CoordinatorServer:
                 await self._release()
             if self._suspended:  # kazoo dropped our predecessor watch on disconnect: re-arm it
                 self._signal(_Signal("elect"))
+                candidate = self.election.candidate_path
+                if self._leader is not None and candidate is not None:
+                    await self._watch_own_candidate(candidate)
             self._suspended = False
             return
         self._suspended = False
+        self.predecessor.stop()
         log.info("New ZooKeeper session 0x%x: rejoining as standby", session_id)
         self._session = session_id
         self._stale_nodes = False
@@ -426,7 +474,10 @@ class CoordinatorServer:
             self._signal(_Signal("elect"))
         elif not decision.leader:
             self.state.transition(CoordinatorState.STANDBY, f"watching predecessor {decision.predecessor}")
+            if self._fast_failover and decision.predecessor is not None:
+                self.predecessor.follow(decision.predecessor)
         else:
+            self.predecessor.stop()
             await self._become_leader()
 
     async def _become_leader(self) -> None:
@@ -451,6 +502,9 @@ class CoordinatorServer:
             options_from_config(self.config),
             proof_of_death=self.config[cfg.PROOF_OF_DEATH],
             rebalance_options=executor_options(self.config),
+            leader_balance=LeaderBalanceOptions.from_config(self.config),
+            static_config=self.config,
+            auto_partition_interval=float(self.config[cfg.AUTO_PARTITION_CHECK_INTERVAL]),
         )
         self._leader, self._leader_session = leader, self.zk.session_id
         try:
@@ -466,6 +520,19 @@ class CoordinatorServer:
         self._known_leader = None
         self.state.transition(CoordinatorState.LEADER, f"epoch {fence.epoch}")
         log.info("Coordinator leader services started (server %d, epoch %d)", self.server_id, fence.epoch)
+        await self._watch_own_candidate(candidate)
+
+    async def _watch_own_candidate(self, candidate: str) -> None:
+        """While leader, our candidate disappears with a live session only when a standby proved this process
+        dead (a forged refusal): step down at once, as when fenced (docs/coordinator-ha.md)."""
+
+        def on_change(event: WatchEvent) -> None:
+            if event.type == "DELETED" and self.election.candidate_path == candidate and self._leader is not None:
+                log.warning("Our candidate node %s was deleted by a standby that proved us dead", candidate)
+                self._signal(_Signal("fenced"))
+
+        if await self.zk.exists(candidate, watch=on_change) is None:
+            on_change(WatchEvent("DELETED", candidate))
 
     async def _lose_leadership(self, reason: str) -> None:
         leader, self._leader = self._leader, None

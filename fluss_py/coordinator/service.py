@@ -7,8 +7,9 @@
   and the consumer-group offsets (``coordinator/groups.py``) go through the single-writer event loop
   (table events: ``coordinator/processor.py``).
 - AdjustIsr, ControlledShutdown and ReportReplicaFaults change ISRs and leaderships on a tablet server's
-  word: the caller must prove it is the server it names (``ReplicaVerifier``: its replica token,
-  docs/peer-trust.md), else REPLICA_NOT_AUTHENTICATED, logged and counted (``refusals``).
+  word: the caller must prove it is the server it names (``ReplicaVerifier``: its replica token and, with
+  mutual TLS, a certificate naming ``fluss://tablet-server/<id>``; docs/peer-trust.md), else
+  REPLICA_NOT_AUTHENTICATED, logged and counted (``refusals``).
 
 Who may call: grpc.aio, on the process's loop.
 """

@@ -153,8 +153,11 @@ class ReplicaManager:
     ) -> None:
         self.server_id = server_id
         self.log_manager = log_manager
-        self.config = config
+        self.config = config  # the static file + -D overrides; dynamic values layer on top (apply_dynamic)
+        self.effective_config: Any = config
         self.settings = settings or ReplicaSettings.from_config(config)
+        self._table_properties: dict[TableBucket, dict[str, str]] = {}  # creation properties, per hosted bucket
+        self._table_dynamic: dict[int, dict[str, str]] = {}  # table_id -> dynamic table entries
         self._gateway = coordinator_gateway
         self._clock = clock
         self._replicas: dict[TableBucket, Replica] = {}
@@ -349,11 +352,44 @@ class ReplicaManager:
             )
         self.coordinator_epoch = epoch
 
+    def apply_dynamic(
+        self, server_layers: Sequence[Mapping[str, str]], tables: Mapping[int, Mapping[str, str]]
+    ) -> list[str]:
+        """Apply dynamic configuration live (docs/dynamic-config.md): ``server_layers`` lowest first (cluster,
+        then this server), ``tables`` the per-table entries. Recomputes the settings, the throttle and, for
+        every hosted replica, its lag time, min ISR and log config (table > creation property > server).
+        Returns what changed, for the log. Runs on the loop (the DynamicConfigWatcher's callback)."""
+        from dataclasses import replace as _replace
+
+        from fluss_py.common.dynamic_config import LayeredConfig
+
+        effective = LayeredConfig(self.config, *server_layers)
+        settings = _replace(
+            ReplicaSettings.from_config(effective), isr_retry_backoff_s=self.settings.isr_retry_backoff_s
+        )
+        changed = [f"{k}={v}" for k, v in sorted(effective.overridden().items())]
+        self.effective_config, self.settings = effective, settings
+        self._table_dynamic = {int(t): dict(e) for t, e in tables.items()}
+        self.throttle.rate = max(0, settings.throttle_bytes_per_s)
+        self.throttle.burst = max(1, min(settings.throttle_bytes_per_s, settings.fetch.max_bytes))
+        for tb, replica in self._replicas.items():
+            props = self._properties(tb)
+            replica.lag_time_s = settings.lag_time_s
+            replica.min_insync_replicas = self._min_isr(props)
+            replica.log.config = self._log_config(props)
+        return changed
+
+    def _properties(self, tb: TableBucket) -> dict[str, str]:
+        """The table's creation properties with its dynamic entries on top."""
+        return {**self._table_properties.get(tb, {}), **self._table_dynamic.get(tb.table_id, {})}
+
     def _min_isr(self, properties: Mapping[str, str]) -> int:
         return int(table_setting(cfg.TABLE_MIN_INSYNC_REPLICAS, properties, self.settings.min_insync_replicas))
 
     def _get_or_create(self, state: BucketState) -> Replica:
         tb = state.table_bucket
+        self._table_properties[tb] = dict(state.table_properties)
+        props = self._properties(tb)
         replica = self._replicas.get(tb)
         if tb in self.offline:
             raise StorageError(f"tablet server {self.server_id}: bucket {tb}: {self.offline[tb]}")
@@ -366,19 +402,21 @@ class ReplicaManager:
                 self.faults.refused_while_offline(tb, reason)
                 raise StorageError(f"tablet server {self.server_id}: bucket {tb}: {reason}")
             if log_tablet is None:
-                log_tablet = self.log_manager.get_or_create(tb, self._log_config(state.table_properties))
+                log_tablet = self.log_manager.get_or_create(tb, self._log_config(props))
+            else:
+                log_tablet.config = self._log_config(props)
             replica = Replica(
                 tb,
                 self.server_id,
                 log_tablet,
-                min_insync_replicas=self._min_isr(state.table_properties),
+                min_insync_replicas=self._min_isr(props),
                 lag_time_s=self.settings.lag_time_s,
                 clock=self._clock,
             )
             replica.transition(ReplicaState.ONLINE)
             self._replicas[tb] = replica
         else:
-            replica.min_insync_replicas = self._min_isr(state.table_properties)
+            replica.min_insync_replicas = self._min_isr(props)
             if replica.state is ReplicaState.OFFLINE:
                 replica.transition(ReplicaState.ONLINE)
         return replica
@@ -390,7 +428,7 @@ class ReplicaManager:
         return lai.leader_epoch == 0 and lai.bucket_epoch == 0
 
     def _log_config(self, properties: Mapping[str, str]) -> Any:
-        return LogConfig.from_config(self.config, properties)
+        return LogConfig.from_config(self.effective_config, properties)
 
     async def become_leader_or_follower(
         self, coordinator_epoch: int, buckets: Sequence[BucketState], servers: Iterable[ServerNode] = ()
@@ -460,6 +498,7 @@ class ReplicaManager:
                     self._role_changed(tb)
                     self._isr_pending.pop(tb, None)
                     del self._replicas[tb]
+                    self._table_properties.pop(tb, None)
                 stopped.append(tb)
                 if item.delete:
                     self.offline.pop(tb, None)
@@ -857,9 +896,8 @@ class ReplicaManager:
         return len(items)
 
     async def _shrink_loop(self) -> None:
-        interval = max(self.settings.lag_time_s / 2, 0.01)
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(max(self.settings.lag_time_s / 2, 0.01))  # read each time: it may change live
             self.maybe_shrink_isr()
             self.fetch_sessions.evict_idle()
 

@@ -9,8 +9,9 @@ Two credentials travel in gRPC call metadata, never in a protobuf message that i
 claimed id and the request's context. ``TokenReplicaVerifier`` compares the token the caller presents with
 the one the coordinator handed out for N; when they differ (N restarted since, or the coordinator is down)
 it reads N's registration in ZooKeeper once (``lookup``, at most once per ``min_lookup_interval_s`` per id)
-before refusing. The TLS work adds a verifier that reads the peer certificate from
-``context.auth_context()`` instead, and nothing around the seam changes.
+before refusing. With mutual TLS, ``CertificateReplicaVerifier`` first requires the peer certificate to
+name tablet server N (``fluss://tablet-server/N``, ``security/server_names.py``), then the token as a
+second factor; nothing around the seam changes.
 
 ``RefusalLog`` logs and counts refused callers: one line per (kind, subject) per ``interval_s`` with the
 number of refusals not logged since, so a flood of forged requests cannot flood the log.
@@ -28,6 +29,8 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
+
+from fluss_py.security.server_names import TABLET_SERVER, certificate_refusal
 
 REPLICA_TOKEN_KEY = "fluss-replica-token"
 COORDINATOR_TOKEN_KEY = "fluss-coordinator-token"
@@ -143,6 +146,29 @@ class TokenReplicaVerifier:
             self._looked_up[server_id] = self._clock()
             del self._lookups[server_id]
             done.set_result(None)
+
+
+class CertificateReplicaVerifier(TokenReplicaVerifier):
+    """Replica identity with mutual TLS: the peer certificate must name tablet server ``claimed``
+    (``fluss://tablet-server/<claimed>``), and the caller must also present that server's token (a second
+    factor: it tells a server's current process from an earlier incarnation holding the same certificate).
+    Same owners and calls as ``TokenReplicaVerifier``."""
+
+    async def verify(self, claimed: int, context: Any) -> str | None:
+        if claimed == self.own_id:
+            return "that is this server's own id"
+        if claimed < 0:
+            return "not a tablet server id"
+        why = certificate_refusal(context, TABLET_SERVER, claimed)
+        if why is not None:
+            return why
+        return await super().verify(claimed, context)
+
+
+def replica_verifier(own_id: int | None, lookup: TokenLookup, *, certificates: bool) -> TokenReplicaVerifier:
+    """The verifier a server uses: certificate and token with mutual TLS (``certificates``), else the token."""
+    kind = CertificateReplicaVerifier if certificates else TokenReplicaVerifier
+    return kind(own_id, lookup)
 
 
 class RefusalLog:

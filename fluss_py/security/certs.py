@@ -1,11 +1,12 @@
 """A small certificate authority for local secure clusters and tests (the ``cryptography`` package).
 
     ca = CertificateAuthority.create(directory / "ca")                 ca.pem + ca-key.pem
-    ca.issue(directory / "server", "fluss-server", hosts=["127.0.0.1", "localhost"])
-                                                                       server.pem + server-key.pem
+    ca.issue(directory / "ts-1", "fluss-server", hosts=["127.0.0.1", "localhost"],
+             uris=["fluss://tablet-server/1"])                       ts-1.pem + ts-1-key.pem
 
 EC P-256 keys, SHA-256 signatures; a server certificate names its hosts as subject alternative names (IP
-addresses as IP SANs). ``not_before`` / ``not_after`` may be set to make expired or not-yet-valid
+addresses as IP SANs) and, for a server of the cluster, the URI naming which server it is
+(``security/server_names.py``). ``not_before`` / ``not_after`` may be set to make expired or not-yet-valid
 certificates for tests. Private keys are written with mode 0600. Not for production PKI: a real
 deployment brings its own CA (docs/security.md).
 """
@@ -85,10 +86,12 @@ class CertificateAuthority:
         common_name: str,
         *,
         hosts: Sequence[str] = (),
+        uris: Sequence[str] = (),
         not_before: dt.datetime | None = None,
         not_after: dt.datetime | None = None,
     ) -> IssuedFiles:
-        """Sign a certificate for ``common_name`` (client and server use) valid for ``hosts``."""
+        """Sign a certificate for ``common_name`` (client and server use) valid for ``hosts``, naming ``uris``
+        (URI SANs: ``fluss://tablet-server/<id>`` for a server of the cluster)."""
         ca_key = serialization.load_pem_private_key(self.key_file.read_bytes(), None)
         ca_cert = x509.load_pem_x509_certificate(self.cert_file.read_bytes())
         key = ec.generate_private_key(ec.SECP256R1())
@@ -107,8 +110,9 @@ class CertificateAuthority:
                 critical=False,
             )
         )
-        if hosts:
-            builder = builder.add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+        names = [_san(h) for h in hosts] + [x509.UniformResourceIdentifier(u) for u in uris]
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
         prefix.parent.mkdir(parents=True, exist_ok=True)
         files = IssuedFiles(prefix.with_name(prefix.name + ".pem"), prefix.with_name(prefix.name + "-key.pem"))

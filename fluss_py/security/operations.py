@@ -116,6 +116,9 @@ HTTP_RULES: dict[str, tuple[Operation, Resource]] = {
     "POST /rebalance": (Operation.ALTER, CLUSTER),
     "DELETE /rebalance": (Operation.ALTER, CLUSTER),
     "GET /rebalance": (Operation.DESCRIBE, CLUSTER),
+    # dynamic configuration (docs/dynamic-config.md): cluster-wide settings, whatever the entity
+    "POST /config": (Operation.ALTER, CLUSTER),
+    "GET /config": (Operation.DESCRIBE, CLUSTER),
 }
 
 

@@ -59,6 +59,12 @@ class ServerSecurity:
             registry=registry,
         )
 
+    @property
+    def peer_certificates(self) -> bool:
+        """Mutual TLS: every peer presents a CA-signed certificate, so a server's certificate names which
+        server it is (``fluss://<role>/<id>``) and peers are checked against it (docs/peer-trust.md)."""
+        return self.tls is not None and self.tls.require_client_cert
+
     async def start(self, zk: ZkClient, root: str) -> None:
         """Load users and ACLs and keep them watched (after the ZooKeeper session is up)."""
         if not self.enabled:

@@ -52,12 +52,13 @@ from fluss_py.replica.gateway import GrpcCoordinatorGateway
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import tablet_pb2_grpc
-from fluss_py.rpc.peer import TokenReplicaVerifier, new_token
+from fluss_py.rpc.peer import new_token, replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
+from fluss_py.tablet.dynamic_config import DynamicConfigWatcher, DynamicOverrides
 from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import replica_metrics_text
@@ -75,6 +76,7 @@ from fluss_py.zk.client import (
     ZkClient,
     ZkError,
     ZnodeStat,
+    retry_session_lost,
 )
 from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.metrics import ZkSessionCollector
@@ -133,7 +135,6 @@ class TabletServer:
         self.state = "Starting"
         self.registered = False
         self.fence = CoordinatorFence(ZkCoordinatorRecords(self.zk))
-        self.replica_verifier = TokenReplicaVerifier(self.server_id, self._registered_token)
         self.servicer: TabletServicer | None = None
         self.coordinator_leader: CoordinatorLeaderInfo | None = None
         self.metadata_cache = MetadataCache()
@@ -151,6 +152,7 @@ class TabletServer:
         self._leader_watch: Any = None
         self._retention_task: asyncio.Task[None] | None = None
         self._retention_failure: BaseException | None = None
+        self._dynamic: DynamicConfigWatcher | None = None
         self.metrics = CollectorRegistry()
         Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
               ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
@@ -161,6 +163,10 @@ class TabletServer:
         self.request_metrics = RequestMetrics(self.metrics)
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
+        # followers prove who they are: the certificate names them (mutual TLS) and they present their token
+        self.replica_verifier = replica_verifier(
+            self.server_id, self._registered_token, certificates=self.security.peer_certificates
+        )
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -249,11 +255,18 @@ class TabletServer:
             await self.zk.start()
             self._session = self.zk.session_id
             for path in persistent_parents(self.root):
-                await self.zk.ensure_path(path)
+                await retry_session_lost(
+                    lambda p=path: self.zk.ensure_path(p), self.zk.connection_timeout, f"creating {path}"
+                )
             await self.security.start(self.zk, self.root)
             if self.replica_layer is None:
                 self.replica_layer = self._start_replicas()
-            servicer = self.servicer = TabletServicer(self.fence, self.replica_layer, self.replica_verifier)
+            servicer = self.servicer = TabletServicer(
+                self.fence,
+                self.replica_layer,
+                self.replica_verifier,
+                coordinator_certificates=self.security.peer_certificates,
+            )
             rm = self.replica_manager  # its led buckets' sizes ride on the heartbeats (docs/rebalance.md §2)
             servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, rm.led_sizes if rm else None)
             self._rpc_server, self.rpc_port = await start_rpc_server(
@@ -274,8 +287,11 @@ class TabletServer:
                 guard=self.security.http_guard,
             )
             await self._http.start()
-            await self._register()
+            await retry_session_lost(self._register, self.zk.connection_timeout, "registering")
             self._leader_watch = self.zk.watch_data(CoordinatorLeaderZNode.path(self.root), self._on_leader_node)
+            if self.replica_manager is not None:  # docs/dynamic-config.md
+                self._dynamic = DynamicConfigWatcher(self.zk, self.server_id, self._apply_dynamic)
+                self._dynamic.start()
             self.state = "Running"
             log.info("Tablet server %d is running", self.server_id)
             self._in_lifecycle = True
@@ -293,6 +309,13 @@ class TabletServer:
             self._signals.put_nowait(None)
         elif self._run_task is not None:
             self._run_task.cancel()
+
+    def _apply_dynamic(self, overrides: DynamicOverrides) -> None:
+        """DynamicConfigWatcher callback (on the loop): cluster, then this server's, then per-table entries."""
+        assert self.replica_manager is not None
+        changed = self.replica_manager.apply_dynamic([overrides.cluster, overrides.server], overrides.tables)
+        log.info("Dynamic configuration applied: server-level %s; tables %s", changed or "none",
+                 {t: e for t, e in overrides.tables.items() if e} or "none")  # fmt: skip
 
     async def _retention_loop(self) -> None:
         """Every RETENTION_CHECK_INTERVAL_S: delete segments past table.log.ttl / retention-bytes (below the
@@ -344,6 +367,8 @@ class TabletServer:
         self._in_lifecycle = False
         if self._leader_watch is not None:
             self._leader_watch.cancel()
+        if self._dynamic is not None:
+            self._dynamic.close()
         rpc_stopped = None
         if self._rpc_server is not None:
             # no new requests; in-flight ones get 0.5 s. Followers' long-poll fetches parked here are answered

@@ -2,10 +2,11 @@
 
 Control requests (NotifyLeaderAndIsr, StopReplica, UpdateMetadata) are accepted only from the current
 coordinator leader: ``tablet/coordinator_fence.py``'s ``CoordinatorFence`` checks their epoch against
-ZooKeeper and the leader token they present (docs/peer-trust.md). A follower fetch (``replica_id`` >= 0) is
-passed on only when the ``ReplicaVerifier`` (``rpc/peer.py``) says the caller proved it is that server;
-the replica tokens it checks come with each accepted UpdateMetadata. Refusals are whole-request errors,
-logged and counted by a ``RefusalLog`` (``fluss_tablet_peer_refusals_total{kind}``).
+ZooKeeper and the leader token they present (docs/peer-trust.md); with mutual TLS the caller's certificate
+must first name the coordinator the request claims (``fluss://coordinator/<id>``). A follower fetch
+(``replica_id`` >= 0) is passed on only when the ``ReplicaVerifier`` (``rpc/peer.py``) says the caller
+proved it is that server; the replica tokens it checks come with each accepted UpdateMetadata. Refusals are
+whole-request errors, logged and counted by a ``RefusalLog`` (``fluss_tablet_peer_refusals_total{kind}``).
 
 Everything else is the replica layer's job, plugged in through the narrow ``ReplicaLayer`` Protocol
 (one coroutine per RPC, request in, response out). The server plugs in ``tablet/replica_layer.py``'s
@@ -22,11 +23,17 @@ from typing import Any, Protocol
 
 import grpc.aio
 
-from fluss_py.errors import ErrorCode, InvalidRequestError, ReplicaNotAuthenticatedError
+from fluss_py.errors import (
+    CoordinatorNotAuthenticatedError,
+    ErrorCode,
+    InvalidRequestError,
+    ReplicaNotAuthenticatedError,
+)
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, RefusalLog, TokenReplicaVerifier, presented
-from fluss_py.tablet.coordinator_fence import CoordinatorFence, CoordinatorRefused
+from fluss_py.security.server_names import COORDINATOR, certificate_refusal
+from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
 
 log = logging.getLogger("fluss_py.tablet.TabletService")
 
@@ -108,8 +115,16 @@ REPLICA_NOT_AUTHENTICATED = "replica_not_authenticated"
 class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
     """Checks who the peer is (coordinator leader, follower), then delegates; owns the refusal log."""
 
-    def __init__(self, fence: CoordinatorFence, layer: ReplicaLayer, replicas: TokenReplicaVerifier) -> None:
+    def __init__(
+        self,
+        fence: CoordinatorFence,
+        layer: ReplicaLayer,
+        replicas: TokenReplicaVerifier,
+        *,
+        coordinator_certificates: bool = False,
+    ) -> None:
         self.fence = fence
+        self.coordinator_certificates = coordinator_certificates  # mutual TLS: the certificate names the caller
         self.layer = layer
         self.replicas = replicas
         self.refusals = RefusalLog(log)
@@ -118,6 +133,12 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
     async def _from_coordinator(self, request: Any, context: Any, response_type: type, what: str, call: Any) -> Any:
         epoch, cid = request.coordinator_epoch, request.coordinator_id
         try:
+            if self.coordinator_certificates:
+                why = certificate_refusal(context, COORDINATOR, cid)
+                if why is not None:
+                    raise CoordinatorRefused(NOT_LEADER, CoordinatorNotAuthenticatedError(
+                        f"{what} claiming coordinator {cid} at epoch {epoch} refused: {why}"
+                    ))  # fmt: skip
             token = presented(context, COORDINATOR_TOKEN_KEY) if context is not None else ""
             await self.fence.check(epoch, cid, token, what)
         except CoordinatorRefused as e:

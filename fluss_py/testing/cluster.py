@@ -19,8 +19,13 @@ from one ``PortAllocator``. Readiness follows the process contract (``GET /healt
 ``srvr`` answers ``Mode:``. ``open(directory)`` re-attaches to a cluster started by another process (the CLI)
 through cluster.json; PIDs are checked against their start time before any signal.
 
+``zookeepers=3`` runs an ensemble ``zookeeper-1..3`` (``zookeeper-<sid>/``) instead of one ``zookeeper``.
+``netns=True`` puts every process on a test host of its own (netns.py: a namespace named after it, an address
+in 198.18.0.0/15, fixed ports) plus the host ``client``; argv starts with ``ip netns exec <ns>``, and
+``on_host``/``zk_view`` run the test's own plain-socket probes there (health, four-letter words, kazoo).
+
 Cleanup: ``close()`` (and the context manager, and an atexit hook) stops every process this object
-started, SIGKILL after a short grace, even when a test failed.
+started, SIGKILL after a short grace, even when a test failed, then deletes its test hosts by name.
 
 Who may call: one thread (a test, or the CLI).
 """
@@ -37,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from signal import SIGCONT, SIGTERM
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import client_ssl_context
@@ -51,11 +56,18 @@ from fluss_py.testing.cluster_file import (
 )
 from fluss_py.testing.health import fetch_health, is_ready, leader_of
 from fluss_py.testing.layout import CONF_DIR, DEFAULT_DIR, LAUNCHER_ENV, default_launcher, server_record
+from fluss_py.testing.netns import HostNetwork
 from fluss_py.testing.ports import PortAllocator, default_allocator
 from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
 from fluss_py.testing.secure import SecureFiles, bootstrap_security
-from fluss_py.testing.zookeeper import ZooKeeperProcess, four_letter
+from fluss_py.testing.zkview import ZkView
+from fluss_py.testing.zookeeper import EnsembleMember, ZooKeeperProcess, four_letter
 
+CLIENT = "client"  # the test host of the test's (or the CLI user's) own clients in a --netns cluster
+NETNS_ZK_PORTS = (2181, 2888, 3888)  # client, quorum, election: every test host has its own port space
+NETNS_SERVER_PORTS = (9123, 9124)  # rpc, http
+
+T = TypeVar("T")
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
 
@@ -66,6 +78,7 @@ class ClusterError(RuntimeError):
 def _kill_leftovers() -> None:
     for cluster in list(_LIVE):
         cluster.kill_all()
+        cluster.remove_netns()
 
 
 atexit.register(_kill_leftovers)
@@ -94,6 +107,8 @@ class LocalCluster:
         conf_dir: Path | None = CONF_DIR,
         launcher: list[str] | None = None,
         die_with_parent: bool = False,
+        zookeepers: int = 1,
+        netns: bool = False,
         secure: bool = False,
         client_certificates: bool = True,
     ) -> None:
@@ -112,36 +127,72 @@ class LocalCluster:
         self.launcher = list(launcher) if launcher else default_launcher()
         self.die_with_parent = die_with_parent
         self.handles: dict[str, ProcessHandle] = {}
+        self._zks: dict[str, ZooKeeperProcess] = {}
         self._http_context: ssl.SSLContext | None = None
-        self._zk: ZooKeeperProcess | None = None
-        zk_address = zookeeper
-        if zookeeper is None:
-            self._zk = ZooKeeperProcess(self.directory / ZOOKEEPER, tick_time=tick_time, ports=self.ports)
-            zk_address = self._zk.address
-        assert zk_address is not None
-        self.record = ClusterRecord(str(self.directory), zk_address, zk_root)
+        self.record = ClusterRecord(str(self.directory), zookeeper or "", zk_root)
         if self.security is not None:
             self.record.security_dir = str(self.security.directory)
-        if self._zk is not None:
-            argv = self._zk.command()
+        self.net: HostNetwork | None = HostNetwork.create() if netns else None
+        _LIVE.add(self)
+        try:
+            if self.net is not None:
+                self.net.add_host(CLIENT)
+            if zookeeper is None:
+                self._plan_zookeepers(zookeepers, tick_time)
+            self._save_net()
+            for i in range(1, coordinators + 1):
+                self._add(COORDINATOR, i)
+            for i in range(1, tablet_servers + 1):
+                self._add(TABLET_SERVER, i)
+        except BaseException:
+            self.close(grace=0.0)
+            raise
+
+    def _plan_zookeepers(self, count: int, tick_time: int) -> None:
+        """One standalone ZooKeeper (``zookeeper``) or an ensemble of ``count`` (``zookeeper-<sid>``)."""
+        if count < 1:
+            raise ValueError(f"a cluster needs at least one ZooKeeper, not {count}")
+        names = [ZOOKEEPER] if count == 1 else [f"{ZOOKEEPER}-{sid}" for sid in range(1, count + 1)]
+        members = []
+        for sid, name in enumerate(names, 1):
+            host = self._host(name)
+            if self.net is not None:
+                client, quorum, election = NETNS_ZK_PORTS
+            else:
+                client, quorum, election = self.ports.allocate_many(3)
+            members.append((name, host, client, EnsembleMember(sid, host, quorum, election)))
+        ensemble = [m for *_, m in members] if count > 1 else []
+        for name, host, client, member in members:
+            zk = ZooKeeperProcess(
+                self.directory / name, client, tick_time, host=host, ensemble=ensemble, sid=member.sid
+            )
+            self._zks[name] = zk
             self.record.processes.append(
                 ProcessRecord(
-                    name=ZOOKEEPER,
+                    name=name,
                     role=ZOOKEEPER,
-                    id=None,
-                    rpc_address=self._zk.address,
+                    id=member.sid if count > 1 else None,
+                    rpc_address=zk.address,
                     http_address=None,
-                    log_file=str(self._zk.log_file),
-                    stdout_file=str(self._zk.log_file),
-                    data_dir=str(self._zk.data_dir),
-                    argv=argv,
+                    log_file=str(zk.log_file),
+                    stdout_file=str(zk.log_file),
+                    data_dir=str(zk.data_dir),
+                    argv=self._exec_prefix(name) + zk.command(),
                 )
             )
-        for i in range(1, coordinators + 1):
-            self._add(COORDINATOR, i)
-        for i in range(1, tablet_servers + 1):
-            self._add(TABLET_SERVER, i)
-        _LIVE.add(self)
+        self.record.zookeeper = ",".join(zk.address for zk in self._zks.values())
+
+    def _host(self, name: str) -> str:
+        return self.net.add_host(name) if self.net is not None else "127.0.0.1"
+
+    def _exec_prefix(self, name: str) -> list[str]:
+        return self.net.exec_prefix(name) if self.net is not None else []
+
+    def _save_net(self) -> None:
+        if self.net is not None:
+            self.record.netns = self.net.to_dict()
+            if self.directory.exists():
+                self.save()
 
     # ---------------------------------------------------------------- re-attaching (CLI)
     @classmethod
@@ -154,7 +205,8 @@ class LocalCluster:
         self.ports = ports or default_allocator()
         self.overrides = _frozen(None)
         self.role_overrides = MappingProxyType({COORDINATOR: _frozen(None), TABLET_SERVER: _frozen(None)})
-        self.conf_dir, self.launcher, self._zk = CONF_DIR, default_launcher(), None
+        self.conf_dir, self.launcher, self._zks = CONF_DIR, default_launcher(), {}
+        self.net = HostNetwork.from_dict(record.netns) if record.netns else None
         self.die_with_parent = False
         self.record = record
         self._http_context = None
@@ -177,25 +229,34 @@ class LocalCluster:
     def _add(self, role: str, server_id: int) -> ProcessRecord:
         if any(p.id == server_id and p.role == role for p in self.record.processes):
             raise ValueError(f"{role}-{server_id} already exists")
+        name = f"{role}-{server_id}"
+        if self.net is not None:
+            rpc_port, http_port = NETNS_SERVER_PORTS
+        else:
+            rpc_port, http_port = self.ports.allocate_many(2)
         rec = server_record(
             self.directory,
             role,
             server_id,
             zookeeper=self.record.zookeeper,
             zk_root=self.record.zk_root,
-            rpc_port=self.ports.allocate(),
-            http_port=self.ports.allocate(),
+            rpc_port=rpc_port,
+            http_port=http_port,
             launcher=self.launcher,
             conf_dir=self.conf_dir,
-            overrides={**self.overrides, **self.role_overrides[role], **self._tls_overrides(f"{role}-{server_id}")},
+            overrides={**self.overrides, **self.role_overrides[role], **self._tls_overrides(role, server_id)},
+            host=self._host(name),
+            exec_prefix=self._exec_prefix(name),
             secure_config=self.security.server_config if self.security else None,
         )
+        self._save_net()
         self.record.processes.append(rec)
         return rec
 
-    def _tls_overrides(self, name: str) -> dict[str, str]:
-        """A secure cluster's server presents a certificate of its own (per-server keys, rotated alone)."""
-        return self.security.server_tls_overrides(name) if self.security is not None else {}
+    def _tls_overrides(self, role: str, server_id: int) -> dict[str, str]:
+        """A secure cluster's server presents a certificate of its own, naming it (per-server keys, rotated
+        alone)."""
+        return self.security.server_tls_overrides(role, server_id) if self.security is not None else {}
 
     def add_coordinator(self, server_id: int | None = None, start: bool = True) -> str:
         ids = [p.id or 0 for p in self.record.by_role(COORDINATOR)]
@@ -233,14 +294,15 @@ class LocalCluster:
         """Start every process not running (ZooKeeper first, then all servers at once); wait until ready."""
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            for rec in self.record.processes:
-                if rec.role == ZOOKEEPER and not self.alive(rec.name):
-                    self.start_process(rec.name, wait=True)
+            zookeepers = [n for n in self.names(ZOOKEEPER) if not self.alive(n)]
+            for name in zookeepers:  # every member at once: an ensemble serves only once a quorum runs
+                self.start_process(name)
+            self.wait_ready(zookeepers, timeout=timeout)
             if self.security is not None:
                 bootstrap_security(self.security, self.record.zookeeper, self.record.zk_root)
             for rec in self.record.processes:
                 if not self.alive(rec.name):
-                    self.start_process(rec.name, wait=False)
+                    self.start_process(rec.name)
             if wait:
                 self.wait_ready(timeout=timeout)
         except BaseException:
@@ -254,8 +316,8 @@ class LocalCluster:
         if self.alive(name):
             raise ClusterError(f"{name} is already running (pid {rec.pid})")
         if rec.role == ZOOKEEPER:
-            if self._zk is not None:
-                self._zk.prepare()  # zoo.cfg names this cluster's port (a reused directory has an old one)
+            if name in self._zks:
+                self._zks[name].prepare()  # zoo.cfg names this cluster's ports (a reused directory has old ones)
             elif not (Path(rec.data_dir).parent / "zoo.cfg").exists():
                 raise ClusterError(f"{name}: zoo.cfg is missing in {Path(rec.data_dir).parent}")
         Path(rec.data_dir).mkdir(parents=True, exist_ok=True)
@@ -293,9 +355,10 @@ class LocalCluster:
 
     def health(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
         rec = self.get(name)
-        if rec.http_url is None or not self.alive(name) or self.paused(name):
+        url = rec.http_url
+        if url is None or not self.alive(name) or self.paused(name):
             return None
-        return fetch_health(rec.http_url, timeout, self.http_context())
+        return self.on_host(name, lambda: fetch_health(url, timeout, self.http_context()))
 
     def http_context(self) -> ssl.SSLContext | None:
         """What an HTTP client of this cluster needs: the CA and the client certificate (secure clusters)."""
@@ -318,8 +381,9 @@ class LocalCluster:
         if not self.alive(name) or self.paused(name):
             return False
         if rec.role == ZOOKEEPER:
+            host = rec.rpc_address.rsplit(":", 1)[0]
             try:
-                return "Mode:" in four_letter("127.0.0.1", rec.rpc_port, "srvr", timeout=1.0)
+                return "Mode:" in self.on_host(name, lambda: four_letter(host, rec.rpc_port, "srvr", timeout=1.0))
             except OSError:
                 return False
         return is_ready(rec.role, self.health(name))
@@ -331,9 +395,21 @@ class LocalCluster:
         """Name of the coordinator whose /health says Leader (highest epoch wins), None when there is none."""
         return leader_of(self.coordinator_healths())
 
-    def zk_four_letter(self, cmd: str, timeout: float = 5.0) -> str:
-        host, port = self.record.zookeeper.split(",")[0].rsplit(":", 1)
-        return four_letter(host, int(port), cmd, timeout)
+    def zk_four_letter(self, cmd: str, timeout: float = 5.0, name: str | None = None) -> str:
+        """A four-letter word to ZooKeeper ``name`` (default: the first member), asked from its own host."""
+        rec = self.get(name or self.names(ZOOKEEPER)[0])
+        host = rec.rpc_address.rsplit(":", 1)[0]
+        return self.on_host(rec.name, lambda: four_letter(host, rec.rpc_port, cmd, timeout))
+
+    def zk_view(self, timeout: float = 10.0) -> ZkView:
+        """A read-only ZooKeeper session of the test's own (on the client host of a --netns cluster)."""
+        return self.on_host(CLIENT, lambda: ZkView(self.zookeeper_address, timeout))
+
+    def on_host(self, name: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (plain sockets: urllib, kazoo, four-letter words) on test host ``name``, or here."""
+        if self.net is None:
+            return fn()
+        return self.net.call_in(name, fn)
 
     # ---------------------------------------------------------------- waiting
     def wait_until(
@@ -461,11 +537,26 @@ class LocalCluster:
         try:
             self.down(timeout=grace)
         finally:
-            self.kill_all()
-            _LIVE.discard(self)
+            try:
+                self.kill_all()
+            finally:
+                self.remove_netns()
+                _LIVE.discard(self)
+
+    def remove_netns(self) -> list[str]:
+        """Delete this cluster's test hosts by name (after its processes are gone); returns what is left."""
+        if self.net is None:
+            return []
+        left = self.net.teardown()
+        if left:
+            raise ClusterError(f"namespaces left behind: {', '.join(left)}")
+        return left
 
     def detach(self) -> None:
         """Leave the processes running when this Python process exits (the CLI's ``up``, ``status``, ...)."""
+        if self.net is not None and not self.net.detached:
+            self.net.detach()
+            self._save_net()
         _LIVE.discard(self)
 
     def record_path(self) -> Path:

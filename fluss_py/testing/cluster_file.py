@@ -19,6 +19,9 @@ Format (version 1), written by temp file + fsync + atomic rename::
     }
 
 ``pid``/``start_ticks`` are null for a process that is not running (never started, or stopped).
+A cluster on test hosts (``--netns``) also has ``"netns": {"prefix": "fpy1a2b3c", "hosts": {name: address},
+"detached": bool, "loss": {name: percent}}`` (see netns.py); its processes' argv start with ``ip netns exec``.
+An ensemble names its ZooKeeper members ``zookeeper-<sid>`` (a single ZooKeeper is ``zookeeper``).
 Pure data and codec: no processes, no sockets.
 """
 
@@ -77,6 +80,7 @@ class ClusterRecord:
     zk_root: str
     processes: list[ProcessRecord] = field(default_factory=list)
     version: int = VERSION
+    netns: dict[str, Any] | None = None
     security_dir: str | None = None  # a secure cluster's certificates and configs (testing/secure.py)
 
     def get(self, name: str) -> ProcessRecord:
@@ -101,7 +105,10 @@ class ClusterRecord:
         for p in procs:
             if p.role not in ROLES:
                 raise ValueError(f"process {p.name!r} has unknown role {p.role!r}")
-        return cls(data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("security_dir"))
+        return cls(
+            data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("netns"),
+            data.get("security_dir"),
+        )  # fmt: skip
 
     def save(self, directory: Path) -> Path:
         path = directory / CLUSTER_FILE

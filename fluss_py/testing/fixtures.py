@@ -1,12 +1,17 @@
 """pytest fixtures for integration and fault tests (imported by tests/integration and tests/fault conftests).
 
 - ``zookeeper``        one real ZooKeeper per test session (tickTime 500 ms: 1-10 s sessions allowed)
+- ``long_session_zookeeper``  another one that allows sessions up to 30 s (fast-failover tests, which show
+                       that a failover did not wait for a long session)
 - ``zk_root``          a fresh root per test, e.g. ``/fluss-test_leader_failover-3``
 - ``cluster_factory``  ``make(coordinators, tablet_servers, ...) -> LocalCluster`` on the shared ZooKeeper
                        under ``zk_root`` (or with its own ZooKeeper and the default ``/fluss`` root);
                        ``overrides`` go to every server, ``coordinator_overrides`` / ``tablet_overrides``
                        to one role only (fixed when the cluster is made: its command lines are recorded);
                        every cluster it made is closed after the test, every PID killed, pass or fail
+                       ``netns=True``: every process (and the test's clients, host ``client``) on its own
+                       test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
+- ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
 - ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
 Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast. Their processes
@@ -26,6 +31,7 @@ from typing import Any
 import pytest
 
 from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.netns import unavailable_reason as netns_unavailable_reason
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 
 SESSION_TIMEOUT_S = 2.0
@@ -50,10 +56,31 @@ def servers_built() -> None:
 
 
 @pytest.fixture(scope="session")
+def netns_hosts() -> None:
+    """Skips the test (with the reason) where network namespaces cannot be created or filtered here."""
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"test hosts in network namespaces: {reason}")
+
+
+@pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (make install)")
     zk = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time=500, die_with_parent=True).start()
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+@pytest.fixture(scope="session")
+def long_session_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (make install)")
+    zk = ZooKeeperProcess(
+        tmp_path_factory.mktemp("zk-long"), tick_time=500, die_with_parent=True, max_session_timeout_ms=30_000
+    ).start()
     try:
         yield zk
     finally:
@@ -82,10 +109,14 @@ def cluster_factory(
         coordinator_overrides: Mapping[str, Any] | None = None,
         tablet_overrides: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
+        netns: bool = False,
+        zookeepers: int = 1,
         secure: bool = False,
         client_certificates: bool = True,
     ) -> LocalCluster:
-        if own_zookeeper:
+        if netns:
+            request.getfixturevalue("netns_hosts")
+        if own_zookeeper or netns or zookeepers > 1:
             zk_address, root = None, "/fluss"
         else:
             zk_address, root = request.getfixturevalue("zookeeper").address, zk_root
@@ -100,6 +131,8 @@ def cluster_factory(
             coordinator_overrides=coordinator_overrides,
             tablet_overrides=tablet_overrides,
             die_with_parent=True,
+            zookeepers=zookeepers,
+            netns=netns,
             secure=secure,
             client_certificates=client_certificates,
         )

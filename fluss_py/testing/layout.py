@@ -51,11 +51,16 @@ def server_record(
     launcher: list[str],
     conf_dir: Path | None,
     overrides: Mapping[str, str],
+    host: str = "127.0.0.1",
+    exec_prefix: list[str] | None = None,
     secure_config: Path | None = None,
 ) -> ProcessRecord:
     """The cluster.json entry (and command line) of one server; ``overrides`` win over everything.
-    ``secure_config``: a second ``--config`` file with the security settings (secrets stay off the command
-    line); its ports then speak TLS."""
+
+    ``host`` is the address it binds and advertises (a test host's namespace address); ``exec_prefix``
+    runs it elsewhere (``ip netns exec <ns>``); ``secure_config``: a second ``--config`` file with the
+    security settings (secrets stay off the command line); its ports then speak TLS.
+    """
     if role not in ID_KEYS:
         raise ValueError(f"not a server role: {role!r}")
     name = f"{role}-{server_id}"
@@ -64,8 +69,8 @@ def server_record(
     settings = {
         "zookeeper.address": zookeeper,
         "zookeeper.root": zk_root,
-        "bind.host": "127.0.0.1",
-        "advertised.host": "127.0.0.1",
+        "bind.host": host,
+        "advertised.host": host,
         "rpc.port": str(rpc_port),
         "http.port": str(http_port),
         "log.dir": str(home / "logs"),
@@ -74,7 +79,7 @@ def server_record(
     if role == TABLET_SERVER:
         settings["data.dir"] = str(data_dir)
     settings.update(overrides)
-    argv = [*launcher, role]
+    argv = [*(exec_prefix or []), *launcher, role]
     conf = conf_dir / CONF_FILES[role] if conf_dir else None
     if conf is not None and conf.exists():
         argv += ["--config", str(conf)]
@@ -86,8 +91,8 @@ def server_record(
         name=name,
         role=role,
         id=server_id,
-        rpc_address=f"127.0.0.1:{rpc_port}",
-        http_address=f"127.0.0.1:{http_port}",
+        rpc_address=f"{host}:{rpc_port}",
+        http_address=f"{host}:{http_port}",
         log_file=str(home / "logs" / LOG_FILES[role]),
         stdout_file=str(home / "stdout.log"),
         data_dir=str(data_dir),

@@ -4,8 +4,11 @@
 
     DIR/security/ca.pem, ca-key.pem              the cluster's CA (its key never leaves this directory)
     DIR/security/<name>.pem, <name>-key.pem      one certificate per server (coordinator-1, tablet-server-2,
-                                                 ...): CN=fluss-server, SANs 127.0.0.1 + localhost
-    DIR/security/server.pem, server-key.pem      the same for a server started by hand with server.yaml
+                                                 ...): CN=fluss-server, SANs 127.0.0.1 + localhost and the
+                                                 URI naming the server (fluss://tablet-server/2)
+    DIR/security/server.pem, server-key.pem      the default of server.yaml: CN=fluss-server, naming no server
+                                                 (a server presenting it is refused as a follower and as a
+                                                 coordinator: start each server with its own certificate)
     DIR/security/client.pem, client-key.pem      CN=fluss-client: what clients present (mutual TLS)
     DIR/security/server.yaml                     TLS + client certificates + authentication + authorizer
                                                  + the servers' ZooKeeper digest credentials (mode 0600)
@@ -35,6 +38,7 @@ from fluss_py.security.acl import Acl, Operation, PatternType, Permission, Resou
 from fluss_py.security.certs import CertificateAuthority, IssuedFiles
 from fluss_py.security.identity import read_properties
 from fluss_py.security.scram import make_credential
+from fluss_py.security.server_names import server_uri
 from fluss_py.security.store import add_acls, put_user
 from fluss_py.security.tls import TlsFiles
 from fluss_py.zk.client import ZkClient
@@ -84,16 +88,21 @@ class SecureFiles:
     def server_settings(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (yaml.safe_load(self.server_config.read_text()) or {}).items()}
 
-    def issue_server(self, name: str) -> IssuedFiles:
-        """A certificate of its own for server ``name`` (CN fluss-server, the internal principal; SANs the
-        loopback names): ``DIR/security/<name>.pem`` and ``<name>-key.pem``."""
-        return self.ca.issue(self.directory / name, SERVER_PRINCIPAL, hosts=SERVER_HOSTS)
+    def issue_server(self, role: str | None, server_id: int = 0, *, name: str = "") -> IssuedFiles:
+        """A certificate of its own for ``role`` ``server_id`` (CN fluss-server, the internal principal; SANs
+        the loopback names and ``fluss://<role>/<id>``, which server it is): ``DIR/security/<name>.pem`` and
+        ``<name>-key.pem``, ``name`` defaulting to ``<role>-<id>``. ``role`` None: a certificate naming no
+        server (the default ``server.pem``)."""
+        uris = [server_uri(role, server_id)] if role is not None else []
+        prefix = self.directory / (name or f"{role}-{server_id}")
+        return self.ca.issue(prefix, SERVER_PRINCIPAL, hosts=SERVER_HOSTS, uris=uris)
 
-    def server_tls_overrides(self, name: str) -> dict[str, str]:
+    def server_tls_overrides(self, role: str, server_id: int) -> dict[str, str]:
         """The per-server settings naming its own certificate (issued on first use); paths, no secrets."""
+        name = f"{role}-{server_id}"
         cert, key = self.directory / f"{name}.pem", self.directory / f"{name}-key.pem"
         if not cert.exists():
-            self.issue_server(name)
+            self.issue_server(role, server_id)
         return {"security.tls.cert-file": str(cert), "security.tls.key-file": str(key)}
 
     @classmethod
@@ -107,7 +116,7 @@ class SecureFiles:
         files = cls.at(cluster_dir)
         files.directory.mkdir(parents=True, exist_ok=True)
         ca = CertificateAuthority.create(files.directory / "ca")
-        server = files.issue_server("server")  # the default; each server of the cluster gets its own
+        server = files.issue_server(None, name="server")  # the default; each server of the cluster gets its own
         client = ca.issue(files.directory / "client", CLIENT_CN)
         zk_password = secrets.token_urlsafe(18)
         server_yaml = {

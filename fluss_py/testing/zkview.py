@@ -81,3 +81,8 @@ class ZkView:
     def mtime_ms(self, path: str) -> int | None:
         stat = self.client.exists(path)
         return stat.mtime if stat is not None else None
+
+    def registered_coordinators(self, root: str) -> set[int]:
+        """Server ids of the ``coordinator/servers`` registrations (each lives as long as its session)."""
+        parent = f"{root}/coordinator/servers"
+        return {int((self.get_json(f"{parent}/{c}") or {}).get("server_id", -1)) for c in self.children(parent)}

@@ -13,6 +13,10 @@ org.apache.zookeeper.server.quorum.QuorumPeerMain <dir>/zoo.cfg`` in its own ses
 sessions may last 2..20 ticks, so tests use ``tick_time=500`` for 1-10 s sessions;
 ``max_session_timeout_ms`` raises the upper bound (e.g. 30000 for a test of a long production timeout).
 
+Ensemble: given ``ensemble`` (every voting member, ``server.<sid>=host:quorumPort:electionPort``) and its
+own ``sid``, the process is one member of a quorum: zoo.cfg lists all members and ``data/myid`` holds the
+sid. ``host`` (default 127.0.0.1) is the client address, e.g. the member's namespace address.
+
 Who may call: the thread that owns the object (tests, LocalCluster, the CLI).
 """
 
@@ -21,6 +25,8 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fluss_py.testing.ports import PortAllocator, default_allocator
@@ -54,16 +60,40 @@ def four_letter(host: str, port: int, cmd: str, timeout: float = 5.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def zoo_cfg(data_dir: Path, port: int, tick_time: int, max_session_timeout_ms: int | None = None) -> str:
-    """Text of a standalone zoo.cfg (see the module docstring)."""
+@dataclass(frozen=True)
+class EnsembleMember:
+    """One voting server of a ZooKeeper ensemble: ``server.<sid>=<host>:<quorum_port>:<election_port>``."""
+
+    sid: int
+    host: str
+    quorum_port: int
+    election_port: int
+
+    def line(self) -> str:
+        return f"server.{self.sid}={self.host}:{self.quorum_port}:{self.election_port}"
+
+
+def zoo_cfg(
+    data_dir: Path,
+    port: int,
+    tick_time: int,
+    max_session_timeout_ms: int | None = None,
+    *,
+    host: str = "127.0.0.1",
+    ensemble: Sequence[EnsembleMember] = (),
+) -> str:
+    """Text of a zoo.cfg: standalone, or one member of ``ensemble`` (see the module docstring)."""
     extra = [f"maxSessionTimeout={max_session_timeout_ms}"] if max_session_timeout_ms else []
+    if ensemble:
+        # initLimit/syncLimit in ticks: a follower may take 10 ticks to sync, lag 5 before it is dropped
+        extra += ["initLimit=10", "syncLimit=5", *(m.line() for m in ensemble)]
     return "\n".join(
         [
             *extra,
             f"tickTime={tick_time}",
             f"dataDir={data_dir}",
             f"clientPort={port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={host}",
             "admin.enableServer=false",
             f"4lw.commands.whitelist={FOUR_LETTER_WORDS}",
             "maxClientCnxns=0",
@@ -85,9 +115,17 @@ class ZooKeeperProcess:
         ports: PortAllocator | None = None,
         die_with_parent: bool = False,
         max_session_timeout_ms: int | None = None,
+        host: str = "127.0.0.1",
+        ensemble: Sequence[EnsembleMember] = (),
+        sid: int | None = None,
     ) -> None:
         self.directory = Path(directory).absolute()
         self.port = port if port is not None else (ports or default_allocator()).allocate()
+        self._host = host
+        self.ensemble = tuple(ensemble)
+        self.sid = sid
+        if self.ensemble and sid not in {m.sid for m in self.ensemble}:
+            raise ValueError(f"sid {sid} is not a member of the ensemble {[m.sid for m in self.ensemble]}")
         self.tick_time = tick_time
         self.max_session_timeout_ms = max_session_timeout_ms
         self.heap = heap
@@ -97,7 +135,7 @@ class ZooKeeperProcess:
     # ---------------------------------------------------------------- addresses and paths
     @property
     def host(self) -> str:
-        return "127.0.0.1"
+        return self._host
 
     @property
     def address(self) -> str:
@@ -130,7 +168,17 @@ class ZooKeeperProcess:
     def prepare(self) -> list[str]:
         """Create the directory and zoo.cfg; return the command line (used by ``start`` and LocalCluster)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(zoo_cfg(self.data_dir, self.port, self.tick_time, self.max_session_timeout_ms))
+        cfg = zoo_cfg(
+            self.data_dir,
+            self.port,
+            self.tick_time,
+            self.max_session_timeout_ms,
+            host=self.host,
+            ensemble=self.ensemble,
+        )
+        self.config_file.write_text(cfg)
+        if self.ensemble:
+            (self.data_dir / "myid").write_text(f"{self.sid}\n")
         return self.command()
 
     def start(self, timeout: float = 30.0) -> ZooKeeperProcess:

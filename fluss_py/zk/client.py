@@ -33,9 +33,9 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
@@ -45,6 +45,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 from fluss_py.errors import ErrorCode, FlussError
 
 log = logging.getLogger("fluss_py.zk")
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- errors
@@ -110,6 +111,25 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, kz.ZookeeperError):
         return ZkError(f"ZooKeeper error {type(exc).__name__}: {exc}")
     return exc
+
+
+async def retry_session_lost(op: Callable[[], Awaitable[T]], timeout: float, what: str, interval: float = 0.2) -> T:
+    """``await op()``, again after each ``SessionLostError`` until ``timeout`` seconds have passed (then raise).
+
+    A ZooKeeper member that dies or is cut off mid-request fails the request with ConnectionLoss while kazoo
+    moves the session to another member by itself; startup steps must wait for that instead of ending the
+    process. Only for operations that are safe to repeat: idempotent ones, or ones that look at their own
+    earlier effect first (an ephemeral create answered by "exists, owned by this session").
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await op()
+        except SessionLostError as e:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("%s: %s; retrying once the session is reconnected", what, e)
+            await asyncio.sleep(interval)
 
 
 # ---------------------------------------------------------------- values

@@ -465,6 +465,49 @@ class AclZNode:
         ]
 
 
+# ---------------------------------------------------------------- dynamic configuration
+class DynamicConfigZNode:
+    """``<root>/config/cluster``, ``<root>/config/tablet-servers/<id>``, ``<root>/config/tables/<table_id>``:
+    persistent, the dynamic overrides of one entity (docs/dynamic-config.md), written by the coordinator
+    leader (fenced) after validation. JSON: ``{"version":1,"config":{"replica.lag.time.max.ms":"5s"}}``
+    (values as given, already checked against the option registry)."""
+
+    CLUSTER = "cluster"
+    TABLET_SERVER = "tablet-server"
+    TABLE = "table"
+    ENTITY_TYPES = (CLUSTER, TABLET_SERVER, TABLE)
+
+    @staticmethod
+    def parent(root: str) -> str:
+        return f"{root}/config"
+
+    @classmethod
+    def path(cls, root: str, entity_type: str, name: str = "") -> str:
+        if entity_type == cls.CLUSTER:
+            return f"{root}/config/cluster"
+        if entity_type == cls.TABLET_SERVER:
+            return f"{root}/config/tablet-servers/{int(name)}"
+        if entity_type == cls.TABLE:
+            return f"{root}/config/tables/{int(name)}"
+        raise ValueError(f"unknown config entity type {entity_type!r}")
+
+    @staticmethod
+    def tables_parent(root: str) -> str:
+        return f"{root}/config/tables"
+
+    @staticmethod
+    def encode(entries: dict[str, str]) -> bytes:
+        return _dump({"version": 1, "config": {str(k): str(v) for k, v in entries.items()}})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, str]:
+        d = _load(data)
+        config = d.get("config", {})
+        if not isinstance(config, dict):
+            raise ValueError("config must be a JSON object")
+        return {str(k): str(v) for k, v in config.items()}
+
+
 def persistent_parents(root: str) -> list[str]:
     """The persistent container nodes every server ensures at start (creation order)."""
     return [

@@ -1,5 +1,12 @@
 """Fixtures of the fault tests: real ZooKeeper, real processes (see fluss_py.testing.fixtures)."""
 
-from fluss_py.testing.fixtures import cluster_factory, servers_built, zk_root, zookeeper
+from fluss_py.testing.fixtures import (
+    cluster_factory,
+    long_session_zookeeper,
+    netns_hosts,
+    servers_built,
+    zk_root,
+    zookeeper,
+)
 
-__all__ = ["cluster_factory", "servers_built", "zk_root", "zookeeper"]
+__all__ = ["cluster_factory", "long_session_zookeeper", "netns_hosts", "servers_built", "zk_root", "zookeeper"]

@@ -47,6 +47,11 @@ FAULT_OVERRIDES = {
 }
 
 
+# stopped followers stay in the ISR and registered for a whole test: only impostors could move the HW
+PATIENT = {"zookeeper.session-timeout": "30s"}
+PATIENT_TABLET = {**FAULT_OVERRIDES, "replica.lag.time.max.ms": "60000"}
+
+
 def server_name(server_id: int) -> str:
     return f"{TABLET}-{server_id}"
 
@@ -268,6 +273,18 @@ def _tb_pb(tb: TableBucket) -> common_pb2.TableBucket:
     return common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket)
 
 
+tb_pb = _tb_pb
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The value of sample ``name{labels}`` in a /metrics text (labels in the order written); 0 when absent."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def skip_unless_data_path(cluster: LocalCluster, tb: TableBucket, leader: int) -> None:
     """Skip (only) while the tablet server answers the data path with "not implemented yet" (read-only probe)."""
     if cluster.security is not None:
@@ -442,7 +459,7 @@ def slow_sends(sent: list[Sent], threshold_ms: float = SLOW_MS) -> list[Sent]:
 def produce(cluster: LocalCluster, table: str, values: list[bytes], acks: int = -1, delivery_timeout: float = 30.0):
     """Send ``values`` to bucket 0 one at a time through the client (idempotent unless acks=0); their offsets."""
     options = ProducerOptions(acks=acks, request_timeout=10.0, delivery_timeout=delivery_timeout)
-    producer = SyncProducer(bootstrap(cluster), options)
+    producer = SyncProducer(bootstrap(cluster), options, security=cluster.client_identity())
     try:
         return [producer.send_and_wait(f"{DATABASE}.{table}", v, bucket=0).offset for v in values]
     finally:

@@ -1,6 +1,7 @@
 """Coordinator failover on real processes: a kill -9 chain down to one coordinator, and a zombie leader
-(SIGSTOP past its session, SIGCONT after a new leader exists) that must step down without writing to
-ZooKeeper, while tablet servers reject requests stamped with its old epoch."""
+(SIGSTOP past its session, SIGCONT after a new leader exists) that is replaced only by session expiry (a
+stopped process proves nothing) and must step down without writing to ZooKeeper, while tablet servers
+reject requests stamped with its old epoch."""
 
 import re
 
@@ -63,6 +64,10 @@ def test_zombie_leader_steps_down_without_writing_and_its_epoch_is_fenced(cluste
         new = cluster.wait_for_leader(FAILOVER_BUDGET_S + 1, exclude=[old])
         new_epoch = cluster.health(new)["coordinator_epoch"]
         assert new_epoch == old_epoch + 1
+        # slow path only: a stopped process proves nothing, so the new leader won by the zombie's session
+        # expiring (its coordinator/servers node is gone with it), not by a proof of death
+        assert old_id not in zk.registered_coordinators(root)
+        assert not re.search(r"is dead: its connection broke", cluster.log_text(new))
         cluster.wait_until(lambda: (_leader_node(cluster, zk) or {}).get("epoch") == new_epoch, 5)
         epoch_stat = zk.client.exists(f"{root}/coordinator/epoch")
         leader_stat = zk.client.exists(f"{root}/coordinator/leader")

@@ -29,7 +29,7 @@ from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.testing.faults import kill9, paused
 from fluss_py.testing.fixtures import TEST_OVERRIDES
 from fluss_py.testing.zkview import ZkView
-from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
+from fluss_py.testing.zookeeper import ZooKeeperProcess
 from fluss_py.zk.paths import LeaderIsrZNode, TabletServerZNode
 
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
@@ -41,21 +41,8 @@ SHORT_SESSION_S = 4.0
 TABLET_OVERRIDES = {"replica.lag.time.max.ms": "3s"}
 
 
-@pytest.fixture(scope="module")
-def long_session_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
-    if not zookeeper_installed():
-        pytest.skip("ZooKeeper is not installed (make install)")
-    zk = ZooKeeperProcess(
-        tmp_path_factory.mktemp("zk-long"), tick_time=500, die_with_parent=True, max_session_timeout_ms=30_000
-    ).start()
-    try:
-        yield zk
-    finally:
-        zk.stop()
-
-
 @pytest.fixture
-def make_cluster(long_session_zk: ZooKeeperProcess, tmp_path: Path, zk_root: str) -> Iterator:
+def make_cluster(long_session_zookeeper: ZooKeeperProcess, tmp_path: Path, zk_root: str) -> Iterator:
     made: list[LocalCluster] = []
 
     def make(session_s: float) -> LocalCluster:
@@ -63,7 +50,7 @@ def make_cluster(long_session_zk: ZooKeeperProcess, tmp_path: Path, zk_root: str
             tmp_path / f"cluster-{len(made) + 1}",
             1,
             3,
-            zookeeper=long_session_zk.address,
+            zookeeper=long_session_zookeeper.address,
             zk_root=zk_root,
             overrides={**TEST_OVERRIDES, "zookeeper.session-timeout": f"{session_s:g}s"},
             tablet_overrides=TABLET_OVERRIDES,

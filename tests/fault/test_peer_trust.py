@@ -31,14 +31,17 @@ from fluss_py.testing.zkview import ZkView
 from fluss_py.types import TableBucket
 from fluss_py.zk.paths import CoordinatorEpochZNode
 from tests.fault.replication_support import (
-    FAULT_OVERRIDES,
+    PATIENT,
+    PATIENT_TABLET,
     ReplicaFiles,
     consume,
     create_table,
     leader_isr,
+    metric_value,
     produce,
     raw_produce,
     server_name,
+    tb_pb,
     wait_for_leader_change,
     wait_full_isr,
 )
@@ -46,13 +49,6 @@ from tests.fault.replication_support import (
 pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
 
 REPLICAS = (1, 2, 3)
-# the stopped followers must stay in the ISR and registered for the whole test: only impostors could move the HW
-PATIENT = {"zookeeper.session-timeout": "30s"}
-PATIENT_TABLET = {**FAULT_OVERRIDES, "replica.lag.time.max.ms": "60000"}
-
-
-def _tb_pb(tb: TableBucket) -> common_pb2.TableBucket:
-    return common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket)
 
 
 def _stub(channel: grpc.Channel) -> tablet_pb2_grpc.TabletServiceStub:
@@ -60,18 +56,10 @@ def _stub(channel: grpc.Channel) -> tablet_pb2_grpc.TabletServiceStub:
 
 
 def _offset(stub: tablet_pb2_grpc.TabletServiceStub, tb: TableBucket, spec: int) -> int:
-    request = tablet_pb2.ListOffsetsRequest(buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=_tb_pb(tb), spec=spec)])
+    request = tablet_pb2.ListOffsetsRequest(buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=tb_pb(tb), spec=spec)])
     result = stub.ListOffsets(request, timeout=10.0).buckets[0]
     assert result.error.code == ErrorCode.NONE, result.error
     return result.offset
-
-
-def _metric(text: str, name: str, **labels: str) -> float:
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 class Impostor:
@@ -100,7 +88,7 @@ class Impostor:
                 leo = _offset(stub, self.tb, tablet_pb2.LATEST)
                 for claim in self.claims:
                     bucket = tablet_pb2.FetchBucket(
-                        table_bucket=_tb_pb(self.tb), fetch_offset=leo, max_bytes=1 << 20,
+                        table_bucket=tb_pb(self.tb), fetch_offset=leo, max_bytes=1 << 20,
                         current_leader_epoch=-1, last_fetched_epoch=-1,
                     )  # fmt: skip
                     request = tablet_pb2.FetchLogRequest(replica_id=claim, max_wait_ms=0, max_bytes=1 << 20,
@@ -144,7 +132,7 @@ def test_impostor_follower_fetches_cannot_acknowledge_what_no_follower_holds(clu
             for claim in (*followers, 99, start.leader):
                 assert re.search(rf"Refused FetchLog claiming replica {claim}\b", text), f"no log line for {claim}"
             metrics = fetch_text(leader.http_url + "/metrics")
-            assert _metric(metrics, "fluss_tablet_peer_refusals_total", kind="replica_not_authenticated") >= 4
+            assert metric_value(metrics, "fluss_tablet_peer_refusals_total", kind="replica_not_authenticated") >= 4
             now = leader_isr(zk, cluster, tb)
             assert now is not None and now.leader == start.leader and sorted(now.isr) == list(REPLICAS)
             kill9(cluster, leader_name)
@@ -201,7 +189,7 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
         with grpc.insecure_channel(cluster.get(leader_name).rpc_address) as channel:
             stop = tablet_pb2.StopReplicaRequest(
                 coordinator_epoch=epoch, coordinator_id=coordinator_id,
-                buckets=[tablet_pb2.StopReplicaBucket(table_bucket=_tb_pb(tb), leader_epoch=start.leader_epoch,
+                buckets=[tablet_pb2.StopReplicaBucket(table_bucket=tb_pb(tb), leader_epoch=start.leader_epoch,
                                                       delete=True)],
             )  # fmt: skip
             answer = _stub(channel).StopReplica(stop, timeout=10.0)
@@ -210,7 +198,7 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
             demote = tablet_pb2.NotifyLeaderAndIsrRequest(
                 coordinator_epoch=epoch, coordinator_id=coordinator_id,
                 buckets=[common_pb2.BucketLeaderAndIsr(
-                    table_bucket=_tb_pb(tb), leader=-1, leader_epoch=start.leader_epoch + 5, isr=list(start.isr),
+                    table_bucket=tb_pb(tb), leader=-1, leader_epoch=start.leader_epoch + 5, isr=list(start.isr),
                     replicas=list(REPLICAS), bucket_epoch=start.bucket_epoch + 5)],
             )  # fmt: skip
             answer = _stub(channel).NotifyLeaderAndIsr(demote, timeout=10.0)
@@ -222,7 +210,7 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
         with grpc.insecure_channel(cluster.get(cluster.coordinator_leader()).rpc_address) as channel:
             coordinator = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
             shrink = coordinator_pb2.AdjustIsrRequest(server_id=start.leader, buckets=[coordinator_pb2.AdjustIsrBucket(
-                table_bucket=_tb_pb(tb), leader_epoch=start.leader_epoch, bucket_epoch=start.bucket_epoch,
+                table_bucket=tb_pb(tb), leader_epoch=start.leader_epoch, bucket_epoch=start.bucket_epoch,
                 new_isr=[start.leader])])  # fmt: skip
             answer = coordinator.AdjustIsr(shrink, timeout=10.0)
             assert answer.error.code != ErrorCode.NONE, f"AdjustIsr from a stranger answered {answer}"
@@ -247,14 +235,14 @@ def test_forged_coordinator_requests_are_refused_and_the_real_coordinator_still_
         text = cluster.log_text(n)
         assert re.search(r"Refused UpdateMetadata .*epoch 2147483647", text), f"{n} did not log the forged epoch"
         metrics = fetch_text(cluster.get(n).http_url + "/metrics")
-        assert _metric(metrics, "fluss_tablet_peer_refusals_total", kind="coordinator_epoch_unconfirmed") >= 1
+        assert metric_value(metrics, "fluss_tablet_peer_refusals_total", kind="coordinator_epoch_unconfirmed") >= 1
     text = cluster.log_text(leader_name)
     assert re.search(r"Refused StopReplica .*not from the current coordinator leader", text)
-    assert _metric(fetch_text(cluster.get(leader_name).http_url + "/metrics"), "fluss_tablet_peer_refusals_total",
+    assert metric_value(fetch_text(cluster.get(leader_name).http_url + "/metrics"), "fluss_tablet_peer_refusals_total",
                    kind="coordinator_not_leader") >= 2  # fmt: skip
     coordinator_name = cluster.coordinator_leader()
     text = cluster.log_text(coordinator_name)
     assert re.search(rf"Refused AdjustIsr claiming tablet server {start.leader} .*no replica token", text)
     assert re.search(rf"Refused ControlledShutdown claiming tablet server {start.leader} ", text)
     metrics = fetch_text(cluster.get(coordinator_name).http_url + "/metrics")
-    assert _metric(metrics, "fluss_coordinator_peer_refusals_total", kind="replica_not_authenticated") == 2
+    assert metric_value(metrics, "fluss_coordinator_peer_refusals_total", kind="replica_not_authenticated") == 2

@@ -94,7 +94,8 @@ def test_certificate_rotation_under_load_fails_no_send(cluster_factory) -> None:
         new: dict[str, int] = {}
         t_rotate = time.monotonic()
         for n in servers:
-            staged = files.ca.issue(files.directory / f"staged-{n}", "fluss-server", hosts=["127.0.0.1", "localhost"])
+            rec = cluster.get(n)
+            staged = files.issue_server(rec.role, rec.id or 0, name=f"staged-{n}")  # the same server, a new key
             new[n] = x509.load_pem_x509_certificate(staged.cert_file.read_bytes()).serial_number
             replace(files.directory / f"{n}-key.pem", staged.key_file.read_bytes())
             replace(files.directory / f"{n}.pem", staged.cert_file.read_bytes())

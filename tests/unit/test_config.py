@@ -1,5 +1,6 @@
 import pytest
 
+from fluss_py import config as cfg
 from fluss_py.config import (
     COORDINATOR,
     REPLICA_LAG_TIME_MAX,
@@ -75,3 +76,46 @@ def test_option_of_other_role_is_refused():
 def test_override_without_equals():
     with pytest.raises(ConfigError):
         parse_overrides(["novalue"])
+
+
+# ---------------------------------------------------------------- deprecated spellings (seed key names)
+def test_seed_key_names_are_accepted_as_aliases(tmp_path):
+    path = tmp_path / "tablet-server.yaml"
+    path.write_text(
+        "tablet-server.replica.fetch.max.bytes: 5MB\ntablet-server.rebalance.max.concurrent.migrations: 3\n"
+    )
+    config = cfg.load_config("tablet-server", path)
+    assert config[cfg.REPLICA_FETCH_MAX_BYTES] == 5 * 1024**2
+    assert config[cfg.REBALANCE_MAX_CONCURRENT] == 3
+    assert config.deprecations == [
+        "tablet-server.replica.fetch.max.bytes -> replica.fetch.max.bytes",
+        "tablet-server.rebalance.max.concurrent.migrations -> tablet-server.rebalance.max-concurrent-migrations",
+    ]
+    seed = {"tablet-server.rebalance.check.interval": "5min", "tablet-server.rebalance.trigger.threshold": "0.2"}
+    coordinator = cfg.load_config("coordinator", None, seed)
+    assert coordinator[cfg.REBALANCE_CHECK_INTERVAL] == 300.0
+    assert coordinator[cfg.REBALANCE_TRIGGER_THRESHOLD] == 0.2
+
+
+def test_the_canonical_key_wins_and_other_roles_ignore_an_alias():
+    config = cfg.load_config(
+        "tablet-server", None, {"replica.fetch.max.bytes": "2MB", "tablet-server.replica.fetch.max.bytes": "5MB"}
+    )
+    assert config[cfg.REPLICA_FETCH_MAX_BYTES] == 2 * 1024**2
+    assert config.deprecations == ["tablet-server.replica.fetch.max.bytes ignored: replica.fetch.max.bytes is set"]
+    # the seed spells a coordinator key tablet-server.*: a tablet server reading it ignores it, with a notice
+    ts = cfg.load_config("tablet-server", None, {"tablet-server.rebalance.check.interval": "5min"})
+    assert ts.deprecations and "ignored: read by coordinator only" in ts.deprecations[0]
+    assert cfg.load_config("tablet-server").deprecations == []
+
+
+def test_every_alias_names_a_registered_key():
+    for alias, canonical in cfg.DEPRECATED_ALIASES.items():
+        assert canonical in cfg.OPTIONS and alias not in cfg.OPTIONS
+
+
+def test_an_alias_given_with_d_beats_the_files_canonical_key(tmp_path):
+    path = tmp_path / "tablet-server.yaml"
+    path.write_text("replica.fetch.max.bytes: 2MB\n")
+    config = cfg.load_config("tablet-server", path, {"tablet-server.replica.fetch.max.bytes": "5MB"})
+    assert config[cfg.REPLICA_FETCH_MAX_BYTES] == 5 * 1024**2

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from cryptography import x509
 
 from fluss_py import config as cfg
 from fluss_py.cli.main import build_parser
@@ -39,6 +40,7 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 ROLE_OF_COMMAND = {"coordinator": cfg.COORDINATOR, "tablet-server": cfg.TABLET}
 ROLE_DEFAULT_HTTP_PORT = {cfg.COORDINATOR: 9124, cfg.TABLET: 9125}
 ZOOKEEPER_IMAGE = "zookeeper:3.8"
+ZOOKEEPER_MEMBERS = 3
 
 
 def load_compose() -> dict[str, Any]:
@@ -130,8 +132,10 @@ def _server_problems(name: str, service: dict[str, Any], named_volumes: set[str]
     for directory in state_dirs:
         if not directory.startswith("/") or not any(_under(directory, t) for t in named_targets):
             problems.append(f"{name}: {directory} is not on a named volume")
-    if service.get("depends_on", {}).get("zookeeper", {}).get("condition") != "service_healthy":
-        problems.append(f"{name}: does not wait for a healthy zookeeper")
+    zookeepers = [n for n in service.get("depends_on", {}) if n.startswith("zookeeper")]
+    conditions = {service["depends_on"][n].get("condition") for n in zookeepers}
+    if len(zookeepers) != ZOOKEEPER_MEMBERS or conditions != {"service_healthy"}:
+        problems.append(f"{name}: does not wait for a healthy zookeeper ensemble")
     settings = {
         "zookeeper": config[cfg.ZK_ADDRESS],
         "id": config[cfg.TABLET_SERVER_ID] if role == cfg.TABLET else config[cfg.COORDINATOR_ID],
@@ -146,11 +150,23 @@ def compose_problems(compose: dict[str, Any]) -> list[str]:
     services: dict[str, Any] = compose.get("services", {})
     named_volumes = set(compose.get("volumes") or {})
     zookeepers = [n for n, s in services.items() if s.get("image") == ZOOKEEPER_IMAGE]
-    if len(zookeepers) != 1:
-        problems.append(f"expected one {ZOOKEEPER_IMAGE} service, found {zookeepers}")
+    if len(zookeepers) != ZOOKEEPER_MEMBERS:
+        problems.append(f"expected {ZOOKEEPER_MEMBERS} {ZOOKEEPER_IMAGE} services (an ensemble), found {zookeepers}")
+    zk_volumes: dict[str, str] = {}
     for zk in zookeepers:
-        if not any(t == "/data" and _is_named(s) for s, t in _mounts(services[zk])):
+        data = [s for s, t in _mounts(services[zk]) if t == "/data" and _is_named(s)]
+        if not data:
             problems.append(f"{zk}: /data is not on a named volume")
+        elif data[0] in zk_volumes:
+            problems.append(f"{zk} and {zk_volumes[data[0]]} share volume {data[0]}")
+        else:
+            zk_volumes[data[0]] = zk
+        env = services[zk].get("environment", {})
+        servers = str(env.get("ZOO_SERVERS", "")).split()
+        if sorted(x.split("=", 1)[1].split(":", 1)[0] for x in servers if "=" in x) != sorted(zookeepers):
+            problems.append(f"{zk}: ZOO_SERVERS {servers} does not list every zookeeper service")
+        if f"server.{env.get('ZOO_MY_ID')}={zk}:" not in " ".join(servers):
+            problems.append(f"{zk}: ZOO_MY_ID {env.get('ZOO_MY_ID')} is not its own entry in ZOO_SERVERS")
         if "healthcheck" not in services[zk]:
             problems.append(f"{zk}: no healthcheck")
     settings: dict[str, dict[str, Any]] = {}
@@ -190,10 +206,10 @@ def test_compose_file_has_no_problems() -> None:
     assert compose_problems(load_compose()) == []
 
 
-def test_compose_services_are_one_zookeeper_three_coordinators_three_tablet_servers() -> None:
+def test_compose_services_are_three_zookeepers_three_coordinators_three_tablet_servers() -> None:
     services = load_compose()["services"]
     commands = sorted(str(s.get("command", [s.get("image")])[0]) for s in services.values())
-    assert commands == ["coordinator"] * 3 + ["tablet-server"] * 3 + [ZOOKEEPER_IMAGE]
+    assert commands == ["coordinator"] * 3 + ["tablet-server"] * 3 + [ZOOKEEPER_IMAGE] * 3
 
 
 def _mutated(service: str, edit) -> list[str]:
@@ -233,6 +249,10 @@ def _set_override(key: str, value: str):
         ("tablet-server-2", lambda s, c: s["volumes"].__setitem__(1, "tablet-server-1:/var/lib/fluss"), "share"),
         ("coordinator-2", lambda s, c: s["ports"].__setitem__(0, "19242:9124"), "127.0.0.1 only"),
         ("coordinator-2", lambda s, c: s.pop("depends_on"), "healthy zookeeper"),
+        ("coordinator-2", lambda s, c: s["depends_on"].pop("zookeeper-3"), "healthy zookeeper ensemble"),
+        ("zookeeper-2", lambda s, c: s["environment"].__setitem__("ZOO_MY_ID", "3"), "not its own entry"),
+        ("zookeeper-3", lambda s, c: s["volumes"].__setitem__(0, "zookeeper-1-data:/data"), "share volume"),
+        ("zookeeper-1", lambda s, c: c["services"].pop("zookeeper-3"), "an ensemble"),
         ("tablet-server-3", lambda s, c: c["services"].pop("tablet-server-3"), "expected 3 tablet-server"),
     ],
 )
@@ -284,13 +304,18 @@ def test_secure_compose_is_the_plain_cluster_plus_security(tmp_path: Path) -> No
     secure = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]
     assert set(secure) == set(plain) | {"security-init"}
     for name, service in plain.items():
-        if name == "zookeeper":
+        if service.get("image") == ZOOKEEPER_IMAGE:  # the ensemble's members are the same
             assert secure[name] == service
             continue
         command = list(secure[name]["command"])
         i = command.index(SECURITY_CONFIG)
         assert command[i - 1] == "--config"
-        assert command[: i - 1] + command[i + 1 :] == service["command"], name  # the same server, plus security
+        own = [
+            f"security.tls.cert-file=/etc/fluss/secure/{name}.pem",
+            f"security.tls.key-file=/etc/fluss/secure/{name}-key.pem",
+        ]
+        assert command[i + 1 : i + 5] == ["-D", own[0], "-D", own[1]], name  # a certificate of its own
+        assert command[: i - 1] + command[i + 5 :] == service["command"], name  # the same server, plus security
         assert "./secure:/etc/fluss/secure:ro" in secure[name]["volumes"]
         assert set(service["volumes"]) <= set(secure[name]["volumes"])
         assert secure[name]["ports"] == service["ports"]
@@ -309,7 +334,11 @@ def test_make_secure_writes_a_valid_server_security_config(tmp_path: Path) -> No
     for role in (cfg.COORDINATOR, cfg.TABLET):
         config = load_server_config(role, [str(tmp_path / "secure" / "security.yaml")], [])
         assert config[cfg.TLS_ENABLED] and config[cfg.TLS_CLIENT_AUTH] and config[cfg.AUTHORIZER_ENABLED]
-    assert oct((tmp_path / "secure" / "server-key.pem").stat().st_mode)[-3:] == "600"
+    for name in ("coordinator-1", "tablet-server-3"):
+        assert oct((tmp_path / "secure" / f"{name}-key.pem").stat().st_mode)[-3:] == "600"
+    cert = x509.load_pem_x509_certificate((tmp_path / "secure" / "tablet-server-3.pem").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.UniformResourceIdentifier) == ["fluss://tablet-server/3"]
     properties = read_properties(tmp_path / "secure" / "admin.properties")
     cfg.Config(cfg.CLIENT, properties)  # every key is a client key
     init = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]["security-init"]["command"][0]

@@ -25,7 +25,13 @@ from fluss_py.coordinator.rebalance.planner import PlanOptions
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.types import CoordinatorLeaderInfo
 
-_STATUS = {ErrorCode.REBALANCE_IN_PROGRESS: 409, ErrorCode.INVALID_REBALANCE_PLAN: 400}
+_STATUS = {
+    ErrorCode.REBALANCE_IN_PROGRESS: 409,
+    ErrorCode.INVALID_REBALANCE_PLAN: 400,
+    ErrorCode.INVALID_CONFIG: 400,
+    ErrorCode.INVALID_REQUEST: 400,
+    ErrorCode.TABLE_NOT_EXIST: 404,
+}
 
 
 def executor_options(config: Any) -> dict[str, Any]:
@@ -55,11 +61,12 @@ def query_flags(request: Request, names: tuple[str, ...]) -> dict[str, bool]:
     return flags
 
 
-def rebalance_routes(
+def leader_call(
     event_loop: Callable[[], Any],
     leader: Callable[[], Awaitable[CoordinatorLeaderInfo | None]],
-) -> dict[str, RequestHandler]:
-    """``event_loop()`` is the serving leader's CoordinatorEventLoop or None; ``leader()`` the known leader."""
+) -> Callable[[Any], Awaitable[Response]]:
+    """Submit an event to the serving leader's loop and answer with its JSON result; a standby answers 503
+    naming the leader's HTTP address; an ApiError maps to a status (400 for invalid input)."""
 
     async def call(event: Any) -> Response:
         loop = event_loop()
@@ -78,6 +85,16 @@ def rebalance_routes(
         except ApiError as e:
             status = _STATUS.get(e.code, 503 if e.code == ErrorCode.NOT_COORDINATOR_LEADER else 500)
             return json_response({"error": e.code.name, "message": str(e)}, status)
+
+    return call
+
+
+def rebalance_routes(
+    event_loop: Callable[[], Any],
+    leader: Callable[[], Awaitable[CoordinatorLeaderInfo | None]],
+) -> dict[str, RequestHandler]:
+    """``event_loop()`` is the serving leader's CoordinatorEventLoop or None; ``leader()`` the known leader."""
+    call = leader_call(event_loop, leader)
 
     async def post(request: Request) -> Response:
         try:

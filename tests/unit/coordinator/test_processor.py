@@ -445,7 +445,10 @@ def test_options_from_config():
         "default_buckets": 4,
         "default_replication_factor": 2,
         "group_limits": GroupLimits(1000, 20_000, 500),
+        "unclean_election": False,
     }
+    config = load_config("coordinator", None, {"unclean.leader.election.enable": "true"})
+    assert options_from_config(config)["unclean_election"] is True
 
 
 async def test_a_failed_load_is_retried_by_the_next_table_event():

@@ -5,15 +5,28 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, RefusalLog, TokenReplicaVerifier, same_token
+from fluss_py.rpc.peer import (
+    REPLICA_TOKEN_KEY,
+    CertificateReplicaVerifier,
+    RefusalLog,
+    TokenReplicaVerifier,
+    replica_verifier,
+    same_token,
+)
 
 
 class Context:
-    def __init__(self, token: str | None = None) -> None:
+    """A request context: the token in its metadata and the URI SANs of the peer's certificate."""
+
+    def __init__(self, token: str | None = None, uris: tuple[str, ...] = ()) -> None:
         self._metadata = ((REPLICA_TOKEN_KEY, token),) if token is not None else ()
+        self._auth = {"peer_uri": [u.encode() for u in uris]} if uris else {}
 
     def invocation_metadata(self):
         return self._metadata
+
+    def auth_context(self):
+        return self._auth
 
 
 class Registrations:
@@ -91,3 +104,22 @@ def test_refusal_log_counts_every_refusal_and_logs_one_line_per_subject_and_inte
         "Refused FetchLog claiming replica 3",
         "Refused FetchLog claiming replica 2 (4 more since the last such line)",
     ]
+
+
+async def test_with_certificates_the_certificate_must_name_the_claimed_server_and_the_token_must_match():
+    verifier = CertificateReplicaVerifier(1)
+    verifier.update({2: "t2", 3: "t3"})
+    assert await verifier.verify(2, Context("t2", ("fluss://tablet-server/2",))) is None
+    # a real server's certificate with another server's (leaked) token
+    why = await verifier.verify(2, Context("t2", ("fluss://tablet-server/3",)))
+    assert why == "the peer certificate names fluss://tablet-server/3, not fluss://tablet-server/2"
+    assert "names no server" in (await verifier.verify(2, Context("t2")) or "")
+    assert "names fluss://coordinator/2" in (await verifier.verify(2, Context("t2", ("fluss://coordinator/2",))) or "")
+    # the right certificate, an earlier incarnation's token: the token is the second factor
+    assert "wrong replica token" in (await verifier.verify(2, Context("old", ("fluss://tablet-server/2",))) or "")
+    assert await verifier.verify(1, Context("t1", ("fluss://tablet-server/1",))) == "that is this server's own id"
+
+
+def test_the_server_picks_the_verifier_from_mutual_tls():
+    assert type(replica_verifier(1, Registrations({}), certificates=True)) is CertificateReplicaVerifier
+    assert type(replica_verifier(1, Registrations({}), certificates=False)) is TokenReplicaVerifier

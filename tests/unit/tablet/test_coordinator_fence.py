@@ -133,11 +133,15 @@ async def test_concurrent_requests_share_one_read_and_a_failed_read_confirms_not
 class Context:
     """The parts of a grpc.aio ServicerContext the service reads."""
 
-    def __init__(self, **metadata: str) -> None:
+    def __init__(self, uris: tuple[str, ...] = (), **metadata: str) -> None:
         self._metadata = tuple(metadata.items())
+        self._auth = {"peer_uri": [u.encode() for u in uris]} if uris else {}
 
     def invocation_metadata(self):
         return self._metadata
+
+    def auth_context(self):
+        return self._auth
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:5555"
@@ -165,6 +169,24 @@ async def test_servicer_checks_every_control_request_and_counts_refusals():
     assert ok.error.code == ErrorCode.NONE
     got = await svc.GetMetadata(common_pb2.MetadataRequest(), None)
     assert got.metadata.coordinator_epoch == 7 and [s.id for s in got.metadata.tablet_servers] == [1]
+
+
+async def test_with_mutual_tls_a_control_request_needs_the_claimed_coordinators_certificate():
+    fence, _, _ = fence_at(7, "t7")
+    svc = TabletServicer(fence, UnimplementedReplicaLayer(), TokenReplicaVerifier(1), coordinator_certificates=True)
+    now = dict(coordinator_epoch=7, coordinator_id=1)
+    stop = tablet_pb2.StopReplicaRequest(**now, buckets=[tablet_pb2.StopReplicaBucket(delete=True)])
+    for uris in ((), ("fluss://tablet-server/1",), ("fluss://coordinator/2",)):  # the right token every time
+        answer = await svc.StopReplica(stop, Context(uris, **{COORDINATOR_TOKEN_KEY: "t7"}))
+        assert answer.error.code == ErrorCode.COORDINATOR_NOT_AUTHENTICATED, uris
+        assert "peer certificate" in answer.error.message
+    assert svc.refusals.counts == {cf.NOT_LEADER: 3}
+    wrong_token = await svc.StopReplica(stop, Context(("fluss://coordinator/1",), **{COORDINATOR_TOKEN_KEY: "t6"}))
+    assert wrong_token.error.code == ErrorCode.COORDINATOR_NOT_AUTHENTICATED  # the token still counts
+    md = common_pb2.ClusterMetadata(coordinator_epoch=7)
+    update = tablet_pb2.UpdateMetadataRequest(**now, metadata=md)
+    ok = await svc.UpdateMetadata(update, Context(("fluss://coordinator/1",), **{COORDINATOR_TOKEN_KEY: "t7"}))
+    assert ok.error.code == ErrorCode.NONE
 
 
 def fetch(replica_id: int) -> tablet_pb2.FetchLogRequest:

@@ -1,0 +1,126 @@
+"""Time partitions of auto-partitioned tables: which partitions must exist and which have expired (pure).
+
+Design: docs/partitioning.md. A partition is named by the start of its time slot, in UTC::
+
+    hour   2026120105   (yyyyMMddHH)        day    20261201   (yyyyMMdd)        month  202612   (yyyyMM)
+
+Rules, for a check at time ``now`` whose slot is ``current``:
+
+- ``wanted``: ``current`` and the next ``num_precreate - 1`` slots (``num_precreate`` >= 1), so producers
+  find the next slot's partition before its first record arrives;
+- ``expired``: the partitions whose slot starts before ``current - num_retention`` slots. A partition
+  inside retention (``current - num_retention`` .. ``current``) and any future one is never expired, and
+  a name that is not a slot of this unit is never touched (it was not made by this manager).
+
+Both are level-triggered: a coordinator leader that took over mid-way re-derives the same answer from the
+partitions that exist, so creating and dropping are idempotent across failovers.
+
+``spec_of`` reads a logical table's spec from its properties; ``check_partition`` decides whether a
+partition may be created. Who may call: anyone (no I/O, no clock: ``now`` is an argument).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from fluss_py import config as cfg
+from fluss_py.errors import InvalidRequestError
+
+
+class TimeUnit(enum.Enum):
+    HOUR = "hour"
+    DAY = "day"
+    MONTH = "month"
+
+    @property
+    def pattern(self) -> str:
+        return {TimeUnit.HOUR: "%Y%m%d%H", TimeUnit.DAY: "%Y%m%d", TimeUnit.MONTH: "%Y%m"}[self]
+
+    @property
+    def width(self) -> int:
+        return {TimeUnit.HOUR: 10, TimeUnit.DAY: 8, TimeUnit.MONTH: 6}[self]
+
+
+def slot_start(ts: datetime, unit: TimeUnit) -> datetime:
+    """The start of the slot holding ``ts`` (UTC)."""
+    ts = ts.astimezone(UTC)
+    if unit is TimeUnit.HOUR:
+        return ts.replace(minute=0, second=0, microsecond=0)
+    if unit is TimeUnit.DAY:
+        return ts.replace(hour=0, minute=0, second=0, microsecond=0)
+    return ts.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def shift(start: datetime, unit: TimeUnit, n: int) -> datetime:
+    """The slot ``n`` slots after (n < 0: before) the slot starting at ``start``."""
+    if unit is TimeUnit.HOUR:
+        return start + timedelta(hours=n)
+    if unit is TimeUnit.DAY:
+        return start + timedelta(days=n)
+    months = start.year * 12 + (start.month - 1) + n
+    return start.replace(year=months // 12, month=months % 12 + 1)
+
+
+def partition_name(ts: datetime, unit: TimeUnit) -> str:
+    """The partition a record with timestamp ``ts`` belongs to."""
+    return slot_start(ts, unit).strftime(unit.pattern)
+
+
+def parse_partition(name: str, unit: TimeUnit) -> datetime | None:
+    """The slot start a partition name stands for; None when it is not a slot name of ``unit``."""
+    if len(name) != unit.width or not name.isdigit():
+        return None
+    try:
+        return datetime.strptime(name, unit.pattern).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def wanted(now: datetime, unit: TimeUnit, num_precreate: int) -> list[str]:
+    """The partitions that must exist at ``now``: the current slot and the next ``num_precreate - 1``."""
+    current = slot_start(now, unit)
+    return [shift(current, unit, i).strftime(unit.pattern) for i in range(max(1, num_precreate))]
+
+
+def expired(existing: Iterable[str], now: datetime, unit: TimeUnit, num_retention: int) -> list[str]:
+    """The existing partitions to drop at ``now``: slots starting before ``current - num_retention``."""
+    oldest_kept = shift(slot_start(now, unit), unit, -max(0, num_retention))
+    out = []
+    for name in existing:
+        start = parse_partition(name, unit)
+        if start is not None and start < oldest_kept:
+            out.append(name)
+    return sorted(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """A logical table's auto-partition spec, from its properties (``table.auto-partition.*``)."""
+
+    unit: TimeUnit
+    num_precreate: int
+    num_retention: int
+
+
+def spec_of(properties: Mapping[str, str]) -> PartitionSpec | None:
+    """The spec of a table with ``table.auto-partition.time-unit`` set; None for other tables. The values
+    were range-checked at CreateTable (validate_properties)."""
+    unit = properties.get(cfg.TABLE_AUTO_PARTITION_UNIT.key)
+    if not unit:
+        return None
+    precreate = properties.get(cfg.TABLE_AUTO_PARTITION_PRECREATE.key, cfg.TABLE_AUTO_PARTITION_PRECREATE.default)
+    retention = properties.get(cfg.TABLE_AUTO_PARTITION_RETENTION.key, cfg.TABLE_AUTO_PARTITION_RETENTION.default)
+    return PartitionSpec(TimeUnit(str(unit).lower()), int(precreate), int(retention))
+
+
+def check_partition(logical: Mapping[str, str] | None, partition: str) -> None:
+    """A partition may be created only of an existing partitioned table and only for a slot of its unit
+    (by the manager, or by hand: ``table create db.t$<slot>``). Raises the ApiError to answer."""
+    spec = spec_of(logical) if logical is not None else None
+    if spec is None:
+        raise InvalidRequestError("partitions exist only of a table created with table.auto-partition.time-unit")
+    if parse_partition(partition, spec.unit) is None:
+        raise InvalidRequestError(f"partition {partition!r} is not a {spec.unit.value} slot name ({spec.unit.pattern})")

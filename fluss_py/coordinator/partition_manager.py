@@ -1,0 +1,93 @@
+"""The AutoPartitionManager: creates partitions ahead of time and drops expired ones (design:
+docs/partitioning.md; the rules are ``auto_partition.py``).
+
+    tick (every coordinator.auto-partition.check-interval, and once when the leadership starts)
+      ──▶ AutoPartitionCheck on the event loop ──▶ per auto-partitioned table:
+             wanted(now) - existing  ──▶ CreateTable <t>$<slot>   (one fenced transaction each)
+             expired(existing, now)  ──▶ DropTable   <t>$<slot>
+          partitions whose logical table is gone ──▶ DropTable (a dropped table's partitions follow it)
+
+Level-triggered on what exists in the view (loaded from ZooKeeper), so a leader that took over mid-way
+finishes what its predecessor started and nothing is done twice.
+
+Who may call: LeaderServices (``install``/``start``/``close``); ``check`` runs on the event loop task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fluss_py.coordinator.auto_partition import expired, spec_of, wanted
+from fluss_py.coordinator.event_loop import Ticker
+from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.processor import CreateTable, DropTable
+from fluss_py.types import PARTITION_SEPARATOR, TablePath, split_partition
+
+log = logging.getLogger("fluss_py.coordinator.AutoPartitionManager")
+
+
+@dataclass(eq=False)
+class AutoPartitionCheck(Event):
+    """Periodic: bring every auto-partitioned table's partitions in line with the clock."""
+
+
+class AutoPartitionManager:
+    """Owns the check tick task. ``processor`` is the TableProcessor (view, create_table, drop_table)."""
+
+    def __init__(self, processor: Any, check_interval: float, clock: Callable[[], datetime] | None = None) -> None:
+        self._p = processor
+        self.check_interval = check_interval
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._ticker = Ticker("auto-partition-tick", check_interval, AutoPartitionCheck, immediately=True)
+        self.created = 0  # during this leadership (metrics, tests)
+        self.dropped = 0
+
+    def install(self, loop: Any) -> None:
+        loop.register(AutoPartitionCheck, self.check)
+
+    def start(self, loop: Any) -> None:
+        self._ticker.start(loop)
+
+    async def close(self) -> None:
+        await self._ticker.close()
+
+    def partitions(self) -> dict[TablePath, dict[str, TablePath]]:
+        """Logical table path -> {partition name: partition table path}, from the view (also orphans)."""
+        out: dict[TablePath, dict[str, TablePath]] = {}
+        for path in self._p.view.by_path:
+            logical, partition = split_partition(path.table)
+            if partition is not None:
+                out.setdefault(TablePath(path.database, logical), {})[partition] = path
+        return out
+
+    async def check(self, _event: AutoPartitionCheck | None = None) -> None:
+        now = self._clock()
+        view = self._p.view
+        existing = self.partitions()
+        for table_id, info in list(view.tables.items()):
+            spec = spec_of(info.properties)
+            if spec is None or PARTITION_SEPARATOR in info.path.table:
+                continue
+            have = existing.get(info.path, {})
+            for name in wanted(now, spec.unit, spec.num_precreate):
+                if name not in have:
+                    path = TablePath(info.path.database, f"{info.path.table}{PARTITION_SEPARATOR}{name}")
+                    await self._p.create_table(CreateTable(path, info.num_buckets, info.replication_factor,
+                                                           dict(info.properties), ignore_if_exists=True))  # fmt: skip
+                    self.created += 1
+                    log.info("Created partition %s of table %s (id %d)", name, info.path, table_id)
+            for name in expired(have, now, spec.unit, spec.num_retention):
+                await self._drop(have[name], f"expired (retention {spec.num_retention} {spec.unit.value}s)")
+        for logical, parts in existing.items():
+            if logical not in view.by_path:
+                for path in parts.values():
+                    await self._drop(path, f"its table {logical} was dropped")
+
+    async def _drop(self, path: TablePath, why: str) -> None:
+        await self._p.drop_table(DropTable(path, ignore_if_not_exists=True))
+        self.dropped += 1
+        log.info("Dropped partition table %s: %s", path, why)

@@ -1,0 +1,131 @@
+"""Auto-partition rules (docs/partitioning.md): names, slots, pre-creation and retention, exhaustively over
+slot boundaries (hour, day, month, year and leap day)."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from fluss_py.coordinator.auto_partition import (
+    PartitionSpec,
+    TimeUnit,
+    check_partition,
+    expired,
+    parse_partition,
+    partition_name,
+    shift,
+    slot_start,
+    spec_of,
+    wanted,
+)
+from fluss_py.coordinator.partition_manager import AutoPartitionManager
+from fluss_py.coordinator.processor import CreateTable, DropTable
+from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.errors import InvalidRequestError, InvalidTableNameError
+from fluss_py.types import TablePath, split_partition
+
+NOW = datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def test_names_per_unit_and_timezone():
+    assert partition_name(NOW, TimeUnit.HOUR) == "2026123123"
+    assert partition_name(NOW, TimeUnit.DAY) == "20261231"
+    assert partition_name(NOW, TimeUnit.MONTH) == "202612"
+    east = NOW.astimezone(timezone(timedelta(hours=8)))  # the same instant in another zone
+    assert partition_name(east, TimeUnit.DAY) == "20261231"
+
+
+@pytest.mark.parametrize("unit", list(TimeUnit))
+def test_parse_is_the_inverse_of_the_name_and_refuses_foreign_names(unit):
+    start = slot_start(NOW, unit)
+    assert parse_partition(partition_name(NOW, unit), unit) == start
+    for foreign in ("", "2026", "2026-12-31", "20261332", "2026123124", "abcdefgh", "99999999999"):
+        assert parse_partition(foreign, unit) is None
+
+
+def test_precreation_crosses_year_and_leap_day_boundaries():
+    assert wanted(NOW, TimeUnit.HOUR, 3) == ["2026123123", "2027010100", "2027010101"]
+    assert wanted(NOW, TimeUnit.DAY, 2) == ["20261231", "20270101"]
+    assert wanted(NOW, TimeUnit.MONTH, 3) == ["202612", "202701", "202702"]
+    leap = datetime(2028, 2, 28, 12, tzinfo=UTC)
+    assert wanted(leap, TimeUnit.DAY, 3) == ["20280228", "20280229", "20280301"]
+    assert wanted(NOW, TimeUnit.DAY, 0) == ["20261231"]  # the current slot always exists
+
+
+def test_retention_keeps_exactly_the_last_n_slots_and_the_future():
+    existing = ["20261227", "20261228", "20261229", "20261230", "20261231", "20270101", "not-ours", "202612"]
+    assert expired(existing, NOW, TimeUnit.DAY, 3) == ["20261227"]
+    assert expired(existing, NOW, TimeUnit.DAY, 0) == ["20261227", "20261228", "20261229", "20261230"]
+    assert expired(["202610", "202611", "202612", "202701"], NOW, TimeUnit.MONTH, 1) == ["202610"]
+
+
+@pytest.mark.parametrize("unit", list(TimeUnit))
+@pytest.mark.parametrize("retention", [0, 1, 2, 5])
+def test_nothing_inside_retention_is_ever_expired(unit, retention):
+    current = slot_start(NOW, unit)
+    names = [shift(current, unit, i).strftime(unit.pattern) for i in range(-10, 4)]
+    gone = set(expired(names, NOW, unit, retention))
+    for i, name in zip(range(-10, 4), names, strict=True):
+        assert (name in gone) is (i < -retention), (unit, retention, i, name)
+
+
+# ---------------------------------------------------------------- spec, manual partitions, the manager
+SPEC = {"table.auto-partition.time-unit": "day", "table.auto-partition.num-precreate": "2",
+        "table.auto-partition.num-retention": "1"}  # fmt: skip
+
+
+def test_spec_and_which_partitions_may_be_created():
+    assert spec_of(SPEC) == PartitionSpec(TimeUnit.DAY, 2, 1)
+    assert spec_of({"table.auto-partition.time-unit": "hour"}) == PartitionSpec(TimeUnit.HOUR, 2, 7)  # defaults
+    assert spec_of({}) is None
+    check_partition(SPEC, "20261231")
+    for logical, name in ((SPEC, "2026123123"), (SPEC, "x"), ({}, "20261231"), (None, "20261231")):
+        with pytest.raises(InvalidRequestError):
+            check_partition(logical, name)
+
+
+def test_partition_table_names():
+    assert split_partition("events$20261231") == ("events", "20261231")
+    assert split_partition("events") == ("events", None)
+    assert str(TablePath.parse("db.events$20261231")) == "db.events$20261231"
+    for bad in ("events$", "$20261231", "events$a$b", "events$2026/12"):
+        with pytest.raises(InvalidTableNameError):
+            TablePath.parse(f"db.{bad}")
+
+
+class FakeProcessor:
+    """The TableProcessor surface the manager uses: a view of tables, create_table, drop_table."""
+
+    def __init__(self, tables: dict[str, dict[str, str]]) -> None:
+        self.view = ClusterView()
+        self.next_id = 1
+        for name, props in tables.items():
+            self._add(TablePath("db", name), props)
+
+    def _add(self, path: TablePath, props: dict[str, str]) -> None:
+        self.view.add_table(TableInfo(self.next_id, path, 1, 1, props), {0: (1,)})
+        self.next_id += 1
+
+    async def create_table(self, event: CreateTable) -> int:
+        if event.path not in self.view.by_path:
+            self._add(event.path, event.properties)
+        return self.view.by_path[event.path]
+
+    async def drop_table(self, event: DropTable) -> bool:
+        table_id = self.view.by_path.get(event.path)
+        if table_id is not None:
+            self.view.remove_table(table_id)
+        return table_id is not None
+
+    def names(self) -> set[str]:
+        return {p.table for p in self.view.by_path}
+
+
+async def test_the_manager_creates_ahead_drops_expired_and_orphans_and_is_idempotent():
+    proc = FakeProcessor({"events": SPEC, "plain": {}, "events$20261201": SPEC, "events$20261230": SPEC,
+                          "gone$20261231": SPEC})  # fmt: skip
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: NOW)
+    await manager.check()
+    assert proc.names() == {"events", "plain", "events$20261230", "events$20261231", "events$20270101"}
+    assert (manager.created, manager.dropped) == (2, 2)  # the expired slot and the orphan of "gone"
+    await manager.check()  # a new leader re-running the same check changes nothing
+    assert (manager.created, manager.dropped) == (2, 2)
