@@ -79,6 +79,8 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 49
     BUCKET_NOT_OWNED = 50
     GROUP_NOT_EMPTY = 51
+    PARTITIONED_TABLE = 52
+    PARTITION_NOT_EXIST = 53
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +151,12 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.INVALID_SESSION_TIMEOUT: _Spec(False, False, "the session timeout is outside the server's bounds"),
     ErrorCode.BUCKET_NOT_OWNED: _Spec(False, False, "the member does not own the bucket it commits"),
     ErrorCode.GROUP_NOT_EMPTY: _Spec(False, False, "the group has live members"),
+    ErrorCode.PARTITIONED_TABLE: _Spec(
+        False, False, "the table is partitioned and has no buckets of its own: name a partition (<table>$<slot>)"
+    ),
+    ErrorCode.PARTITION_NOT_EXIST: _Spec(
+        False, False, "the record's partition does not exist (expired, or not created yet)"
+    ),
 }
 
 
@@ -255,6 +263,8 @@ FencedMemberEpochError: type[ApiError] = _BY_CODE[ErrorCode.FENCED_MEMBER_EPOCH]
 InvalidSessionTimeoutError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_SESSION_TIMEOUT]
 BucketNotOwnedError: type[ApiError] = _BY_CODE[ErrorCode.BUCKET_NOT_OWNED]
 GroupNotEmptyError: type[ApiError] = _BY_CODE[ErrorCode.GROUP_NOT_EMPTY]
+PartitionedTableError: type[ApiError] = _BY_CODE[ErrorCode.PARTITIONED_TABLE]
+PartitionNotExistError: type[ApiError] = _BY_CODE[ErrorCode.PARTITION_NOT_EXIST]
 
 
 # The caller's credentials, certificate or permissions were refused: trying another server cannot help, so

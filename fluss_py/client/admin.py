@@ -31,6 +31,7 @@ from fluss_py.client.metadata import (
     ClusterMetadata,
     TableInfo,
     bucket_from_pb,
+    refuse_partitioned,
     table_info_from_pb,
 )
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
@@ -275,7 +276,7 @@ class Admin:
         if to not in RESET_TARGETS:
             raise InvalidRequestError(f"reset target {to!r} is not one of {', '.join(RESET_TARGETS)}")
         path = _as_path(path)
-        info = await self.metadata.wait_for_table(path, self._request_timeout)
+        info = refuse_partitioned(await self.metadata.wait_for_table(path, self._request_timeout))
         wanted = list(range(info.num_buckets)) if buckets is None else list(buckets)
         spec = OffsetSpec.TIMESTAMP if to == "timestamp" else OffsetSpec.HIGH_WATERMARK
         found = await self.list_offsets(path, wanted, spec, value if to == "timestamp" else 0)
@@ -317,7 +318,7 @@ class Admin:
     ) -> dict[int, BucketOffsets]:
         """Offsets per bucket number, asked of each bucket's leader; retried across leader changes."""
         path = _as_path(path)
-        info = await self.metadata.wait_for_table(path, self._request_timeout)
+        info = refuse_partitioned(await self.metadata.wait_for_table(path, self._request_timeout))
         wanted = [TableBucket(info.table_id, b) for b in (buckets if buckets is not None else range(info.num_buckets))]
         result = await list_offsets(
             self.metadata, self._transport, wanted, spec, timestamp_ms, timeout or self._request_timeout, self._retry

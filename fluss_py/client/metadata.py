@@ -33,8 +33,17 @@ from fluss_py.client.transport import (
     Transport,
     error_from_info,
 )
+from fluss_py.common.auto_partition import routing_unit
 from fluss_py.config import split_host_port
-from fluss_py.errors import REFUSED, ApiError, ErrorCode, FlussError, RequestTimedOutError, TableNotExistError
+from fluss_py.errors import (
+    REFUSED,
+    ApiError,
+    ErrorCode,
+    FlussError,
+    PartitionedTableError,
+    RequestTimedOutError,
+    TableNotExistError,
+)
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
 
@@ -72,6 +81,21 @@ class BucketLocation:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     hinted: bool = False
+
+
+def is_partitioned(info: TableInfo) -> bool:
+    """The logical table of a partitioned table: no buckets of its own, its data is in ``<table>$<slot>``."""
+    return routing_unit(info.path.table, info.properties) is not None
+
+
+def refuse_partitioned(info: TableInfo) -> TableInfo:
+    """``info`` unless it is the logical table of a partitioned table (reads, offsets: name a partition)."""
+    if is_partitioned(info):
+        raise PartitionedTableError(
+            f"{info.path} is partitioned and has no buckets of its own: name a partition ({info.path}$<slot>, "
+            "see `table list-partitions`), or produce to it and let each record's timestamp pick one"
+        )
+    return info
 
 
 def table_info_from_pb(pb: common_pb2.TableInfo) -> TableInfo:
@@ -209,7 +233,9 @@ class ClusterMetadata:
         backoff = Backoff(self._retry)
         while True:
             info = self._tables.get(path)
-            if info is not None and len(self.buckets_of(info.table_id)) == info.num_buckets:
+            if info is not None and (
+                len(self.buckets_of(info.table_id)) == info.num_buckets or is_partitioned(info)
+            ):  # a partitioned table's logical table has no buckets of its own
                 return info
             remaining = deadline - time.monotonic()
             if remaining <= 0:

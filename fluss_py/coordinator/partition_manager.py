@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fluss_py.coordinator.auto_partition import expired, spec_of, wanted
+from fluss_py.common.auto_partition import creation_lag, creation_lateness, expired, spec_of, wanted
 from fluss_py.coordinator.event_loop import Ticker
 from fluss_py.coordinator.events import Event
 from fluss_py.coordinator.processor import CreateTable, DropTable
@@ -45,6 +45,20 @@ class AutoPartitionManager:
         self._ticker = Ticker("auto-partition-tick", check_interval, AutoPartitionCheck, immediately=True)
         self.created = 0  # during this leadership (metrics, tests)
         self.dropped = 0
+        # the latest check that created partitions: the most seconds after its slot started that one of them
+        # was created (0: all made ahead of their slots); a check creating nothing leaves it unchanged
+        self.last_creation_late = 0.0
+
+    def lag(self) -> float:
+        """Seconds behind schedule now (``creation_lag``, the worst partitioned table; metrics)."""
+        now = self._clock()
+        existing = self.partitions()
+        worst = 0.0
+        for info in list(self._p.view.tables.values()):
+            spec = spec_of(info.properties)
+            if spec is not None and PARTITION_SEPARATOR not in info.path.table:
+                worst = max(worst, creation_lag(existing.get(info.path, {}), now, spec.unit, spec.num_precreate))
+        return worst
 
     def install(self, loop: Any) -> None:
         loop.register(AutoPartitionCheck, self.check)
@@ -68,6 +82,7 @@ class AutoPartitionManager:
         now = self._clock()
         view = self._p.view
         existing = self.partitions()
+        late: list[float] = []
         for table_id, info in list(view.tables.items()):
             spec = spec_of(info.properties)
             if spec is None or PARTITION_SEPARATOR in info.path.table:
@@ -79,9 +94,12 @@ class AutoPartitionManager:
                     await self._p.create_table(CreateTable(path, info.num_buckets, info.replication_factor,
                                                            dict(info.properties), ignore_if_exists=True))  # fmt: skip
                     self.created += 1
+                    late.append(creation_lateness(self._clock(), name, spec.unit))
                     log.info("Created partition %s of table %s (id %d)", name, info.path, table_id)
             for name in expired(have, now, spec.unit, spec.num_retention):
                 await self._drop(have[name], f"expired (retention {spec.num_retention} {spec.unit.value}s)")
+        if late:
+            self.last_creation_late = max(late)
         for logical, parts in existing.items():
             if logical not in view.by_path:
                 for path in parts.values():

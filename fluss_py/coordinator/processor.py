@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fluss_py import config as cfg
+from fluss_py.common.auto_partition import check_partition, spec_of
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
-from fluss_py.coordinator.auto_partition import check_partition
 from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import DropDatabase, Event
@@ -492,6 +492,11 @@ class TableProcessor:
         assignment = assign_replicas(
             servers, num_buckets, rf, start_index=table_id, first_shift=table_id // max(1, len(servers))
         )
+        if partition is None and spec_of(properties) is not None:
+            # The logical table of a partitioned table has no buckets of its own (its data lives in its
+            # partitions, each created with num_buckets): the assignment above only checked that the
+            # partitions can be placed. Writes and reads name a partition (docs/partitioning.md).
+            assignment = {}
         leaders: dict[int, LeaderAndIsr] = {}
         for b, replicas in assignment.items():
             lai = election.initial_leader(replicas, set(servers), self.epoch)

@@ -162,6 +162,12 @@ class CoordinatorServer:
               registry=self.metrics).set_function(lambda: self._partition_stat("created"))  # fmt: skip
         Gauge("fluss_coordinator_partitions_dropped", "Partitions dropped (expired) by this leadership",
               registry=self.metrics).set_function(lambda: self._partition_stat("dropped"))  # fmt: skip
+        Gauge("fluss_coordinator_partition_creation_lag_seconds", "Seconds the oldest started slot of a "
+              "partitioned table has had no partition (0: on schedule)", registry=self.metrics
+              ).set_function(lambda: self._partition_stat("lag"))  # fmt: skip
+        Gauge("fluss_coordinator_partition_last_creation_late_seconds", "Seconds after its slot started that "
+              "this leadership's last partition creation was made (0: made ahead)", registry=self.metrics
+              ).set_function(lambda: self._partition_stat("late"))  # fmt: skip
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
         self.servicer: CoordinatorServicer | None = None
@@ -243,12 +249,16 @@ class CoordinatorServer:
             return 0
         return monitor.proofs if what == "proofs" else monitor.fresh(2.0)
 
-    def _partition_stat(self, what: str) -> int:
+    def _partition_stat(self, what: str) -> float:
         manager = self._leader.auto_partition if self._leader is not None else None
-        if manager is None:
+        if manager is None or self.state.current is not CoordinatorState.LEADER:
             return 0
         if what == "count":
             return sum(len(parts) for parts in manager.partitions().values())
+        if what == "lag":
+            return manager.lag()
+        if what == "late":
+            return manager.last_creation_late
         return manager.created if what == "created" else manager.dropped
 
     def _on_state_change(self, state: CoordinatorState) -> None:

@@ -45,7 +45,7 @@ from fluss_py.client.consumer.membership import GroupMembership
 from fluss_py.client.consumer.positions import Positions, ResetTo
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.groups import commit_offsets, fetch_offsets, validate_group
-from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.metadata import ClusterMetadata, refuse_partitioned
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError, UnknownMemberIdError
@@ -114,7 +114,10 @@ class Consumer:
             self.membership.start()
 
     async def _table_ids(self, paths: list[TablePath]) -> set[int]:
-        return {(await self.metadata.wait_for_table(p, self.options.request_timeout)).table_id for p in paths}
+        return {
+            refuse_partitioned(await self.metadata.wait_for_table(p, self.options.request_timeout)).table_id
+            for p in paths
+        }
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -134,7 +137,7 @@ class Consumer:
             raise InvalidRequestError("assign() is not allowed on a consumer that subscribed to a group")
         if isinstance(table, TablePath | str):
             path = table if isinstance(table, TablePath) else TablePath.parse(table)
-            info = await self.metadata.wait_for_table(path, self.options.request_timeout)
+            info = refuse_partitioned(await self.metadata.wait_for_table(path, self.options.request_timeout))
             numbers = range(info.num_buckets) if buckets is None else buckets
             assigned = [TableBucket(info.table_id, b) for b in numbers]
         else:

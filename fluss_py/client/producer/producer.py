@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.metadata import ClusterMetadata, TableInfo
@@ -32,7 +33,14 @@ from fluss_py.client.producer.accumulator import (
 from fluss_py.client.producer.idempotence import WriterIdAllocator
 from fluss_py.client.producer.sender import Sender
 from fluss_py.client.transport import GrpcTransport, Transport
-from fluss_py.errors import FlussError, InvalidRequestError, RequestTimedOutError
+from fluss_py.common.auto_partition import TimeUnit, partition_for, routing_unit
+from fluss_py.errors import (
+    FlussError,
+    InvalidRequestError,
+    PartitionNotExistError,
+    RequestTimedOutError,
+    TableNotExistError,
+)
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
@@ -71,6 +79,8 @@ class Producer:
         # per-record lookups, cached: table name -> info while the metadata version is unchanged, and each
         # table id's TableBucket objects (one object per bucket: cheaper dict lookups in the accumulator)
         self._infos: dict[TablePath | str, TableInfo] = {}
+        # table id of the logical table of a partitioned table -> the unit its records are routed by
+        self._routed: dict[int, TimeUnit] = {}
         self._infos_version = -1
         self._buckets: dict[int, tuple[TableBucket, ...]] = {}
         self._sticky: dict[int, tuple[int, ProducerBatch | None]] = {}
@@ -106,6 +116,11 @@ class Producer:
         info = self._infos.get(table) if self._infos_version == self.metadata.version else None
         if info is None:
             info = await self._table(table)
+        unit = self._routed.get(info.table_id)
+        if unit is not None:  # a partitioned table: the record's timestamp picks the partition
+            if timestamp_ms is None:
+                timestamp_ms = int(time.time() * 1000)
+            info = await self._partition(info, unit, timestamp_ms)
         n = info.num_buckets
         if bucket is None:
             bucket = bucket_for_key(key, n) if key is not None else self._sticky_bucket(info)
@@ -132,6 +147,22 @@ class Producer:
     async def send_and_wait(self, table: TablePath | str, value: bytes | None, **kwargs: object) -> RecordMetadata:
         return await (await self.send(table, value, **kwargs))  # type: ignore[arg-type]
 
+    async def _partition(self, info: TableInfo, unit: TimeUnit, timestamp_ms: int) -> TableInfo:
+        """The partition of the partitioned table ``info`` that a record stamped ``timestamp_ms`` goes to
+        (its slot computed as the coordinator does); PARTITION_NOT_EXIST (not retriable) when that partition
+        does not exist: expired, or not created yet (docs/partitioning.md)."""
+        path = TablePath(info.path.database, partition_for(info.path.table, timestamp_ms, unit))
+        cached = self._infos.get(path) if self._infos_version == self.metadata.version else None
+        if cached is not None:
+            return cached
+        try:
+            return await self._table(path)
+        except TableNotExistError:
+            raise PartitionNotExistError(
+                f"no partition {path} of {info.path} for the record's timestamp {timestamp_ms} ms: it expired "
+                f"(retention) or is not created yet (num-precreate); `table list-partitions {info.path}`"
+            ) from None
+
     async def _table(self, table: TablePath | str) -> TableInfo:
         if isinstance(table, str):
             path = self._paths.get(table)
@@ -146,6 +177,9 @@ class Producer:
             self._infos.clear()  # any metadata change may have dropped or recreated a table
             self._infos_version = self.metadata.version
         self._infos[table] = info
+        unit = routing_unit(info.path.table, info.properties)
+        if unit is not None:
+            self._routed[info.table_id] = unit
         return info
 
     def _sticky_bucket(self, info: TableInfo) -> int:

@@ -75,6 +75,7 @@ class FakeCluster:
         self.paused: set[str] = set()  # SIGSTOPped or cut off: calls get no answer until their deadline
         self.tables: dict[tuple[str, str], tuple[int, int, int]] = {}  # path -> (id, buckets, rf)
         self.buckets: dict[TableBucket, FakeBucket] = {}
+        self.properties: dict[tuple[str, str], dict[str, str]] = {}
         self.faults: list[Fault] = []
         self.calls: list[tuple[str, str, Any]] = []
         self.next_table_id = 1
@@ -87,10 +88,18 @@ class FakeCluster:
         self.produce_errors: list[ErrorCode] = []  # every per-bucket error ProduceLog answered
 
     # ---------------------------------------------------------------- scripting
-    def create_table(self, database: str, table: str, num_buckets: int = 1, rf: int = 3) -> int:
+    def create_table(
+        self, database: str, table: str, num_buckets: int = 1, rf: int = 3, properties: dict[str, str] | None = None
+    ) -> int:
+        """A table; with auto-partition ``properties`` and no ``$`` in its name, a partitioned table's logical
+        table: described with ``num_buckets`` but no buckets of its own (as the coordinator creates it)."""
         table_id = self.next_table_id
         self.next_table_id += 1
         self.tables[(database, table)] = (table_id, num_buckets, rf)
+        if properties:
+            self.properties[(database, table)] = dict(properties)
+            if "$" not in table:
+                return table_id
         ids = sorted(self.servers)
         for b in range(num_buckets):
             replicas = [ids[(b + i) % len(ids)] for i in range(rf)]
@@ -179,8 +188,11 @@ class FakeCluster:
             tm.info.table_id = tid
             tm.info.path.database, tm.info.path.table = db, name
             tm.info.descriptor.num_buckets, tm.info.descriptor.replication_factor = nb, rf
+            tm.info.descriptor.properties.update(self.properties.get((db, name), {}))
             for b in range(nb):
-                fb = self.buckets[TableBucket(tid, b)]
+                fb = self.buckets.get(TableBucket(tid, b))
+                if fb is None:  # a partitioned table's logical table
+                    continue
                 tm.buckets.add(
                     table_bucket=common_pb2.TableBucket(table_id=tid, bucket=b),
                     leader=fb.leader,

@@ -10,7 +10,7 @@ from fluss_py.client.consumer import Consumer
 from fluss_py.client.consumer.fetcher import _Session
 from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
-from fluss_py.errors import InvalidRequestError, OffsetOutOfRangeError
+from fluss_py.errors import InvalidRequestError, OffsetOutOfRangeError, PartitionedTableError
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -257,3 +257,19 @@ async def test_a_bad_batch_is_raised_after_every_record_before_it_and_until_the_
         c.seek(TableBucket(tid, 0), 14)
         rest = await poll_n(c, 5)
     assert [(r.offset, r.value) for r in rest] == [(14 + i, f"after{i}".encode()) for i in range(5)]
+
+
+async def test_reading_a_partitioned_tables_logical_table_is_refused_naming_a_partition() -> None:
+    cluster = FakeCluster()
+    spec = {"table.auto-partition.time-unit": "day", "table.partition.key": "dt"}
+    cluster.create_table("fluss", "events", num_buckets=2, properties=spec)
+    part = cluster.create_table("fluss", "events$20261201", num_buckets=2, properties=spec)
+    c = consumer(cluster)
+    try:
+        with pytest.raises(PartitionedTableError) as e:
+            await c.assign("events")
+        assert not e.value.retriable and "events$<slot>" in str(e.value)
+        await c.assign("events$20261201")  # a partition is a table
+        assert {tb.table_id for tb in c.assignment()} == {part}
+    finally:
+        await c.close()

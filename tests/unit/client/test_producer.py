@@ -8,7 +8,13 @@ import pytest
 
 from fluss_py.client.options import ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
-from fluss_py.errors import ErrorCode, RecordBatchTooLargeError, RequestTimedOutError, TableNotExistError
+from fluss_py.errors import (
+    ErrorCode,
+    PartitionNotExistError,
+    RecordBatchTooLargeError,
+    RequestTimedOutError,
+    TableNotExistError,
+)
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -429,3 +435,49 @@ async def test_a_caller_that_never_blocks_lets_full_batches_go_while_it_appends(
         await p.flush()
     assert sent_while_appending >= 5
     assert [f.result().offset for f in futs] == list(range(1, 101))
+
+
+DAY_SPEC = {"table.auto-partition.time-unit": "day", "table.partition.key": "dt"}
+DEC_1 = 1_796_083_200_000  # 2026-12-01T00:00:00Z in ms
+
+
+async def test_a_partitioned_table_routes_each_record_to_the_partition_of_its_timestamp() -> None:
+    """docs/partitioning.md: the producer names the logical table; the record's timestamp picks the slot,
+    computed by the coordinator's rule; a slot with no partition fails PARTITION_NOT_EXIST (not retried)."""
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "events", num_buckets=2, properties=DAY_SPEC)
+    dec1 = cluster.create_table("fluss", "events$20261201", num_buckets=2, properties=DAY_SPEC)
+    dec2 = cluster.create_table("fluss", "events$20261202", num_buckets=2, properties=DAY_SPEC)
+    async with make(cluster, max_block=30) as p:
+        a = await p.send_and_wait("events", b"last-ms-of-dec-1", key=b"k", timestamp_ms=DEC_1 + 86_399_999)
+        b = await p.send_and_wait("fluss.events", b"dec-2", key=b"k", timestamp_ms=DEC_1 + 86_400_000)
+        c = await p.send_and_wait("events$20261201", b"named", key=b"k", timestamp_ms=DEC_1 + 86_400_000)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for missing, name in ((DEC_1 - 1, "events$20261130"), (DEC_1 + 2 * 86_400_000, "events$20261203")):
+            with pytest.raises(PartitionNotExistError) as e:  # expired / not created yet
+                await p.send("events", b"lost", timestamp_ms=missing)
+            assert not e.value.retriable
+            assert name in str(e.value)
+        assert loop.time() - started < 5  # answered by the coordinator, not after max_block
+    assert a.bucket.table_id == dec1 and c.bucket.table_id == dec1 and b.bucket.table_id == dec2
+    assert values(cluster, a.bucket) == [b"last-ms-of-dec-1", b"named"]
+    assert values(cluster, b.bucket) == [b"dec-2"]
+
+
+async def test_a_record_without_a_timestamp_goes_to_the_current_slot() -> None:
+    import time as _time
+
+    from fluss_py.common.auto_partition import partition_for, routing_unit
+
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "events", properties=DAY_SPEC)
+    unit = routing_unit("events", DAY_SPEC)
+    assert unit is not None
+    now_ms = int(_time.time() * 1000)
+    today = partition_for("events", now_ms, unit)
+    tid = cluster.create_table("fluss", today, properties=DAY_SPEC)
+    cluster.create_table("fluss", partition_for("events", now_ms + 86_400_000, unit), properties=DAY_SPEC)
+    async with make(cluster) as p:
+        r = await p.send_and_wait("events", b"now")
+    assert r.bucket.table_id == tid or partition_for("events", int(_time.time() * 1000), unit) != today

@@ -5,13 +5,17 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from fluss_py.coordinator.auto_partition import (
+from fluss_py.common.auto_partition import (
     PartitionSpec,
     TimeUnit,
     check_partition,
+    creation_lag,
+    creation_lateness,
     expired,
     parse_partition,
+    partition_for,
     partition_name,
+    routing_unit,
     shift,
     slot_start,
     spec_of,
@@ -129,3 +133,50 @@ async def test_the_manager_creates_ahead_drops_expired_and_orphans_and_is_idempo
     assert (manager.created, manager.dropped) == (2, 2)  # the expired slot and the orphan of "gone"
     await manager.check()  # a new leader re-running the same check changes nothing
     assert (manager.created, manager.dropped) == (2, 2)
+
+
+def test_creation_lag_counts_only_started_slots_without_a_partition():
+    now = datetime(2026, 12, 1, 5, 30, tzinfo=UTC)
+    assert creation_lag(["20261201", "20261202"], now, TimeUnit.DAY, 2) == 0.0
+    assert creation_lag(["20261201"], now, TimeUnit.DAY, 3) == 0.0  # tomorrow missing: not late yet
+    assert creation_lag(["20261202"], now, TimeUnit.DAY, 2) == 5.5 * 3600  # today missing since midnight
+    assert creation_lag([], now, TimeUnit.HOUR, 1) == 30 * 60
+    assert creation_lag([], datetime(2026, 12, 1, tzinfo=UTC), TimeUnit.MONTH, 1) == 0.0  # slot just began
+
+
+def test_creation_lateness_is_zero_ahead_and_the_delay_after_the_slot_start():
+    midnight = datetime(2026, 12, 1, tzinfo=UTC)
+    assert creation_lateness(midnight - timedelta(hours=3), "20261201", TimeUnit.DAY) == 0.0
+    assert creation_lateness(midnight + timedelta(minutes=2), "20261201", TimeUnit.DAY) == 120.0
+    assert creation_lateness(midnight, "not-a-slot", TimeUnit.DAY) == 0.0
+
+
+def test_records_are_routed_by_the_coordinators_slot_rule():
+    assert routing_unit("events", SPEC) is TimeUnit.DAY
+    assert routing_unit("events$20261231", SPEC) is None  # a partition inherits the spec but is not routed
+    assert routing_unit("plain", {}) is None
+    ts = int(NOW.timestamp() * 1000)
+    for unit in TimeUnit:
+        assert partition_for("events", ts, unit) == f"events${partition_name(NOW, unit)}"
+    assert partition_for("events", ts + 1000, TimeUnit.DAY) == "events$20270101"  # the next second: new year
+    assert partition_for("events", 0, TimeUnit.HOUR) == "events$1970010100"
+
+
+async def test_the_manager_reports_its_lag_and_how_late_its_last_creation_was():
+    now = datetime(2026, 12, 31, 6, 0, tzinfo=UTC)
+    proc = FakeProcessor({"events": SPEC, "events$20261231": SPEC})
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: now)
+    assert manager.lag() == 0.0
+    proc = FakeProcessor({"events": SPEC})  # today's partition missing: six hours behind
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: now)
+    assert manager.lag() == 6 * 3600
+    await manager.check()
+    assert manager.lag() == 0.0
+    assert manager.last_creation_late == 6 * 3600  # today's was made six hours into its slot
+    assert proc.names() == {"events", "events$20261231", "events$20270101"}
+    now = datetime(2026, 12, 31, 23, 0, tzinfo=UTC)
+    await proc.drop_table(DropTable(TablePath("db", "events$20261231")))  # lost: re-made 23 hours late
+    await manager.check()
+    assert manager.last_creation_late == 23 * 3600
+    await manager.check()  # nothing to create: unchanged
+    assert manager.last_creation_late == 23 * 3600

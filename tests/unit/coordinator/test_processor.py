@@ -142,6 +142,20 @@ async def test_replication_factor_above_live_servers_creates_nothing(h):
     assert h.zk.snapshot() == before and not h.proc.view.tables
 
 
+async def test_a_partitioned_tables_logical_table_has_no_buckets_but_its_partitions_do(h):
+    spec = {"table.partition.key": "dt", "table.auto-partition.time-unit": "day"}
+    logical = await h.proc.create_table(CreateTable(T, num_buckets=3, replication_factor=2, properties=spec))
+    await h.drain()
+    assert TableAssignmentZNode.decode(h.zk.data(TableAssignmentZNode.path(ROOT, logical))) == {}
+    assert h.proc.view.tables[logical].num_buckets == 3  # what its partitions get
+    assert not list(h.proc.view.table_buckets(logical)) and not h.gateway.of(NOTIFY, 1)
+    part = await h.proc.create_table(CreateTable(TablePath("fluss", "orders$20261201"), 3, 2, spec))
+    await h.drain()
+    assert sorted(TableAssignmentZNode.decode(h.zk.data(TableAssignmentZNode.path(ROOT, part)))) == [0, 1, 2]
+    with pytest.raises(InvalidReplicationFactorError):  # still checked: its partitions must be placeable
+        await h.proc.create_table(CreateTable(TablePath("fluss", "p2"), 1, 4, spec))
+
+
 async def test_create_table_errors(h):
     with pytest.raises(DatabaseNotExistError):
         await h.proc.create_table(CreateTable(TablePath("nope", "t")))

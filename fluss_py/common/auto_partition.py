@@ -16,7 +16,10 @@ Both are level-triggered: a coordinator leader that took over mid-way re-derives
 partitions that exist, so creating and dropping are idempotent across failovers.
 
 ``spec_of`` reads a logical table's spec from its properties; ``check_partition`` decides whether a
-partition may be created. Who may call: anyone (no I/O, no clock: ``now`` is an argument).
+partition may be created; ``routing_unit``/``partition_for`` pick a record's partition by its timestamp;
+``creation_lag``/``creation_lateness`` measure the manager against its schedule (metrics). Who may call:
+anyone (no I/O, no clock: ``now`` is an argument): the coordinator's AutoPartitionManager and CreateTable,
+and the client (producer routing, consumer/admin refusing the logical table).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from fluss_py import config as cfg
 from fluss_py.errors import InvalidRequestError
+from fluss_py.types import PARTITION_SEPARATOR
 
 
 class TimeUnit(enum.Enum):
@@ -96,6 +100,25 @@ def expired(existing: Iterable[str], now: datetime, unit: TimeUnit, num_retentio
     return sorted(out)
 
 
+def creation_lag(existing: Iterable[str], now: datetime, unit: TimeUnit, num_precreate: int) -> float:
+    """Seconds the manager is behind schedule at ``now``: for the oldest wanted slot that has already
+    started and has no partition, how long ago it started; 0 when every started wanted slot exists (a
+    missing future slot is not late yet). With ``num_precreate`` >= 1 that is only the current slot."""
+    have = set(existing)
+    late = [
+        (now - start).total_seconds()
+        for name in wanted(now, unit, num_precreate)
+        if name not in have and (start := parse_partition(name, unit)) is not None and start <= now
+    ]
+    return max(late, default=0.0)
+
+
+def creation_lateness(created_at: datetime, partition: str, unit: TimeUnit) -> float:
+    """Seconds after its slot started that a partition was created; 0 when created ahead of its slot."""
+    start = parse_partition(partition, unit)
+    return 0.0 if start is None else max(0.0, (created_at - start).total_seconds())
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionSpec:
     """A logical table's auto-partition spec, from its properties (``table.auto-partition.*``)."""
@@ -124,3 +147,18 @@ def check_partition(logical: Mapping[str, str] | None, partition: str) -> None:
         raise InvalidRequestError("partitions exist only of a table created with table.auto-partition.time-unit")
     if parse_partition(partition, spec.unit) is None:
         raise InvalidRequestError(f"partition {partition!r} is not a {spec.unit.value} slot name ({spec.unit.pattern})")
+
+
+def routing_unit(table: str, properties: Mapping[str, str]) -> TimeUnit | None:
+    """The time unit by which records written to ``table`` are routed to its partitions: set for the logical
+    table of a partitioned table (which has no buckets of its own), None for a partition (its name carries
+    ``$<slot>``; it inherits the spec properties) and for any other table."""
+    if PARTITION_SEPARATOR in table:
+        return None
+    unit = properties.get(cfg.TABLE_AUTO_PARTITION_UNIT.key)
+    return TimeUnit(str(unit).lower()) if unit else None
+
+
+def partition_for(table: str, timestamp_ms: int, unit: TimeUnit) -> str:
+    """The partition table name (``<table>$<slot>``) a record with ``timestamp_ms`` (UTC epoch ms) goes to."""
+    return f"{table}{PARTITION_SEPARATOR}{partition_name(datetime.fromtimestamp(timestamp_ms / 1000, UTC), unit)}"
