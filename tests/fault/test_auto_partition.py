@@ -105,6 +105,10 @@ def test_the_logical_table_has_no_buckets_and_producers_route_records_by_timesta
             assert f"fluss_coordinator_{gauge} " in metrics  # on schedule: today's partition exists
         assert metric_value(metrics, "fluss_coordinator_partition_creation_lag_seconds") == 0.0
 
+        described = _cli(cluster, "describe", f"fluss.{TABLE}")
+        listed = _cli(cluster, "list-partitions", f"fluss.{TABLE}")
+        assert described.returncode == 0 and TABLE in described.stdout, described.stdout + described.stderr
+        assert all(f"{TABLE}${p}" in listed.stdout for p in _partitions(admin)), listed.stdout + listed.stderr
         read = _cli(cluster, f"fluss.{TABLE}", "--from-beginning", "--max-records", "1", command="consume")
         assert read.returncode != 0 and "PARTITIONED_TABLE" in read.stderr, read.stdout + read.stderr
 
