@@ -1,6 +1,6 @@
 """Delayed produce and delayed fetch ("purgatories"): asyncio futures keyed per bucket, woken by HW/LEO moves.
 
-No task or timer per bucket: a request waits on its own futures with ONE timeout (``asyncio.wait``), and the
+No task or timer per bucket: a request waits on its own futures with ONE timeout (``wait_futures``), and the
 ``ReplicaManager`` calls ``complete_up_to`` / ``notify`` synchronously when a bucket's HW or LEO moves.
 Per-bucket cost: a sorted list of pending produce offsets (usually appended at the end) and a set of
 waiting fetches.
@@ -12,9 +12,24 @@ import asyncio
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from fluss_py.errors import ApiError
 from fluss_py.types import TableBucket
+
+
+async def wait_futures(futures: Iterable[asyncio.Future[Any]], timeout_s: float) -> None:
+    """Wait until every future is done or ``timeout_s`` passed (a future still pending then is cancelled; the
+    caller checks ``done()``/``cancelled()``). The task awaits each future itself, so it resumes in the loop
+    turn after the one completing the last of them: ``asyncio.wait`` takes one turn more (a done callback, then
+    the task), on the acks=all and long-poll paths where every turn is latency (docs/performance.md)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            for future in futures:
+                if not future.done():
+                    await future
+    except TimeoutError:
+        pass
 
 
 @dataclass(eq=False, slots=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluss_py import config as cfg
+from fluss_py.common import latency_trace as trace
 from fluss_py.errors import (
     ApiError,
     InvalidCoordinatorEpochError,
@@ -28,7 +29,7 @@ from fluss_py.errors import (
     UnknownTableOrBucketError,
 )
 from fluss_py.log.config import LogConfig, table_setting
-from fluss_py.replica.delayed import DelayedFetch, DelayedProduce, Waker
+from fluss_py.replica.delayed import DelayedFetch, DelayedProduce, Waker, wait_futures
 from fluss_py.replica.fetch_session import FetchSession, FetchSessionCache
 from fluss_py.replica.fetcher.fetcher import FetchSettings
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
@@ -528,7 +529,9 @@ class ReplicaManager:
                     raise self._not_leader(tb, replica)
                 hw_before = replica.high_watermark
                 leo_before = replica.log.log_end_offset
+                trace.mark("L_append", tb, leo_before)
                 info = replica.append_as_leader(records, acks)
+                trace.mark("L_appended", tb, leo_before)
             except Exception as e:
                 results[tb] = ProduceResult(_as_api_error(e, f"append to {tb}"))
                 continue
@@ -547,19 +550,20 @@ class ReplicaManager:
         if waiting:
             futures = [f for f, _ in waiting.values()]
             try:
-                await asyncio.wait(futures, timeout=timeout_s)
+                await wait_futures(futures, timeout_s)
             except asyncio.CancelledError:  # the caller went away: forget its waiters
                 for tb, (future, _) in waiting.items():
                     self.delayed_produce.remove(tb, future)
                 raise
             for tb, (future, result) in waiting.items():
                 results[tb] = self._complete_produce(tb, future, result, timeout_s)
+                trace.mark("L_answer", tb, result.base_offset)
         return {tb: results[tb] for tb in batches}
 
     def _complete_produce(
         self, tb: TableBucket, future: asyncio.Future[ApiError | None], result: ProduceResult, timeout_s: float
     ) -> ProduceResult:
-        if not future.done():
+        if not future.done() or future.cancelled():  # (the timeout cancels the future it was waiting on)
             self.delayed_produce.remove(tb, future)
             future.cancel()
             replica = self._replicas.get(tb)
@@ -586,6 +590,7 @@ class ReplicaManager:
         """Complete what the (possibly moved) HW allows: acks=all produces and client long polls; fetch
         sessions carry the HW in their next answer."""
         replica.maybe_advance_durable()
+        trace.mark("L_hw", tb, replica.high_watermark)
         self.delayed_produce.complete_up_to(tb, replica.ack_offset)
         self.delayed_fetch.hw_moved(tb)
         self.fetch_sessions.hw_moved(tb)
@@ -689,7 +694,7 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await asyncio.wait([waiter.arm()], timeout=remaining)
+            await wait_futures((waiter.arm(),), remaining)
             dirty = waiter.take_dirty()
             if not dirty:
                 break
@@ -787,6 +792,11 @@ class ReplicaManager:
                     )
             size = max(budget, 1) if must_fill else budget
             records = replica.read(request.fetch_offset, size, for_follower=follower)
+            if trace.ENABLED:
+                who = f"{replica_id}" if follower else "C"
+                trace.mark(f"L_fetch_in{who}", tb, request.fetch_offset)
+                if records:
+                    trace.mark(f"L_fetch_out{who}", tb, request.fetch_offset)
             if follower:  # only a fetch inside our log counts as progress (and may move the HW)
                 hw_moved, proposal = replica.update_follower_fetch(
                     replica_id, request.fetch_offset, request.flushed_offset

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fluss_py import config as cfg
+from fluss_py.common import latency_trace as trace
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.log.config import LogConfig
 from fluss_py.replica.manager import ReplicaManager
@@ -131,11 +132,14 @@ class ManagerReplicaLayer:
     # ---------------------------------------------------------------- data path
     async def produce_log(self, request: Any) -> Any:
         batches = {convert.table_bucket_from_pb(b.table_bucket): b.records for b in request.buckets}
+        if trace.ENABLED:
+            for tb in batches:
+                trace.mark("L_req", tb, -1)
         try:
             results = await self.replicas.append(request.acks, self.limits.wait_s(request.timeout_ms), batches)
         except Exception as e:
             return tablet_pb2.ProduceLogResponse(error=_request_failed("ProduceLog", e))
-        return tablet_pb2.ProduceLogResponse(
+        response = tablet_pb2.ProduceLogResponse(
             error=convert.ok(),
             buckets=[
                 tablet_pb2.ProduceBucketResult(
@@ -148,6 +152,10 @@ class ManagerReplicaLayer:
                 for tb, r in results.items()
             ],
         )
+        if trace.ENABLED:
+            for tb, r in results.items():
+                trace.mark("L_resp", tb, r.base_offset)
+        return response
 
     async def fetch_log(self, request: Any) -> Any:
         limits = self.limits

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import uvloop
 
@@ -29,6 +31,7 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from tests.bench.common import p50_p99_ms, paced, row
 
+T = TypeVar("T")
 LATENCY_TABLE = "fluss.bench_latency"
 E2E_TABLE = "fluss.bench_e2e"
 THROUGHPUT_TABLE = "fluss.bench_throughput_{size}"
@@ -135,17 +138,23 @@ async def _nats(urls: list[str]) -> dict[str, float]:
     return out
 
 
-def run_fluss() -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as d:
+def on_fresh_cluster(prefix: str, body: Callable[[str], Awaitable[T]]) -> T:
+    """Run ``body(bootstrap)`` on a uvloop loop against a fresh LocalCluster (1 coordinator, 3 tablet servers,
+    SETTINGS) in a temporary directory; the cluster is closed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
         cluster = LocalCluster(Path(d), coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True)
         try:
             cluster.start(timeout=60)
             cluster.wait_for_leader(30)
             bootstrap = ",".join(cluster.get(n).rpc_address for n in cluster.names(TABLET_SERVER))
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                return runner.run(_fluss(bootstrap))
+                return runner.run(body(bootstrap))
         finally:
             cluster.close()
+
+
+def run_fluss() -> dict[str, float]:
+    return on_fresh_cluster("bench-cluster-", _fluss)
 
 
 def run_nats() -> dict[str, float] | None:

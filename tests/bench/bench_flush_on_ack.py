@@ -12,17 +12,10 @@ reported) so that both see the same machine load:
 
 from __future__ import annotations
 
-import asyncio
 import statistics
-import tempfile
-from pathlib import Path
-
-import uvloop
 
 from fluss_py.client import Admin
-from fluss_py.testing.cluster import LocalCluster
-from fluss_py.testing.cluster_file import TABLET_SERVER
-from tests.bench.bench_cluster import SETTINGS, _latency, _ready, _throughput
+from tests.bench.bench_cluster import _latency, _ready, _throughput, on_fresh_cluster
 from tests.bench.common import p50_p99_ms, row
 
 MODES = {"default": {}, "log.flush.on-ack": {"log.flush.on-ack": "true"}}
@@ -55,16 +48,7 @@ async def _measure(bootstrap: str) -> dict[str, dict[str, float]]:
 
 
 def run() -> list[dict]:
-    with tempfile.TemporaryDirectory(prefix="bench-flush-on-ack-") as d:
-        cluster = LocalCluster(Path(d), coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True)
-        try:
-            cluster.start(timeout=60)
-            cluster.wait_for_leader(30)
-            bootstrap = ",".join(cluster.get(n).rpc_address for n in cluster.names(TABLET_SERVER))
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                m = runner.run(_measure(bootstrap))
-        finally:
-            cluster.close()
+    m = on_fresh_cluster("bench-flush-on-ack-", _measure)
     base, durable = m["default"], m["log.flush.on-ack"]
     ratio = durable["tp"] / base["tp"]
     rows = []

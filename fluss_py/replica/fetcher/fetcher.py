@@ -31,13 +31,13 @@ request reports them in ``flushed_offset`` (each bucket's recovery point).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from fluss_py.common import latency_trace as trace
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.isr import truncation_offset
@@ -140,7 +140,7 @@ class ReplicaFetcher:
         self._touched: set[TableBucket] = set()  # may differ from what the leader's session holds
         self.session = FollowerSession()
         self._changed = asyncio.Event()
-        self._added = asyncio.Event()  # set by add_buckets: ends a long poll in flight
+        self._inflight: asyncio.Task[FetchResponse] | None = None  # the FetchLog call; add_buckets cancels it
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.rounds = 0
@@ -160,7 +160,8 @@ class ReplicaFetcher:
             self._backing_off.discard(tb)
             self._touched.add(tb)
         self._changed.set()
-        self._added.set()
+        if self._inflight is not None:  # end a long poll in flight: the next round fetches these with the others
+            self._inflight.cancel()
 
     def remove_buckets(self, buckets: list[TableBucket]) -> None:
         for tb in buckets:
@@ -404,7 +405,9 @@ class ReplicaFetcher:
         request = self._next_request()
         if request is None:
             return False
-        self._added.clear()
+        if trace.ENABLED:
+            for r in request.buckets:
+                trace.mark("F_req", r.table_bucket, r.fetch_offset)
         try:
             response = await self._fetch_unless_added(request)
         except ApiError as e:
@@ -452,22 +455,21 @@ class ReplicaFetcher:
         return max(0.0, min(self.settings.wait_max_s, retry - asyncio.get_running_loop().time()))
 
     async def _fetch_unless_added(self, request: FetchRequest) -> FetchResponse | None:
-        """The FetchLog answer, or None when ``add_buckets`` ran before it came (the call is cancelled)."""
-        fetch = asyncio.ensure_future(self.endpoint.fetch(request))
-        added = asyncio.ensure_future(self._added.wait())
+        """The FetchLog answer, or None when ``add_buckets`` cancelled the call before it came. This task
+        awaits the call's task itself: it resumes in the loop turn after the answer (no ``asyncio.wait``, whose
+        callback takes one more; docs/performance.md)."""
+        fetch = self._inflight = asyncio.ensure_future(self.endpoint.fetch(request))
         try:
-            await asyncio.wait((fetch, added), return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when this task is cancelled (close): neither may outlive it
-            added.cancel()
-            if not fetch.done():
+            return await fetch
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if fetch.cancelled() and (task is None or not task.cancelling()):
+                return None  # add_buckets abandoned the call; this task goes on
+            raise  # this task is being cancelled (close): awaiting the call cancelled it too
+        finally:
+            self._inflight = None
+            if not fetch.done():  # (cannot happen: kept so that no call outlives this task)
                 fetch.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await fetch
-            elif not fetch.cancelled():
-                fetch.exception()  # marks a failure retrieved when this task is cancelled before reading it below
-        if fetch.cancelled():
-            return None
-        return fetch.result()
 
     def _apply(self, tb: TableBucket, state: BucketFetchState, replica: Replica, result: FetchBucketResult) -> None:
         if result.error is not None:
@@ -478,7 +480,12 @@ class ReplicaFetcher:
             latest = replica.log.latest_epoch
             self._truncate(tb, state, replica, d.epoch, d.end_offset, NO_EPOCH if latest is None else latest)
         else:
+            offset = replica.log.log_end_offset
+            if result.records:
+                trace.mark("F_recv", tb, offset)
             replica.append_as_follower(result.records, result.high_watermark)
+            if result.records:
+                trace.mark("F_appended", tb, offset)
 
     def _on_error(self, tb: TableBucket, state: BucketFetchState, replica: Replica, result: FetchBucketResult) -> None:
         assert result.error is not None

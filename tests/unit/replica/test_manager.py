@@ -295,9 +295,11 @@ async def test_fetch_from_an_unassigned_replica_or_the_leader_itself_is_refused(
     """docs/peer-trust.md invariant 1, the assignment half (the token half is the tablet service's): a fetch
     as the leader itself or as a server holding no replica of the bucket gets nothing and moves nothing."""
     await cluster3.create(TB, R3, {"min.insync.replicas": "1"})
+    m = cluster3.managers[1]
+    followers = m.replica(TB).followers  # each follower's first fetch arrived (not a race with the kills)
+    await wait_until(lambda: all(p.log_end_offset == 0 for p in followers.values()))
     await cluster3.kill(2)
     await cluster3.kill(3)
-    m = cluster3.managers[1]
     await m.append(1, 1.0, {TB: batch(b"a", b"b")})
     for claimed in (1, 99):
         r = (await m.fetch(claimed, 0, 1, 1 << 20, [FetchBucketRequest(TB, 2, 1 << 20, 0)]))[TB]
