@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError, StorageError
@@ -114,21 +115,33 @@ class CheckpointFile:
 
 class OffsetCheckpoint:
     """``<table_id> <bucket> <offset>`` per bucket, one file per kind per data dir. ``write`` of the offsets
-    it wrote last time writes nothing (an idle server with thousands of buckets checkpoints every second)."""
+    it wrote last time writes nothing (an idle server with thousands of buckets checkpoints every second).
+
+    Writes may come from the event loop and from one worker thread (``LogManager.checkpoint_async``): they are
+    serialized, and a snapshot taken before the one already written (``seq``) is dropped, so the file never
+    goes back to older offsets (docs/storage.md §7)."""
 
     def __init__(self, path: Path) -> None:
         self._file = CheckpointFile(path, 3)
         self._written: dict[TableBucket, int] | None = None
+        self._seq = -1  # the snapshot the file holds
+        self._lock = threading.Lock()
 
     @property
     def path(self) -> Path:
         return self._file.path
 
-    def write(self, offsets: dict[TableBucket, int]) -> None:
-        if offsets == self._written:
-            return
-        self._file.write([(tb.table_id, tb.bucket, off) for tb, off in sorted(offsets.items())])
-        self._written = dict(offsets)
+    def write(self, offsets: dict[TableBucket, int], seq: int | None = None) -> None:
+        """Write ``offsets``, snapshot number ``seq`` (None: newer than any so far); nothing when a newer
+        snapshot was written already or the offsets are those written last."""
+        with self._lock:
+            seq = self._seq + 1 if seq is None else seq
+            if seq < self._seq:
+                return
+            if offsets != self._written:
+                self._file.write([(tb.table_id, tb.bucket, off) for tb, off in sorted(offsets.items())])
+                self._written = dict(offsets)
+            self._seq = seq
 
     def read(self) -> dict[TableBucket, int]:
         """``LogCorruptedError`` for a malformed file, a negative field or a bucket named twice."""

@@ -256,6 +256,15 @@ class LogDirs:
             if d.failure is None:
                 self._guard(d, d.manager.checkpoint)
 
+    async def checkpoint_async(self) -> None:
+        """``checkpoint`` with each directory's writes in a worker thread (``LogManager.checkpoint_async``)."""
+        for d in self._dirs:
+            if d.failure is None:
+                try:
+                    await d.manager.checkpoint_async()
+                except (OSError, StorageError) as e:
+                    self.fail(d.path, e)
+
     def flush_all(self) -> None:
         for d in self._dirs:
             if d.failure is None:

@@ -68,6 +68,7 @@ class LogManager:
         self.hw_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
         self.recovery_checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self.log_start_checkpoint = OffsetCheckpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._checkpoint_seq = 0  # snapshots taken (checkpoint_async writes in a thread; the newest wins)
         self.had_clean_shutdown = False
 
     def default_log_config(self) -> LogConfig:
@@ -191,9 +192,34 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints (temp file + fsync + rename)."""
-        self.hw_checkpoint.write({tb: t.high_watermark for tb, t in self.logs.items()})
-        self.recovery_checkpoint.write({tb: t.recovery_point for tb, t in self.logs.items()})
-        self.log_start_checkpoint.write({tb: t.log_start_offset for tb, t in self.logs.items()})
+        self._write_checkpoints(self._checkpoint_snapshot())
+
+    async def checkpoint_async(self) -> None:
+        """``checkpoint`` with the writes and fsyncs in a worker thread: the offsets are read here, on the
+        loop, and a later snapshot written meanwhile (a synchronous ``checkpoint``) wins (docs/storage.md §7).
+        Cancelled, it still waits for the thread."""
+        write = asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, self._checkpoint_snapshot())
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await write
+            raise
+
+    def _checkpoint_snapshot(self) -> tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]:
+        self._checkpoint_seq += 1
+        logs = self.logs.items()
+        return self._checkpoint_seq, [
+            (self.hw_checkpoint, {tb: t.high_watermark for tb, t in logs}),
+            (self.recovery_checkpoint, {tb: t.recovery_point for tb, t in logs}),
+            (self.log_start_checkpoint, {tb: t.log_start_offset for tb, t in logs}),
+        ]
+
+    @staticmethod
+    def _write_checkpoints(snapshot: tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]) -> None:
+        seq, files = snapshot
+        for checkpoint_file, offsets in files:
+            checkpoint_file.write(offsets, seq)
 
     def flush_all(self) -> None:
         for t in self.logs.values():

@@ -929,7 +929,7 @@ class ReplicaManager:
             await asyncio.sleep(self.settings.checkpoint_interval_s)
             try:
                 await self.log_manager.flush_all_async()
-                self.log_manager.checkpoint()
+                await self.log_manager.checkpoint_async()
             except Exception:
                 self.checkpoint_failures += 1
                 log.exception("flush/checkpoint round failed (%d so far); retrying", self.checkpoint_failures)

@@ -162,3 +162,32 @@ async def test_a_failed_sync_raises_a_storage_error_and_moves_nothing(
     with pytest.raises(StorageError, match="flush failed"):
         await m.flush_all_async()
     assert t.recovery_point == 0 and t.segments[-1].dirty
+
+
+async def test_checkpoints_are_written_off_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The once-a-second offset checkpoints (three files, each fsynced twice) no longer stall the loop."""
+    m, _ = one_unflushed_log(tmp_path)
+    await m.flush_all_async()
+    real_fsync = os.fsync
+    threads: set[int] = set()
+
+    def recording_fsync(fd: int) -> None:
+        threads.add(threading.get_ident())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    await m.checkpoint_async()
+    assert threads and threading.get_ident() not in threads
+    assert m.recovery_checkpoint.read() == {TB1: 3} and m.hw_checkpoint.read() == {TB1: 0}
+
+
+async def test_an_older_checkpoint_snapshot_never_overwrites_a_newer_one(tmp_path: Path) -> None:
+    """A synchronous checkpoint (delete, set-aside, shutdown) taken while the thread still writes an older
+    snapshot wins: the file never goes back."""
+    m, t = one_unflushed_log(tmp_path)
+    old = m._checkpoint_snapshot()
+    await m.flush_all_async()
+    m.checkpoint()  # newer: recovery point 3
+    m._write_checkpoints(old)  # the thread's older snapshot (recovery point 0) comes late
+    assert m.recovery_checkpoint.read() == {TB1: 3}
+    assert t.recovery_point == 3

@@ -76,15 +76,15 @@ async def test_the_checkpoint_loop_survives_an_unexpected_failure_and_counts_it(
     try:
         await c.create(TB, (1, 2))
         lm, m = c.log_managers[1], c.managers[1]
-        real, calls = lm.checkpoint, []
+        real, calls = lm.checkpoint_async, []
 
-        def failing_once() -> None:
+        async def failing_once() -> None:
             calls.append(1)
             if len(calls) == 1:
                 raise RuntimeError("a bug, not a disk")
-            real()
+            await real()
 
-        lm.checkpoint = failing_once
+        lm.checkpoint_async = failing_once
         assert (await m.append(-1, 5.0, {TB: batch(b"a", b"b")}))[TB].error is None
         await wait_until(lambda: lm.hw_checkpoint.read().get(TB) == 2)  # later rounds ran
         assert m.checkpoint_failures == 1
