@@ -29,7 +29,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,12 +258,7 @@ class LogDirs:
 
     async def checkpoint_async(self) -> None:
         """``checkpoint`` with each directory's writes in a worker thread (``LogManager.checkpoint_async``)."""
-        for d in self._dirs:
-            if d.failure is None:
-                try:
-                    await d.manager.checkpoint_async()
-                except (OSError, StorageError) as e:
-                    self.fail(d.path, e)
+        await self._each_online_async(lambda m: m.checkpoint_async())
 
     def flush_all(self) -> None:
         for d in self._dirs:
@@ -272,10 +267,14 @@ class LogDirs:
 
     async def flush_all_async(self) -> None:
         """Each online directory's flush (fsyncs in a worker thread); a failing one goes offline."""
+        await self._each_online_async(lambda m: m.flush_all_async())
+
+    async def _each_online_async(self, step: Callable[[LogManager], Awaitable[None]]) -> None:
+        """``step`` on each online directory's manager in turn; a disk error takes that directory offline."""
         for d in self._dirs:
             if d.failure is None:
                 try:
-                    await d.manager.flush_all_async()
+                    await step(d.manager)
                 except (OSError, StorageError) as e:
                     self.fail(d.path, e)
 
