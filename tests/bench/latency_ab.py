@@ -6,8 +6,8 @@ and alternates blocks between them from one client process (this tree's client):
 sends of 100 B, then produce->consume at 200 records/s for 1 s. Reports p50/p99 of each and the CPU time the
 three tablet servers spent per record (``/proc/<pid>/stat``), which the shared machine's load disturbs
 less than the wall clock. With ``tp``, each round also measures pipelined acks=all throughput of 100 B and
-1 KiB records into a 3-bucket table (30 000 and 10 000 records). docs/performance.md "Where the latency goes"
-has the figures.
+1 KiB records into a 3-bucket table (30 000 and 10 000 records; ``FLUSS_AB_TP_BUCKETS`` changes the count).
+docs/performance.md "Where the latency goes" has the figures.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.bench.common import p50_p99_ms
 from tests.bench.scale import cpu_seconds
 
 TP_TABLE = "fluss.ab_throughput"
+TP_BUCKETS = int(os.environ.get("FLUSS_AB_TP_BUCKETS", "3"))
 
 
 def _start(root: Path, pythonpath: str | None) -> tuple[LocalCluster, str, list[int]]:
@@ -52,7 +53,7 @@ async def _prepare(bootstrap: str) -> None:
         for table in (LATENCY_TABLE, E2E_TABLE):
             await admin.create_table(table, num_buckets=1, replication_factor=3)
             await _ready(admin, table)
-        await admin.create_table(TP_TABLE, num_buckets=3, replication_factor=3)
+        await admin.create_table(TP_TABLE, num_buckets=TP_BUCKETS, replication_factor=3)
         await _ready(admin, TP_TABLE)
 
 
