@@ -401,9 +401,13 @@ class LocalCluster:
         host = rec.rpc_address.rsplit(":", 1)[0]
         return self.on_host(rec.name, lambda: four_letter(host, rec.rpc_port, cmd, timeout))
 
-    def zk_view(self, timeout: float = 10.0) -> ZkView:
-        """A read-only ZooKeeper session of the test's own (on the client host of a --netns cluster)."""
-        return self.on_host(CLIENT, lambda: ZkView(self.zookeeper_address, timeout))
+    def zk_view(self, timeout: float = 10.0, members: Iterable[str] | None = None) -> ZkView:
+        """A read-only ZooKeeper session of the test's own (on the client host of a --netns cluster); with
+        ``members`` (ZooKeeper process names) it connects to those members only, e.g. all but a paused one."""
+        address = self.zookeeper_address
+        if members is not None:
+            address = ",".join(self.get(name).rpc_address for name in members)
+        return self.on_host(CLIENT, lambda: ZkView(address, timeout))
 
     def on_host(self, name: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` (plain sockets: urllib, kazoo, four-letter words) on test host ``name``, or here."""
