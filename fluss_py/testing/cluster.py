@@ -396,8 +396,13 @@ class LocalCluster:
         return leader_of(self.coordinator_healths())
 
     def zk_four_letter(self, cmd: str, timeout: float = 5.0, name: str | None = None) -> str:
-        """A four-letter word to ZooKeeper ``name`` (default: the first member), asked from its own host."""
-        rec = self.get(name or self.names(ZOOKEEPER)[0])
+        """A four-letter word to ZooKeeper ``name`` (default: the first member), asked from its own host; a
+        cluster on an outside ZooKeeper (no member of its own) asks the first address it was given."""
+        members = self.names(ZOOKEEPER)
+        if name is None and not members:
+            host, port = self.record.zookeeper.split(",")[0].rsplit(":", 1)
+            return four_letter(host, int(port), cmd, timeout)
+        rec = self.get(name or members[0])
         host = rec.rpc_address.rsplit(":", 1)[0]
         return self.on_host(rec.name, lambda: four_letter(host, rec.rpc_port, cmd, timeout))
 

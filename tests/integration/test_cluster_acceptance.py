@@ -54,13 +54,16 @@ def test_three_coordinators_started_together_elect_one_leader_and_chain_their_wa
             candidates, owners, watches = _election_watches(cluster, zk)
             if len(candidates) != 3 or owners[candidates[0]] != leader_session:
                 return False
+            # a standby watches only its predecessor; the leader watches only its own candidate node (deleted
+            # under it by a standby that proved it dead, it steps down: docs/coordinator-ha.md "Fast failover")
             for k, cand in enumerate(candidates):
-                expected = {candidates[k - 1]} if k else set()
+                expected = {candidates[k - 1]} if k else {cand}
                 if watches.get(owners[cand], set()) != expected:
                     return False
             watchers = {c: {s for s, p in watches.items() if c in p} for c in candidates}
             return all(
-                watchers[c] == ({owners[candidates[k + 1]]} if k < 2 else set()) for k, c in enumerate(candidates)
+                watchers[c] == ({owners[candidates[k + 1]]} if k < 2 else set()) | ({owners[c]} if k == 0 else set())
+                for k, c in enumerate(candidates)
             )
 
         cluster.wait_until(

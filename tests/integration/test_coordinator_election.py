@@ -176,7 +176,10 @@ def test_sigterm_of_the_leader_deletes_its_nodes_at_once_and_hands_over(cluster_
     assert cluster.health(successor)["coordinator_epoch"] == epoch + 1
     log = cluster.log_text(leader)
     stops = [m.group(1) for m in re.finditer(r"Stopped leader resource: (\S+)", log)]
-    assert stops == ["rebalance-manager", "event-processor", "background-managers", "channel-manager", "rpc-channels"]
+    assert stops == [
+        "auto-partition-manager", "leader-balancer", "rebalance-manager", "event-processor", "background-managers",
+        "channel-manager", "rpc-channels",
+    ]  # fmt: skip
 
 
 @pytest.mark.usefixtures("servers_built")

@@ -197,11 +197,21 @@ def test_metadata_metrics_controlled_shutdown_and_drop(cluster_factory):
         table_id = admin.create_table(TABLE, num_buckets=BUCKETS, replication_factor=3)
         cluster.wait_until(lambda: _fully_replicated(admin), 20, "every bucket has a leader and an ISR of 3")
 
-        # any tablet server answers GetMetadata from its UpdateMetadata view
-        for name in servers:
+        # any tablet server answers GetMetadata from its UpdateMetadata view (which reaches each server on its
+        # own: a server may answer before the coordinator's UpdateMetadata for the new table has arrived)
+        def view(name: str):
             with grpc.insecure_channel(cluster.get(name).rpc_address) as channel:
                 md = tablet_pb2_grpc.TabletServiceStub(channel).GetMetadata(common_pb2.MetadataRequest(), timeout=3)
             assert md.error.code == 0, md.error.message
+            return md
+
+        for name in servers:
+            cluster.wait_until(
+                lambda n=name: table_id in {t.info.table_id for t in view(n).metadata.tables},
+                10,
+                f"{name} knows the table",
+            )
+            md = view(name)
             tables = {t.info.table_id: t for t in md.metadata.tables}
             assert len(tables[table_id].buckets) == BUCKETS
             assert sorted(s.id for s in md.metadata.tablet_servers) == [1, 2, 3]
