@@ -31,7 +31,7 @@ from fluss_py.coordinator.group_members import (
     HeartbeatAnswer,
     Member,
 )
-from fluss_py.coordinator.handlers import MetadataStore
+from fluss_py.coordinator.handlers import MetadataStore, znode_subtree
 from fluss_py.errors import (
     GroupNotEmptyError,
     GroupNotExistError,
@@ -41,7 +41,7 @@ from fluss_py.errors import (
     UnknownMemberIdError,
 )
 from fluss_py.types import TableBucket
-from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, NoNodeError, Op, SetOp
+from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
 
 log = logging.getLogger("fluss_py.coordinator.GroupCoordinator")
@@ -235,7 +235,7 @@ class GroupCoordinator:
                 group.expire(self._clock())
             if group.members:
                 raise GroupNotEmptyError(f"group {event.group} has {len(group.members)} live member(s)")
-        ops: list[Op] = [DeleteOp(p) for p in reversed(await self._subtree(path))]
+        ops: list[Op] = [DeleteOp(p) for p in reversed(await znode_subtree(self._store, path))]
         await self._store.commit(ops, fence=self._fence())
         self._groups.pop(event.group, None)
         self._versions.pop(event.group, None)
@@ -298,16 +298,6 @@ class GroupCoordinator:
             self._versions.pop(name, None)
             raise
         self._versions[name] = version + 1 if version >= 0 else 0
-
-    async def _subtree(self, path: str) -> list[str]:
-        result = [path]
-        try:
-            children = await self._store.get_children(path)
-        except NoNodeError:
-            return result
-        for child in sorted(children):
-            result.extend(await self._subtree(f"{path}/{child}"))
-        return result
 
 
 class _Saving:

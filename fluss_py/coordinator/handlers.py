@@ -55,6 +55,18 @@ class MetadataStore(Protocol):
     async def commit(self, ops: Sequence[Op], fence: EpochFence | None = None) -> list[Any]: ...
 
 
+async def znode_subtree(store: MetadataStore, path: str) -> list[str]:
+    """``path`` and its descendants, parents before children (delete them in reverse)."""
+    result = [path]
+    try:
+        children = await store.get_children(path)
+    except NoNodeError:
+        return result
+    for child in sorted(children):
+        result.extend(await znode_subtree(store, f"{path}/{child}"))
+    return result
+
+
 class MetadataHandlers:
     """Database DDL and tablet-server membership for one leadership. Owns nothing but its context view."""
 
@@ -134,22 +146,11 @@ class MetadataHandlers:
             tables = []
         if tables and not event.cascade:
             raise DatabaseNotEmptyError(f"database {name} holds {len(tables)} table(s); drop them or use cascade")
-        subtree = await self._subtree(db_path)
+        subtree = await znode_subtree(self._store, db_path)
         await self._store.commit([DeleteOp(p) for p in reversed(subtree)], fence=self.context.fence)
         self.context.databases.discard(name)
         log.info("Dropped database %s (%d znode(s), coordinator epoch %d)", name, len(subtree), self.context.epoch)
         return True
-
-    async def _subtree(self, path: str) -> list[str]:
-        """``path`` and its descendants, parents before children."""
-        result = [path]
-        try:
-            children = await self._store.get_children(path)
-        except NoNodeError:
-            return result
-        for child in sorted(children):
-            result.extend(await self._subtree(f"{path}/{child}"))
-        return result
 
     async def list_databases(self, _event: ListDatabases) -> list[str]:
         return sorted(self.context.databases)
