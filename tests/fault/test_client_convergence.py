@@ -150,8 +150,12 @@ def _fetch_error(cluster: LocalCluster, server: int, tb_pb: common_pb2.TableBuck
 def _assert_servers_behind_say_so(cluster: LocalCluster, admin: SyncAdmin, table: str) -> None:
     """A follower asked for a newer epoch than its own answers UNKNOWN_LEADER_EPOCH and names nobody; asked at
     its own epoch, it names the leader (docs/replication.md "Epochs and fencing")."""
-    _, buckets = admin.get_table_placement(table)
-    loc = buckets[0]
+    def placement_with_a_follower_in_isr():
+        _, buckets = admin.get_table_placement(table)
+        return buckets[0] if len(buckets[0].isr) > 1 else None
+
+    # the restarted victims may still be catching up: wait until bucket 0 has a follower in its ISR again
+    loc = cluster.wait_until(placement_with_a_follower_in_isr, 60, "a follower back in bucket 0's ISR")
     follower = next(r for r in loc.isr if r != loc.leader)
     tb_pb = common_pb2.TableBucket(table_id=loc.table_bucket.table_id, bucket=loc.table_bucket.bucket)
     behind = _fetch_error(cluster, follower, tb_pb, loc.leader_epoch + 1)
