@@ -150,6 +150,7 @@ def _fetch_error(cluster: LocalCluster, server: int, tb_pb: common_pb2.TableBuck
 def _assert_servers_behind_say_so(cluster: LocalCluster, admin: SyncAdmin, table: str) -> None:
     """A follower asked for a newer epoch than its own answers UNKNOWN_LEADER_EPOCH and names nobody; asked at
     its own epoch, it names the leader (docs/replication.md "Epochs and fencing")."""
+
     def placement_with_a_follower_in_isr():
         _, buckets = admin.get_table_placement(table)
         return buckets[0] if len(buckets[0].isr) > 1 else None
