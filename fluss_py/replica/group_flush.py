@@ -17,11 +17,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from fluss_py.errors import ApiError, StorageError
 from fluss_py.log.manager import sync_and_close
-from fluss_py.log.tablet import FlushJob
+from fluss_py.log.tablet import FlushJob, LogTablet
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +40,19 @@ class GroupFlusher:
 
     def __init__(
         self,
-        on_flushed: Callable[[list[Any]], None],
-        on_failed: Callable[[list[Any], ApiError], None],
+        on_flushed: Callable[[list[LogTablet]], None],
+        on_failed: Callable[[list[LogTablet], ApiError], None],
     ) -> None:
         self._on_flushed = on_flushed
         self._on_failed = on_failed
-        self._pending: dict[int, Any] = {}  # id(log) -> log, in request order
+        self._pending: dict[int, LogTablet] = {}  # id(log) -> log, in request order
         self._next: asyncio.Future[FlushOutcome] | None = None  # resolves when the next round ends
         self._wakeup: asyncio.Event | None = None
         self.rounds = 0  # completed rounds (fsync batches), for /metrics and the group-commit test
         self.flushed_logs = 0  # log flushes they covered
         self.failures = 0
 
-    def request(self, tablet: Any) -> asyncio.Future[FlushOutcome]:
+    def request(self, tablet: LogTablet) -> asyncio.Future[FlushOutcome]:
         """Flush ``tablet`` in the next round; the future resolves when that round ended."""
         self._pending[id(tablet)] = tablet
         if self._next is None or self._next.done():
@@ -63,7 +62,7 @@ class GroupFlusher:
         self._wakeup.set()
         return self._next
 
-    async def flush(self, tablets: Iterable[Any]) -> None:
+    async def flush(self, tablets: Iterable[LogTablet]) -> None:
         """Request ``tablets`` and wait for the round that syncs them; raises StorageError if it failed."""
         future = None
         for t in tablets:
@@ -94,7 +93,7 @@ class GroupFlusher:
                 if future is not None and not future.done():
                     future.set_result(stopped)
 
-    async def _round(self, tablets: list[Any]) -> FlushOutcome:
+    async def _round(self, tablets: list[LogTablet]) -> FlushOutcome:
         jobs: list[FlushJob] = []
         jobs_closing: list[FlushJob] = []
         try:

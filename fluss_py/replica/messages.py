@@ -6,12 +6,15 @@ put ``code``, ``message``, ``leader_id`` and ``leader_address`` into the wire ``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.errors import ApiError, ErrorCode, StorageError, UnknownServerError
 from fluss_py.types import LeaderAndIsr, TableBucket
+
+log = logging.getLogger(__name__)
 
 NO_EPOCH = -1
 """A leader epoch that is not checked / not known."""
@@ -205,3 +208,13 @@ class AdjustIsrResult:
     table_bucket: TableBucket
     error: ApiError | None = None
     leader_and_isr: LeaderAndIsr | None = None
+
+
+def as_api_error(e: Exception, what: str) -> ApiError:
+    """An unexpected failure as a per-bucket error, logged with its traceback (never silently dropped)."""
+    if isinstance(e, ApiError):
+        return e
+    log.error("%s failed unexpectedly", what, exc_info=e)
+    if isinstance(e, OSError):
+        return StorageError(f"{what}: {e}")
+    return UnknownServerError(f"{what}: {type(e).__name__}: {e}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
 
 from fluss_py.errors import (
     CorruptMessageError,
@@ -25,6 +24,7 @@ from fluss_py.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from fluss_py.log.tablet import LogAppendInfo, LogTablet
 from fluss_py.replica import isr as isr_rules
 from fluss_py.replica.isr import FollowerProgress
 from fluss_py.replica.messages import NO_EPOCH, EpochEndOffset
@@ -74,7 +74,7 @@ class Replica:
         self,
         table_bucket: TableBucket,
         server_id: int,
-        log_tablet: Any,
+        log_tablet: LogTablet,
         *,
         min_insync_replicas: int,
         lag_time_s: float,
@@ -250,7 +250,7 @@ class Replica:
 
     # ------------------------------------------------------------ leader side
 
-    def append_as_leader(self, records: bytes, acks: int) -> Any:
+    def append_as_leader(self, records: bytes, acks: int) -> LogAppendInfo:
         """Append a client's batches; acks=all below min ISR is refused before anything is written."""
         self.check_leader()
         if acks == ACKS_ALL and len(self.isr) < self.min_isr:

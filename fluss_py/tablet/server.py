@@ -527,5 +527,5 @@ class _RefusalCollector:
         counts = dict(servicer.refusals.counts) if servicer is not None else {}
         for kind in REFUSAL_KINDS:
             family.add_metric([kind], counts.get(kind, 0))
-        family.add_metric(["replica_not_assigned"], rm.unassigned_fetches if rm is not None else 0)
+        family.add_metric(["replica_not_assigned"], rm.reads.unassigned_fetches if rm is not None else 0)
         yield family

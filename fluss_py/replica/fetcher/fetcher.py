@@ -35,10 +35,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from fluss_py.common import latency_trace as trace
 from fluss_py.errors import ApiError, ErrorCode
+from fluss_py.log.tablet import LogTablet
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.isr import truncation_offset
 from fluss_py.replica.messages import (
@@ -56,7 +56,7 @@ from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
 
-FlushLogs = Callable[[list[Any]], Awaitable[None]]
+FlushLogs = Callable[[list[LogTablet]], Awaitable[None]]
 """Flush (fsync) these logs and return when done: ``GroupFlusher.flush``."""
 
 

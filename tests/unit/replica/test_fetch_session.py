@@ -207,7 +207,7 @@ async def test_a_follower_polling_an_idle_bucket_stays_in_the_isr_when_a_write_c
     # a long idle period: followers poll, the leader reads nothing, so no fetch is recorded on the bucket
     cluster3.clock.advance(LAG_S * 3)
     polled = cluster3.clock.now
-    await wait_until(lambda: all(s.last_used == polled for s in m.fetch_sessions.sessions_of(TB)))
+    await wait_until(lambda: all(s.last_used == polled for s in m.reads.fetch_sessions.sessions_of(TB)))
     await m.append(1, 5.0, {TB: batch(b"b")})  # acks=1 answers before any follower fetched it
     assert m.maybe_shrink_isr() == 0, "followers that kept polling were caught up until the write"
     assert m.replica(TB).isr == R3
@@ -220,7 +220,8 @@ async def test_a_follower_that_stopped_polling_leaves_the_isr_after_the_lag(clus
     await cluster3.kill(3)  # its session stays in the leader's cache, no longer used
     cluster3.clock.advance(LAG_S * 3)
     polled = cluster3.clock.now
-    await wait_until(lambda: any(s.replica_id == 2 and s.last_used == polled for s in m.fetch_sessions.sessions_of(TB)))
+    sessions = m.reads.fetch_sessions
+    await wait_until(lambda: any(s.replica_id == 2 and s.last_used == polled for s in sessions.sessions_of(TB)))
     await m.append(1, 5.0, {TB: batch(b"b")})
     assert m.maybe_shrink_isr() == 1
     await wait_until(lambda: m.replica(TB).isr == (1, 2))
@@ -264,7 +265,7 @@ async def test_idle_follower_rounds_name_no_bucket_and_a_lost_session_starts_ove
     full_before = fetcher.full_requests
     assert m.stats().fetch_sessions == 2  # one per follower
     opened_before = m.stats().fetch_sessions_opened
-    m.fetch_sessions.close_all()  # as if the leader restarted: the session is gone
+    m.reads.fetch_sessions.close_all()  # as if the leader restarted: the session is gone
     await m.append(-1, 5.0, {TableBucket(7, 3): batch(b"after")})  # acks=all: needs the follower back
     assert fetcher.full_requests == full_before + 1
     assert log_contents(cluster3.log_managers[2].get(TableBucket(7, 3))) == [(0, 0, b"after")]

@@ -151,7 +151,7 @@ async def test_long_poll_ends_at_max_wait_without_data(cluster3: ReplicaCluster)
     await cluster3.create(TB, R3)
     r = await cluster3.managers[1].fetch(-1, 0.05, 1, 1 << 20, [FetchBucketRequest(TB, 0, 1 << 20)])
     assert r[TB].error is None and r[TB].records == b""
-    assert cluster3.managers[1].delayed_fetch.parked(for_follower=False) == 0
+    assert cluster3.managers[1].reads.delayed_fetch.parked(for_follower=False) == 0
 
 
 async def test_list_offsets_and_offsets_for_leader_epoch(cluster3: ReplicaCluster) -> None:
@@ -304,7 +304,7 @@ async def test_fetch_from_an_unassigned_replica_or_the_leader_itself_is_refused(
     for claimed in (1, 99):
         r = (await m.fetch(claimed, 0, 1, 1 << 20, [FetchBucketRequest(TB, 2, 1 << 20, 0)]))[TB]
         assert r.error_code is ErrorCode.REPLICA_NOT_ASSIGNED and r.records == b""
-    assert m.replica(TB).high_watermark == 0 and m.unassigned_fetches == 2
+    assert m.replica(TB).high_watermark == 0 and m.reads.unassigned_fetches == 2
     assert {f: p.log_end_offset for f, p in m.replica(TB).followers.items()} == {2: 0, 3: 0}  # as created
     r = (await m.fetch(2, 0, 1, 1 << 20, [FetchBucketRequest(TB, 2, 1 << 20, 0)]))[TB]  # an assigned follower
     assert r.error is None and m.replica(TB).followers[2].log_end_offset == 2

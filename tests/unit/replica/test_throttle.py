@@ -94,14 +94,14 @@ async def test_fetches_of_a_follower_being_added_are_throttled_but_its_isr_bucke
                 break
             served += len(r.records)
             offset += len(values_of(r.records))
-        assert served <= 3000 + 1100 and m.throttle.deferred_total >= 1
+        assert served <= 3000 + 1100 and m.reads.throttle.deferred_total >= 1
         again = await m.fetch(3, 0, 1, 1 << 20, _requests(offset, 0))
         assert again[TB_ISR].records and not again[TB_NEW].records  # ISR data flows without tokens
         client = await m.fetch(-1, 0, 1, 1 << 20, [FetchBucketRequest(TB_NEW, 0, 1 << 20)])
         assert len(client[TB_NEW].records) > 3000  # clients are never throttled
         clock.advance(1.0)
         refill = (await m.fetch(3, 0, 1, 1 << 20, _requests(offset, 1)))[TB_NEW]
-        assert refill.records and m.throttle.bytes_total == served + len(refill.records)
+        assert refill.records and m.reads.throttle.bytes_total == served + len(refill.records)
     finally:
         await c.close()
 
@@ -125,7 +125,7 @@ async def test_a_follower_back_from_a_restart_catches_up_unthrottled(tmp_path: P
         assert 0 < len(first[TB_NEW].records) <= 1000 + 1100  # the budget is spent on the added replica
         back = await m.fetch(3, 0, 1, 1 << 20, [FetchBucketRequest(TB_BACK, 0, 1 << 20)])
         assert len(back[TB_BACK].records) > 10_000  # all ten batches at once
-        assert m.throttle.bytes_total == len(first[TB_NEW].records)  # TB_BACK's bytes were not charged
+        assert m.reads.throttle.bytes_total == len(first[TB_NEW].records)  # TB_BACK's bytes were not charged
     finally:
         await c.close()
 
@@ -158,6 +158,6 @@ async def test_a_follower_the_leader_has_not_been_told_of_is_refused_until_it_is
         out = await m.fetch(4, 0, 1, 1 << 20, [FetchBucketRequest(TB_BACK, 0, 1 << 20)])
         assert out[TB_BACK].error is not None and out[TB_BACK].error.code == ErrorCode.REPLICA_NOT_ASSIGNED
         assert out[TB_BACK].error.retriable
-        assert out[TB_BACK].records == b"" and m.throttle.bytes_total == 0 and m.unassigned_fetches == 1
+        assert out[TB_BACK].records == b"" and m.reads.throttle.bytes_total == 0 and m.reads.unassigned_fetches == 1
     finally:
         await c.close()

@@ -1,0 +1,124 @@
+"""The leader's ISR changes: proposals (from follower fetches and the shrink scan), the one batched AdjustIsr
+sender, and the counts of applied shrinks and expansions for /metrics.
+
+The decisions (who lags, whom to add back) are the ``Replica``'s (``shrink_proposal``,
+``update_follower_fetch``, ``finish_isr_change``); this module queues, sends and applies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from fluss_py.errors import ApiError
+from fluss_py.replica.messages import AdjustIsrItem
+from fluss_py.replica.replica import Replica
+from fluss_py.types import TableBucket
+
+if TYPE_CHECKING:
+    from fluss_py.replica.manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class IsrChanges:
+    """Owns the pending AdjustIsr proposals (one per led bucket, the newest wins) and the two loops that the
+    ``ReplicaManager`` runs as owned tasks: the shrink scan (every lag/2, which also evicts idle fetch
+    sessions) and the sender (woken by each proposal). Called from the loop only: by the read path (a follower
+    fetch proposes an expansion), by the manager's role changes (``forget``) and by its own loops."""
+
+    def __init__(self, manager: ReplicaManager, replicas: Mapping[TableBucket, Replica]) -> None:
+        self._rm = manager
+        self._replicas = replicas
+        self._pending: dict[TableBucket, AdjustIsrItem] = {}
+        self._wakeup: asyncio.Event | None = None
+        self.send_failures = 0
+        self.shrinks = 0  # ISR changes of led buckets (AdjustIsr answers or coordinator updates), /metrics
+        self.expands = 0
+
+    def start(self) -> None:
+        """Make the sender's wake-up event (on the loop, before the loops run)."""
+        self._wakeup = asyncio.Event()
+
+    @property
+    def started(self) -> bool:
+        return self._wakeup is not None
+
+    def forget(self, tb: TableBucket) -> None:
+        """Drop ``tb``'s pending proposal (its role changed, or it left this server)."""
+        self._pending.pop(tb, None)
+
+    def propose(self, replica: Replica, new_isr: tuple[int, ...]) -> None:
+        """Queue an AdjustIsr; the replica counts the maximal ISR until the coordinator answers."""
+        replica.start_isr_change(new_isr)
+        self._pending[replica.table_bucket] = AdjustIsrItem(
+            replica.table_bucket, replica.leader_epoch, replica.bucket_epoch, tuple(new_isr)
+        )
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def maybe_shrink_isr(self) -> int:
+        """One scan over all leaders: propose removing followers lagging > replica.lag.time.max. Returns how
+        many buckets got a proposal."""
+        n = 0
+        for replica in self._replicas.values():
+            proposal = replica.shrink_proposal()
+            if proposal is not None:
+                self.propose(replica, proposal)
+                n += 1
+        return n
+
+    async def send_isr_changes(self) -> int:
+        """Send every queued AdjustIsr in one request and apply the answers. Returns how many were sent.
+        A failed call releases the proposals (maximal ISR back to the committed one); they are re-made by
+        the next shrink scan or follower fetch."""
+        items, self._pending = list(self._pending.values()), {}
+        if not items:
+            return 0
+        try:
+            results = await self._rm.gateway.adjust_isr(self._rm.server_id, items)
+        except ApiError as e:
+            log.warning("AdjustIsr for %d buckets failed: %s", len(items), e)
+            self.send_failures += 1
+            results = {}
+        for item in items:
+            tb = item.table_bucket
+            replica = self._replicas.get(tb)
+            if replica is None or tb in self._pending:
+                continue
+            result = results.get(tb)
+            if result is not None and result.error is not None:
+                log.info("bucket %s: AdjustIsr to %s refused: %s", tb, list(item.new_isr), result.error)
+            committed = result.leader_and_isr if result is not None and result.error is None else None
+            isr_before = replica.isr
+            if replica.finish_isr_change(item.leader_epoch, committed, self._rm.settings.isr_retry_backoff_s):
+                self._rm.hw_maybe_moved(tb, replica)
+            elif replica.flush_on_ack:  # a shrink may leave only members that already fsynced
+                self._rm.durable_maybe_moved(tb, replica)
+            self.count_change(isr_before, replica.isr)
+        return len(items)
+
+    def count_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+        if set(after) < set(before):
+            self.shrinks += 1
+        elif set(after) > set(before):
+            self.expands += 1
+
+    async def shrink_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(self._rm.settings.lag_time_s / 2, 0.01))  # read each time: it may change live
+            self.maybe_shrink_isr()
+            self._rm.reads.fetch_sessions.evict_idle()
+
+    async def sender_loop(self) -> None:
+        if self._wakeup is None:
+            raise RuntimeError("IsrChanges.start() must run before its sender loop")
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            failures = self.send_failures
+            await self.send_isr_changes()
+            if self.send_failures != failures:
+                await asyncio.sleep(self._rm.settings.isr_retry_backoff_s)
