@@ -35,7 +35,7 @@ from fluss_py.client.metadata import (
     table_info_from_pb,
 )
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
-from fluss_py.client.transport import GrpcTransport, Transport, error_from_info, raise_for_error
+from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.errors import (
     ApiError,
     ErrorCode,
@@ -44,6 +44,7 @@ from fluss_py.errors import (
     LeaderNotAvailableError,
     TableNotExistError,
 )
+from fluss_py.rpc.convert import raise_for_client, to_client_exception
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
@@ -375,12 +376,12 @@ async def list_offsets_request(
         ]
     )
     response = await transport.call(address, rpcs.LIST_OFFSETS, request, timeout)
-    raise_for_error(response.error)
+    raise_for_client(response.error)
     out: dict[TableBucket, BucketOffsets | ApiError] = {}
     for r in response.buckets:
         tb = TableBucket(r.table_bucket.table_id, r.table_bucket.bucket)
         if r.error.code != ErrorCode.NONE:
-            out[tb] = error_from_info(r.error)
+            out[tb] = to_client_exception(r.error)
         else:
             out[tb] = BucketOffsets(r.offset, r.log_start_offset, r.high_watermark, r.log_end_offset)
     return out

@@ -23,8 +23,9 @@ from typing import Any
 
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
-from fluss_py.client.transport import Rpc, Transport, raise_for_error
+from fluss_py.client.transport import Rpc, Transport
 from fluss_py.errors import REFUSED, ApiError, CoordinatorNotAvailableError, FlussError, NetworkExceptionError
+from fluss_py.rpc.convert import raise_for_client
 
 STALL_S = 1.0  # an attempt unanswered this long makes the gateway look for another coordinator leader
 FAILED_RECENTLY_S = 10.0
@@ -91,7 +92,7 @@ class CoordinatorGateway:
                         self._metadata.request_update()  # any server can say who leads now
                     continue
                 try:
-                    raise_for_error(response.error)
+                    raise_for_client(response.error)
                 except ApiError as e:
                     last = e
                     if not e.retriable:

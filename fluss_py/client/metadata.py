@@ -27,12 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
-from fluss_py.client.transport import (
-    COORDINATOR_GET_METADATA,
-    TABLET_GET_METADATA,
-    Transport,
-    error_from_info,
-)
+from fluss_py.client.transport import COORDINATOR_GET_METADATA, TABLET_GET_METADATA, Transport
 from fluss_py.common.auto_partition import routing_unit
 from fluss_py.config import split_host_port
 from fluss_py.errors import (
@@ -44,6 +39,7 @@ from fluss_py.errors import (
     RequestTimedOutError,
     TableNotExistError,
 )
+from fluss_py.rpc.convert import to_client_exception
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
 
@@ -392,7 +388,7 @@ class ClusterMetadata:
             return await self._fetch(address, follow_hint)
         self._address_kind.setdefault(address, kind)
         if response.error.code != ErrorCode.NONE:
-            error = error_from_info(response.error)
+            error = to_client_exception(response.error)
             if follow_hint and error.leader_address and error.leader_address != address:
                 self._address_kind.setdefault(error.leader_address, "coordinator")
                 return await self._fetch(error.leader_address, follow_hint=False)

@@ -8,18 +8,9 @@ cached, 64 MiB messages). A channel that failed to connect (TRANSIENT_FAILURE) i
 call: gRPC would refuse every call on it at once until its reconnect backoff (growing to 1 s) ends, even
 after the server is back, so a restarted server is reached by the next call instead (callers back off
 themselves). Subchannels are local to each channel for the same reason (gRPC shares them process-wide).
-gRPC failures become ``ApiError``s so callers branch on ``retriable``/``invalid_metadata`` only::
-
-    UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
-    DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
-    UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
-    UNAVAILABLE after a failed TLS handshake             -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
-    UNAUTHENTICATED (no or bad credentials)              -> AUTHENTICATION_FAILED
-    PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
-    anything else                                        -> UNKNOWN_SERVER_ERROR
-
-Application errors travel inside responses (``ErrorInfo``); ``raise_for_error`` turns one into an exception
-carrying the server's leader hint.
+gRPC failures become ``ApiError``s (``rpc.convert.map_grpc_error``, with its table) so callers branch on
+``retriable``/``invalid_metadata`` only. Application errors travel inside responses (``ErrorInfo``);
+``rpc.convert.raise_for_client`` turns one into an exception carrying the server's leader hint.
 """
 
 from __future__ import annotations
@@ -31,23 +22,13 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
-from fluss_py.config import MAX_RPC_MESSAGE_BYTES
 from fluss_py.errors import (
-    ApiError,
-    AuthenticationFailedError,
-    AuthorizationFailedError,
-    ErrorCode,
-    InvalidRequestError,
     NetworkExceptionError,
-    RequestTimedOutError,
-    UnknownServerError,
-    error_from,
 )
-from fluss_py.rpc.channels import open_channel
+from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS, open_channel
+from fluss_py.rpc.convert import map_grpc_error
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
-
-MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
 COORDINATOR_SERVICE = "CoordinatorService"
 TABLET_SERVICE = "TabletService"
@@ -121,30 +102,6 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-def raise_for_error(error: common_pb2.ErrorInfo) -> None:
-    """Raise the ApiError described by an ``ErrorInfo`` (with its leader hint); no-op for NONE/unset."""
-    if error.code != ErrorCode.NONE:
-        raise error_from_info(error)
-
-
-def error_from_info(error: common_pb2.ErrorInfo) -> ApiError:
-    leader_id = error.leader_id if error.leader_address else -1
-    return error_from(error.code, error.message, leader_id=leader_id, leader_address=error.leader_address)
-
-
-_CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.enable_retries", 0),
-    # subchannels of their own: gRPC shares them process-wide by default, and a shared one still waiting out
-    # its reconnect backoff made a fresh channel to a restarted server fail at once too
-    ("grpc.use_local_subchannel_pool", 1),
-]
-
-
 class GrpcTransport:
     """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only.
 
@@ -162,7 +119,7 @@ class GrpcTransport:
         if stub is None:
             channel = self._channels.get(address)
             if channel is None:
-                channel = open_channel(address, self._identity, _CHANNEL_OPTIONS, send_credentials=False)
+                channel = open_channel(address, self._identity, CLIENT_CHANNEL_OPTIONS, send_credentials=False)
                 self._channels[address] = channel
             stub = channel.unary_unary(
                 rpc.path,
@@ -184,7 +141,7 @@ class GrpcTransport:
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNAVAILABLE:
                 await self._drop_if_unreachable(address)
-            raise map_grpc_error(address, rpc, e.code(), e.details()) from None
+            raise map_grpc_error(address, rpc.name, e.code(), e.details()) from None
 
     async def _drop_if_unreachable(self, address: str) -> None:
         channel = self._channels.get(address)
@@ -198,27 +155,3 @@ class GrpcTransport:
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
         for channel in channels:
             await channel.close()
-
-
-def map_grpc_error(address: str, rpc: Rpc, code: grpc.StatusCode, details: str | None) -> ApiError:
-    """The ApiError a failed gRPC call becomes (see the module docstring)."""
-    text = f"{rpc.name} to {address}: {code.name} {details or ''}".strip()
-    if code is grpc.StatusCode.UNAUTHENTICATED:
-        return AuthenticationFailedError(details or text)
-    if code is grpc.StatusCode.PERMISSION_DENIED:
-        return AuthorizationFailedError(details or text)
-    if code is grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
-        return AuthenticationFailedError(f"TLS handshake with {address} failed: {details}")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
-        return NetworkExceptionError(text)
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RequestTimedOutError(text)
-    if code is grpc.StatusCode.UNIMPLEMENTED:
-        return InvalidRequestError(text)
-    return UnknownServerError(text)
-
-
-def _tls_failure(details: str | None) -> bool:
-    """gRPC reports a failed handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE."""
-    text = (details or "").lower()
-    return "handshake" in text or "ssl" in text or "certificate" in text

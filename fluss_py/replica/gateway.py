@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import grpc
 
 from fluss_py.errors import CoordinatorNotAvailableError, ErrorCode
-from fluss_py.replica import wire
 from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult
+from fluss_py.rpc import convert
 from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
@@ -70,7 +70,7 @@ class GrpcCoordinatorGateway:
             server_id=server_id,
             buckets=[
                 coordinator_pb2.AdjustIsrBucket(
-                    table_bucket=wire.pb_bucket(i.table_bucket),
+                    table_bucket=convert.table_bucket_to_pb(i.table_bucket),
                     leader_epoch=i.leader_epoch,
                     bucket_epoch=i.bucket_epoch,
                     new_isr=list(i.new_isr),
@@ -81,9 +81,11 @@ class GrpcCoordinatorGateway:
         response = await self._call("AdjustIsr", request)
         results: dict[TableBucket, AdjustIsrResult] = {}
         for b in response.buckets:
-            tb = wire.bucket_of(b.table_bucket)
-            error = wire.error_of(b.error)
-            lai = wire.leader_and_isr_of(b.leader_and_isr) if error is None and b.HasField("leader_and_isr") else None
+            tb = convert.table_bucket_from_pb(b.table_bucket)
+            error = convert.error_of(b.error)
+            lai = (
+                convert.leader_and_isr_of(b.leader_and_isr) if error is None and b.HasField("leader_and_isr") else None
+            )
             results[tb] = AdjustIsrResult(tb, error, lai)
         return results
 
@@ -91,7 +93,7 @@ class GrpcCoordinatorGateway:
         self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str
     ) -> None:
         request = coordinator_pb2.ReportReplicaFaultsRequest(
-            server_id=server_id, fault=fault, buckets=[wire.pb_bucket(tb) for tb in buckets], reason=reason
+            server_id=server_id, fault=fault, buckets=[convert.table_bucket_to_pb(tb) for tb in buckets], reason=reason
         )
         await self._call("ReportReplicaFaults", request)
 
@@ -105,8 +107,8 @@ class GrpcCoordinatorGateway:
                 stub = await self._stub_for(address)
                 response = await getattr(stub, method)(request, timeout=self._timeout_s, metadata=self._metadata)
             except grpc.aio.AioRpcError as e:
-                raise wire.network_error(e, f"{method} to coordinator {address}") from e
-            error = wire.error_of(response.error)
+                raise convert.network_error(e, f"{method} to coordinator {address}") from e
+            error = convert.error_of(response.error)
             if error is None:
                 return response
             if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address and attempt == 0:

@@ -1,4 +1,5 @@
 """The one place gRPC channels are made: ``open_channel(address, identity, options)``; and ``ChannelPool``.
+Their options are named here once: ``CHANNEL_OPTIONS`` (servers) and ``CLIENT_CHANNEL_OPTIONS`` (the client).
 
 ``open_channel`` makes a TLS channel (trusting ``security.tls.ca-file``, presenting the process's certificate)
 or a plaintext one, per the ``PeerIdentity``; a user + password identity adds an interceptor that sends them
@@ -29,17 +30,29 @@ from fluss_py.security.tls import channel_credentials
 log = logging.getLogger("fluss_py.rpc.ChannelPool")
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.enable_retries", 0),
-    # subchannels of their own (as the client's transport): gRPC shares them process-wide by default, and a
-    # shared one still waiting out its reconnect backoff makes a fresh channel to a restarted server fail too
-    ("grpc.use_local_subchannel_pool", 1),
-]
+
+
+def channel_options(reconnect_backoff_ms: int) -> list[tuple[str, Any]]:
+    """The options of every channel: message limits of the registry, no gRPC retries (callers retry with
+    their own backoff), a reconnect backoff of ``reconnect_backoff_ms`` growing to 1 s, and subchannels of
+    their own: gRPC shares them process-wide by default, and a shared one still waiting out its reconnect
+    backoff makes a fresh channel to a restarted server fail too."""
+    return [
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.initial_reconnect_backoff_ms", reconnect_backoff_ms),
+        ("grpc.min_reconnect_backoff_ms", reconnect_backoff_ms),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.enable_retries", 0),
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+
+
+CHANNEL_OPTIONS = channel_options(100)
+"""Server to server (coordinator -> tablet server, follower fetchers, AdjustIsr, ControlledShutdown)."""
+CLIENT_CHANNEL_OPTIONS = channel_options(50)
+"""The client's transport: it drops a channel that failed to connect and retries on its own backoff, so a
+shorter first reconnect reaches a restarted server sooner."""
 
 _server_identity: PeerIdentity = PLAINTEXT
 

@@ -1,15 +1,41 @@
-"""Protobuf <-> fluss_py values and errors, for servers (clients have ``client/transport.py``).
+"""The one wire-conversion module: protobuf <-> fluss_py values and errors, for servers and clients.
 
 ``ok()`` is the ErrorInfo of success; ``error_info(exc)`` turns any exception into an ErrorInfo (a
-``FlussError`` keeps its code and leader hint, anything else becomes UNKNOWN_SERVER_ERROR); ``raise_for``
-raises the ApiError of a non-success ErrorInfo. The rest convert value types both ways.
+``FlussError`` keeps its code and leader hint, anything else becomes UNKNOWN_SERVER_ERROR); ``raise_for`` /
+``error_of`` / ``to_exception`` give the ApiError of a non-success ErrorInfo with its leader hint as sent.
+The client's variants (``raise_for_client`` / ``to_client_exception``) keep a leader hint only when it names
+an address (the client cannot reach a leader by id alone). A failed gRPC call becomes an ApiError through
+``network_error`` (server to server: always a retriable NETWORK_EXCEPTION) or ``map_grpc_error`` (the
+client's table below, by status code)::
 
-Who may call: anyone (pure functions).
+    UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
+    DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
+    UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
+    UNAVAILABLE after a failed TLS handshake             -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
+    UNAUTHENTICATED (no or bad credentials)              -> AUTHENTICATION_FAILED
+    PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
+    anything else                                        -> UNKNOWN_SERVER_ERROR
+
+The rest convert value types both ways. Who may call: anyone (pure functions).
 """
 
 from __future__ import annotations
 
-from fluss_py.errors import ApiError, ErrorCode, FlussError, error_from
+import grpc
+import grpc.aio
+
+from fluss_py.errors import (
+    ApiError,
+    AuthenticationFailedError,
+    AuthorizationFailedError,
+    ErrorCode,
+    FlussError,
+    InvalidRequestError,
+    NetworkExceptionError,
+    RequestTimedOutError,
+    UnknownServerError,
+    error_from,
+)
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
 
@@ -47,6 +73,53 @@ def raise_for(info: common_pb2.ErrorInfo) -> None:
 
 def to_exception(info: common_pb2.ErrorInfo) -> ApiError:
     return error_from(info.code, info.message, leader_id=info.leader_id, leader_address=info.leader_address)
+
+
+def error_of(info: common_pb2.ErrorInfo) -> ApiError | None:
+    """The ApiError an ErrorInfo carries, None for code 0 (NONE) or an unset field."""
+    if info.code == 0:
+        return None
+    return to_exception(info)
+
+
+def raise_for_client(error: common_pb2.ErrorInfo) -> None:
+    """Raise the ApiError described by an ``ErrorInfo`` (with its leader hint); no-op for NONE/unset."""
+    if error.code != ErrorCode.NONE:
+        raise to_client_exception(error)
+
+
+def to_client_exception(error: common_pb2.ErrorInfo) -> ApiError:
+    leader_id = error.leader_id if error.leader_address else -1
+    return error_from(error.code, error.message, leader_id=leader_id, leader_address=error.leader_address)
+
+
+def network_error(e: grpc.aio.AioRpcError, what: str) -> ApiError:
+    """A whole-call gRPC failure as a retriable NETWORK_EXCEPTION naming the peer and the status."""
+    return NetworkExceptionError(f"{what}: {e.code().name} {e.details() or ''}".strip())
+
+
+def map_grpc_error(address: str, method: str, code: grpc.StatusCode, details: str | None) -> ApiError:
+    """The ApiError a failed gRPC call of the client becomes (see the module docstring)."""
+    text = f"{method} to {address}: {code.name} {details or ''}".strip()
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationFailedError(details or text)
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return AuthorizationFailedError(details or text)
+    if code is grpc.StatusCode.UNAVAILABLE and _tls_failure(details):
+        return AuthenticationFailedError(f"TLS handshake with {address} failed: {details}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
+        return NetworkExceptionError(text)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(text)
+    if code is grpc.StatusCode.UNIMPLEMENTED:
+        return InvalidRequestError(text)
+    return UnknownServerError(text)
+
+
+def _tls_failure(details: str | None) -> bool:
+    """gRPC reports a failed handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE."""
+    text = (details or "").lower()
+    return "handshake" in text or "ssl" in text or "certificate" in text
 
 
 def server_node_to_pb(node: ServerNode) -> common_pb2.ServerNode:
@@ -88,6 +161,9 @@ def leader_and_isr_to_pb(
     )
 
 
+def leader_and_isr_of(pb: common_pb2.BucketLeaderAndIsr) -> LeaderAndIsr:
+    return LeaderAndIsr(pb.leader, pb.leader_epoch, tuple(pb.isr), pb.coordinator_epoch, pb.bucket_epoch)
+
+
 def leader_and_isr_from_pb(pb: common_pb2.BucketLeaderAndIsr) -> tuple[TableBucket, LeaderAndIsr, tuple[int, ...]]:
-    lai = LeaderAndIsr(pb.leader, pb.leader_epoch, tuple(pb.isr), pb.coordinator_epoch, pb.bucket_epoch)
-    return table_bucket_from_pb(pb.table_bucket), lai, tuple(pb.replicas)
+    return table_bucket_from_pb(pb.table_bucket), leader_and_isr_of(pb), tuple(pb.replicas)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import grpc
 
 from fluss_py.errors import ApiError, ErrorCode
-from fluss_py.replica import wire
+from fluss_py.rpc import convert
 from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
@@ -48,12 +48,12 @@ async def _ask(
             )
         except grpc.aio.AioRpcError as e:
             return None, f"{address}: {e.code().name}"
-    error: ApiError | None = wire.error_of(response.error)
+    error: ApiError | None = convert.error_of(response.error)
     if error is not None:
         if error.code is ErrorCode.NOT_COORDINATOR_LEADER and error.leader_address:
             return None, f"hint:{error.leader_address}"
         return None, f"{address}: {error.code.name} {error.message}"
-    return [wire.bucket_of(b) for b in response.remaining_leaders], ""
+    return [convert.table_bucket_from_pb(b) for b in response.remaining_leaders], ""
 
 
 async def controlled_shutdown(

@@ -13,8 +13,9 @@ import time
 import grpc
 import grpc.aio
 
-from fluss_py.client.transport import _CHANNEL_OPTIONS, TABLET_GET_METADATA, GrpcTransport
+from fluss_py.client.transport import TABLET_GET_METADATA, GrpcTransport
 from fluss_py.errors import NetworkExceptionError
+from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.testing.ports import default_allocator
 
@@ -44,7 +45,7 @@ async def test_a_restarted_server_is_reached_by_the_next_call_not_after_the_reco
     transport = GrpcTransport()
     # another channel of this process to the same server, left in its reconnect backoff (gRPC shares
     # subchannels process-wide by default: a fresh channel would inherit that backoff)
-    shared = [o for o in _CHANNEL_OPTIONS if o[0] != "grpc.use_local_subchannel_pool"]
+    shared = [o for o in CLIENT_CHANNEL_OPTIONS if o[0] != "grpc.use_local_subchannel_pool"]
     other = grpc.aio.insecure_channel(address, options=shared)
     ping = other.unary_unary(TABLET_GET_METADATA.path, request_serializer=lambda m: m.SerializeToString())
     request = common_pb2.MetadataRequest()

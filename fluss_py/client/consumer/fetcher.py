@@ -35,9 +35,10 @@ from fluss_py.client.consumer.positions import BucketPosition, Positions, ResetT
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.tasks import TaskSet
-from fluss_py.client.transport import FETCH_LOG, Transport, error_from_info, raise_for_error
+from fluss_py.client.transport import FETCH_LOG, Transport
 from fluss_py.errors import ErrorCode, FlussError, LeaderNotAvailableError
 from fluss_py.record import iter_batches
+from fluss_py.rpc.convert import raise_for_client, to_client_exception
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
 
@@ -331,7 +332,7 @@ class Fetcher:
                 response = await self._transport.call(
                     node.address, FETCH_LOG, request, opts.request_timeout + opts.fetch_max_wait
                 )
-                raise_for_error(response.error)
+                raise_for_client(response.error)
             except FlussError as e:
                 session.reset()  # the server may or may not have applied the request
                 if e.code in _SESSION_ERRORS:
@@ -355,7 +356,7 @@ class Fetcher:
                     continue  # the user moved this bucket meanwhile
                 if r.error.code != ErrorCode.NONE:
                     session.retry(tb)
-                    self._on_bucket_error(tb, p, error_from_info(r.error), server_id)
+                    self._on_bucket_error(tb, p, to_client_exception(r.error), server_id)
                     continue
                 p.attempts = 0
                 p.high_watermark = r.high_watermark

@@ -30,9 +30,10 @@ from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, Reco
 from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdAllocator
 from fluss_py.client.producer.request import encode_produce_request
 from fluss_py.client.tasks import TaskSet
-from fluss_py.client.transport import PRODUCE_LOG, Transport, error_from_info
+from fluss_py.client.transport import PRODUCE_LOG, Transport
 from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, RequestTimedOutError
 from fluss_py.record import NO_WRITER_ID
+from fluss_py.rpc.convert import to_client_exception
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ class Sender:
             return
         current = [b for b, send_id in sends if b.send_id == send_id]  # not abandoned meanwhile
         if response.error.code != ErrorCode.NONE:
-            error = error_from_info(response.error)
+            error = to_client_exception(response.error)
             for b in current:
                 self._on_error(b, error, server_id)
             return
@@ -315,7 +316,7 @@ class Sender:
             if r is None:
                 self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
             elif r.error.code != ErrorCode.NONE:
-                self._on_error(b, error_from_info(r.error), server_id)
+                self._on_error(b, to_client_exception(r.error), server_id)
             else:
                 self._on_success(b, r.base_offset)
 

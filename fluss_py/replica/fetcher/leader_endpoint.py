@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 import grpc
 
-from fluss_py.replica import wire
 from fluss_py.replica.messages import (
     EpochEndOffset,
     EpochRequest,
@@ -22,6 +21,7 @@ from fluss_py.replica.messages import (
     FetchResponse,
     FetchResult,
 )
+from fluss_py.rpc import convert
 from fluss_py.rpc.channels import open_channel
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
@@ -88,11 +88,11 @@ class GrpcLeaderEndpoint:
                 pb, timeout=request.max_wait_s + self._timeout_s, metadata=self._metadata
             )
         except grpc.aio.AioRpcError as e:
-            raise wire.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
-        wire.raise_for(response.error)
+            raise convert.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
+        convert.raise_for(response.error)
         results: FetchResult = {}
         for r in response.buckets:
-            tb = wire.bucket_of(r.table_bucket)
+            tb = convert.table_bucket_from_pb(r.table_bucket)
             diverging = (
                 EpochEndOffset(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
                 if r.HasField("diverging_epoch")
@@ -100,7 +100,7 @@ class GrpcLeaderEndpoint:
             )
             results[tb] = FetchBucketResult(
                 tb,
-                wire.error_of(r.error),
+                convert.error_of(r.error),
                 r.high_watermark,
                 r.log_start_offset,
                 r.log_end_offset,
@@ -116,7 +116,7 @@ class GrpcLeaderEndpoint:
             replica_id=replica_id,
             buckets=[
                 tablet_pb2.OffsetsForLeaderEpochBucket(
-                    table_bucket=wire.pb_bucket(r.table_bucket),
+                    table_bucket=convert.table_bucket_to_pb(r.table_bucket),
                     leader_epoch=r.leader_epoch,
                     current_leader_epoch=r.current_leader_epoch,
                 )
@@ -126,11 +126,11 @@ class GrpcLeaderEndpoint:
         try:
             response = await self._stub.OffsetsForLeaderEpoch(pb, timeout=self._timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise wire.network_error(e, f"OffsetsForLeaderEpoch from leader {self.leader.id}") from e
-        wire.raise_for(response.error)
+            raise convert.network_error(e, f"OffsetsForLeaderEpoch from leader {self.leader.id}") from e
+        convert.raise_for(response.error)
         return {
-            wire.bucket_of(r.table_bucket): EpochResult(
-                wire.bucket_of(r.table_bucket), wire.error_of(r.error), r.leader_epoch, r.end_offset
+            convert.table_bucket_from_pb(r.table_bucket): EpochResult(
+                convert.table_bucket_from_pb(r.table_bucket), convert.error_of(r.error), r.leader_epoch, r.end_offset
             )
             for r in response.buckets
         }

@@ -10,8 +10,9 @@ import pytest
 from fluss_py.client.admin import Admin, OffsetSpec
 from fluss_py.client.metadata import ClusterMetadata, parse_bootstrap
 from fluss_py.client.options import RetryOptions
-from fluss_py.client.transport import PRODUCE_LOG, map_grpc_error
+from fluss_py.client.transport import PRODUCE_LOG
 from fluss_py.errors import ErrorCode, RequestTimedOutError, TableAlreadyExistError, TableNotExistError
+from fluss_py.rpc.convert import map_grpc_error
 from fluss_py.types import TableBucket, TablePath
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -29,10 +30,10 @@ def test_bootstrap_parsing() -> None:
 
 
 def test_grpc_errors_map_to_api_errors() -> None:
-    assert map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.UNAVAILABLE, "x").code == ErrorCode.NETWORK_EXCEPTION
-    timeout = map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.DEADLINE_EXCEEDED, "")
+    assert map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.UNAVAILABLE, "x").code == ErrorCode.NETWORK_EXCEPTION
+    timeout = map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.DEADLINE_EXCEEDED, "")
     assert timeout.code == ErrorCode.REQUEST_TIMED_OUT and timeout.retriable
-    assert map_grpc_error("a:1", PRODUCE_LOG, grpc.StatusCode.UNIMPLEMENTED, "").code == ErrorCode.INVALID_REQUEST
+    assert map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.UNIMPLEMENTED, "").code == ErrorCode.INVALID_REQUEST
 
 
 async def test_any_live_bootstrap_server_answers_including_a_coordinator() -> None:
