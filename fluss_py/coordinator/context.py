@@ -11,7 +11,8 @@ Coordinator lifecycle (``docs/coordinator-ha.md``)::
 
 ``CoordinatorState.VALID_PREVIOUS`` lists the legal predecessors of each state; ``StateMachine.transition``
 refuses (and logs) any other move. ``CoordinatorContext`` is the leader's view (epoch fence, databases,
-live tablet servers); it exists only while leader and is mutated only by the event loop's task.
+live tablet servers); it exists only while leader and is mutated only by the event loop's task (by
+``handlers.MetadataHandlers``; the tables and buckets are ``tables.ClusterView``, docs/control-plane.md §1.1).
 """
 
 from __future__ import annotations

@@ -18,38 +18,18 @@ import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.common import dynamic_config as dyn
 from fluss_py.common.http import Request, RequestHandler, Response, json_response
-from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.events import AlterConfig, DescribeConfig, Event, LoadClusterConfig
 from fluss_py.errors import InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.types import CoordinatorLeaderInfo, TablePath
 from fluss_py.zk.client import CreateOp, SetOp, ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
 
 log = logging.getLogger("fluss_py.coordinator.DynamicConfigManager")
-
-
-@dataclass(eq=False)
-class AlterConfig(Event):
-    entity_type: str
-    name: str = ""
-    set: dict[str, str] = field(default_factory=dict)
-    delete: list[str] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class DescribeConfig(Event):
-    entity_type: str
-    name: str = ""
-
-
-@dataclass(eq=False)
-class LoadClusterConfig(Event):
-    """First thing of a leadership (after the context): read and apply the cluster entity."""
 
 
 class DynamicConfigManager:

@@ -18,10 +18,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.events import ConsumerHeartbeat, DeleteGroup, DescribeGroup, Event, GroupSummaries
 from fluss_py.coordinator.group_members import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -66,33 +66,6 @@ class GroupLimits:
             int(config[cfg.GROUP_MAX_SESSION_TIMEOUT] * 1000),
             int(config[cfg.GROUP_HEARTBEAT_INTERVAL] * 1000),
         )
-
-
-@dataclass(eq=False)
-class ConsumerHeartbeat(Event):
-    group: str
-    member_id: str = ""
-    member_epoch: int = JOIN_EPOCH
-    instance_id: str = ""
-    session_timeout_ms: int = 0
-    subscribed: frozenset[int] = frozenset()
-    owned: frozenset[TableBucket] = frozenset()
-    client_host: str = ""
-
-
-@dataclass(eq=False)
-class DescribeGroup(Event):
-    group: str
-
-
-@dataclass(eq=False)
-class DeleteGroup(Event):
-    group: str
-
-
-@dataclass(eq=False)
-class GroupSummaries(Event):
-    groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

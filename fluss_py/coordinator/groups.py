@@ -24,11 +24,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from fluss_py.coordinator.events import Event
-from fluss_py.coordinator.group_coordinator import GroupCoordinator, GroupLimits, GroupSummaries, validate_group_name
+from fluss_py.coordinator.events import CommitOffsets, Event, FetchOffsets, GroupSummaries, ListGroups
+from fluss_py.coordinator.group_coordinator import GroupCoordinator, GroupLimits, validate_group_name
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
@@ -36,25 +35,6 @@ from fluss_py.zk.client import CreateOp, EpochFence, NoNodeError, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode
 
 log = logging.getLogger("fluss_py.coordinator.GroupOffsets")
-
-
-@dataclass(eq=False)
-class CommitOffsets(Event):
-    group: str
-    offsets: dict[TableBucket, int] = field(default_factory=dict)
-    member_id: str = ""  # "": offset-only use (refused while the group has live members)
-    member_epoch: int = 0
-
-
-@dataclass(eq=False)
-class FetchOffsets(Event):
-    group: str
-    table_id: int = 0  # 0: every table
-
-
-@dataclass(eq=False)
-class ListGroups(Event):
-    pass
 
 
 def validate_commit(group: str, offsets: dict[TableBucket, int], buckets_of: dict[int, int | None]) -> None:

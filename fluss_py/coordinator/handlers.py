@@ -1,5 +1,9 @@
 """Event handlers of the coordinator leader for databases and tablet-server membership.
 
+The split with ``processor.py`` (docs/control-plane.md §1.1): these handlers own ``CoordinatorContext`` (who
+is in the cluster: fence, databases, live servers); ``TableProcessor`` owns ``ClusterView`` (what the cluster
+holds) and hears of membership changes through the ``ServersListener`` it registers here.
+
 Every ZooKeeper write here is ``zk.commit(ops, fence=context.fence)``: a transaction that first checks the
 epoch node's version, so a fenced (zombie) leader writes nothing. Handlers run on the event loop's task
 only (single writer of ``CoordinatorContext``).

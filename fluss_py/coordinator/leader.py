@@ -26,11 +26,13 @@ from typing import Any
 
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.dynamic_config import DynamicConfigManager, LoadClusterConfig, apply_to_plan_options
+from fluss_py.coordinator.dynamic_config import DynamicConfigManager, apply_to_plan_options
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import (
     CreateDatabase,
+    LoadClusterConfig,
     LoadContext,
+    LoadTables,
     TabletServerAliveAgain,
     TabletServerDeathProven,
     TabletServersChanged,
@@ -39,7 +41,7 @@ from fluss_py.coordinator.handlers import DEFAULT_DATABASE, MetadataHandlers
 from fluss_py.coordinator.leader_balance import LeaderBalanceOptions, LeaderBalancer
 from fluss_py.coordinator.liveness import GrpcLivenessStream, LivenessMonitor
 from fluss_py.coordinator.partition_manager import AutoPartitionManager
-from fluss_py.coordinator.processor import LoadTables, TableProcessor
+from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool

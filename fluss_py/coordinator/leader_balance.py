@@ -27,7 +27,7 @@ from typing import Any
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
 from fluss_py.coordinator.event_loop import Ticker
-from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.events import PreferredLeaderCheck
 from fluss_py.coordinator.tables import BucketInfo
 from fluss_py.types import LeaderAndIsr, TableBucket
 
@@ -86,11 +86,6 @@ def plan(
         if new is not None:
             changes.append((tb, new))
     return changes
-
-
-@dataclass(eq=False)
-class PreferredLeaderCheck(Event):
-    """Periodic (every ``leader.imbalance.check-interval``): move leaderships back to preferred replicas."""
 
 
 class LeaderBalancer:

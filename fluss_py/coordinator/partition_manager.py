@@ -17,22 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from fluss_py.common.auto_partition import creation_lag, creation_lateness, expired, spec_of, wanted
 from fluss_py.coordinator.event_loop import Ticker
-from fluss_py.coordinator.events import Event
-from fluss_py.coordinator.processor import CreateTable, DropTable
+from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
 from fluss_py.types import PARTITION_SEPARATOR, TablePath, split_partition
 
 log = logging.getLogger("fluss_py.coordinator.AutoPartitionManager")
-
-
-@dataclass(eq=False)
-class AutoPartitionCheck(Event):
-    """Periodic: bring every auto-partitioned table's partitions in line with the clock."""
 
 
 class AutoPartitionManager:

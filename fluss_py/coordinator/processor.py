@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fluss_py import config as cfg
@@ -37,7 +36,21 @@ from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.events import DropDatabase, Event
+from fluss_py.coordinator.events import (
+    AdjustIsr,
+    AllocateWriterId,
+    ControlledShutdown,
+    CreateTable,
+    DropDatabase,
+    DropTable,
+    Event,
+    GetMetadata,
+    ListTables,
+    LoadTables,
+    ReplicasCorrupt,
+    ReplicasFailed,
+    ReplicasRecovered,
+)
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
@@ -78,79 +91,6 @@ from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
 MAX_BUCKETS = cfg.MAX_BUCKETS
-
-
-# ---------------------------------------------------------------- events
-@dataclass(eq=False)
-class LoadTables(Event):
-    """Rebuild the ClusterView from ZooKeeper (queued right after LoadContext on every leadership)."""
-
-
-@dataclass(eq=False)
-class CreateTable(Event):
-    path: TablePath
-    num_buckets: int = 0  # 0: default.bucket.number
-    replication_factor: int = 0  # 0: default.replication.factor
-    properties: dict[str, str] = field(default_factory=dict)
-    comment: str = ""
-    ignore_if_exists: bool = False
-
-
-@dataclass(eq=False)
-class DropTable(Event):
-    path: TablePath
-    ignore_if_not_exists: bool = False
-
-
-@dataclass(eq=False)
-class ListTables(Event):
-    database: str
-
-
-@dataclass(eq=False)
-class GetMetadata(Event):
-    """ClusterMetadata for clients: live servers, this leader, and the given tables (empty: all)."""
-
-    paths: list[TablePath] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class AdjustIsr(Event):
-    request: coordinator_pb2.AdjustIsrRequest
-
-
-@dataclass(eq=False)
-class ControlledShutdown(Event):
-    server_id: int
-
-
-@dataclass(eq=False)
-class AllocateWriterId(Event):
-    pass
-
-
-@dataclass(eq=False)
-class ReplicasFailed(Event):
-    """A tablet server answered NotifyLeaderAndIsr with a storage failure for these buckets."""
-
-    server_id: int
-    buckets: list[TableBucket]
-
-
-@dataclass(eq=False)
-class ReplicasCorrupt(Event):
-    """A tablet server found corrupt segments in these replicas (it repairs them as a follower)."""
-
-    server_id: int
-    buckets: list[TableBucket]
-
-
-@dataclass(eq=False)
-class ReplicasRecovered(Event):
-    """A tablet server's data directory is back: these replicas may serve again (as followers first)."""
-
-    server_id: int
-    buckets: list[TableBucket]
 
 
 FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPTED})

@@ -3,7 +3,9 @@
 ``TableInfo`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
 its assignment, each bucket's LeaderAndIsr with the leader_isr znode version it was read or written at,
 the bucket/replica state tables, the servers shutting down and the failed replicas. ``view_store.py``
-loads it from ZooKeeper and writes its changes.
+loads it from ZooKeeper and writes its changes. It is *what the cluster holds*, written by
+``TableProcessor``; ``context.CoordinatorContext`` is *who is in it* (fence, databases, live servers), written
+by ``handlers.MetadataHandlers`` (docs/control-plane.md §1.1).
 
 Who may call: the event processor's task only (single writer); TableInfo and validation from anywhere.
 """

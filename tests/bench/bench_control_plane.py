@@ -18,13 +18,8 @@ from typing import Any
 
 from fluss_py.coordinator.channel import TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.processor import (
-    AdjustIsr,
-    AllocateWriterId,
-    ControlledShutdown,
-    CreateTable,
-    TableProcessor,
-)
+from fluss_py.coordinator.events import AdjustIsr, AllocateWriterId, ControlledShutdown, CreateTable
+from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed

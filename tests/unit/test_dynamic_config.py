@@ -8,7 +8,8 @@ import pytest
 from fluss_py import config as cfg
 from fluss_py.common.dynamic_config import LayeredConfig, keys_for, merged, validate
 from fluss_py.common.http import Request, json_response
-from fluss_py.coordinator.dynamic_config import AlterConfig, DescribeConfig, config_routes
+from fluss_py.coordinator.dynamic_config import config_routes
+from fluss_py.coordinator.events import AlterConfig, DescribeConfig
 from fluss_py.errors import InvalidConfigError
 from fluss_py.replica.manager import ReplicaSettings
 from fluss_py.zk.paths import DynamicConfigZNode

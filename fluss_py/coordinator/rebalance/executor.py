@@ -26,11 +26,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from copy import deepcopy
-from dataclasses import dataclass
 from typing import Any
 
 from fluss_py.coordinator import election
-from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.events import CancelRebalance, Event, GetRebalance, RebalanceTick, StartRebalance
 from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.coordinator.rebalance.planner import BucketPlacement, Move, MoveKind, Plan, PlanOptions, plan_rebalance
 from fluss_py.coordinator.rebalance.progress import MoveStatus, RebalanceProgress, RebalanceStatus
@@ -46,29 +45,6 @@ log = logging.getLogger("fluss_py.coordinator.RebalanceManager")
 
 Sizes = Callable[[], Mapping[TableBucket, int]]
 Change = tuple[tuple[int, ...], LeaderAndIsr]  # new replicas, new LeaderAndIsr
-
-
-@dataclass(eq=False)
-class StartRebalance(Event):
-    """Plan (and unless ``dry_run``, start) a rebalance. Answers the plan/progress view (a dict)."""
-
-    dry_run: bool = False
-    reason: str = "operator request"
-
-
-@dataclass(eq=False)
-class CancelRebalance(Event):
-    """Roll back the current batch's open moves; status CANCELED. Answers the progress view."""
-
-
-@dataclass(eq=False)
-class GetRebalance(Event):
-    """The progress view of the current (or last) rebalance."""
-
-
-@dataclass(eq=False)
-class RebalanceTick(Event):
-    """Periodic: move timeouts, health re-checks between batches, automatic triggers."""
 
 
 class RebalanceExecutor:

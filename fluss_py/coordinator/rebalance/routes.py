@@ -20,7 +20,7 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.common.http import Request, RequestHandler, Response, json_response
-from fluss_py.coordinator.rebalance.executor import CancelRebalance, GetRebalance, StartRebalance
+from fluss_py.coordinator.events import CancelRebalance, GetRebalance, StartRebalance
 from fluss_py.coordinator.rebalance.planner import PlanOptions
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.types import CoordinatorLeaderInfo

@@ -21,8 +21,8 @@ from fluss_py.common.auto_partition import (
     spec_of,
     wanted,
 )
+from fluss_py.coordinator.events import CreateTable, DropTable
 from fluss_py.coordinator.partition_manager import AutoPartitionManager
-from fluss_py.coordinator.processor import CreateTable, DropTable
 from fluss_py.coordinator.tables import ClusterView, TableInfo
 from fluss_py.errors import InvalidRequestError, InvalidTableNameError
 from fluss_py.types import TablePath, split_partition

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from fluss_py.coordinator.group_coordinator import ConsumerHeartbeat, DeleteGroup, DescribeGroup, GroupLimits
-from fluss_py.coordinator.groups import CommitOffsets, GroupOffsets, ListGroups
+from fluss_py.coordinator.events import CommitOffsets, ConsumerHeartbeat, DeleteGroup, DescribeGroup, ListGroups
+from fluss_py.coordinator.group_coordinator import GroupLimits
+from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.errors import (
     BucketNotOwnedError,
     FencedMemberEpochError,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fluss_py.coordinator.groups import CommitOffsets, FetchOffsets, GroupOffsets, ListGroups, validate_commit
+from fluss_py.coordinator.events import CommitOffsets, FetchOffsets, ListGroups
+from fluss_py.coordinator.groups import GroupOffsets, validate_commit
 from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
 from fluss_py.zk.client import EpochFencedError

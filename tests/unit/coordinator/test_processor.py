@@ -6,20 +6,19 @@ import pytest
 
 from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
-from fluss_py.coordinator.events import DropDatabase
-from fluss_py.coordinator.processor import (
+from fluss_py.coordinator.events import (
     AdjustIsr,
     AllocateWriterId,
     ControlledShutdown,
     CreateTable,
+    DropDatabase,
     DropTable,
     GetMetadata,
     ListTables,
     ReplicasCorrupt,
     ReplicasRecovered,
-    TableProcessor,
-    options_from_config,
 )
+from fluss_py.coordinator.processor import TableProcessor, options_from_config
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.errors import (
     ConfigError,

@@ -10,13 +10,8 @@ from collections import Counter
 import pytest
 
 from fluss_py.coordinator.channel import NOTIFY, STOP
-from fluss_py.coordinator.processor import AdjustIsr, CreateTable
-from fluss_py.coordinator.rebalance.executor import (
-    CancelRebalance,
-    GetRebalance,
-    RebalanceExecutor,
-    StartRebalance,
-)
+from fluss_py.coordinator.events import AdjustIsr, CancelRebalance, CreateTable, GetRebalance, StartRebalance
+from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.planner import MoveKind, PlanOptions, spread
 from fluss_py.coordinator.rebalance.progress import MoveStatus, RebalanceStatus
 from fluss_py.errors import ErrorCode, InvalidRebalancePlanError, RebalanceInProgressError
@@ -395,7 +390,7 @@ async def test_metrics_follow_the_rebalance(grown):
 
 
 async def test_a_table_dropped_mid_rebalance_skips_its_moves(grown):
-    from fluss_py.coordinator.processor import DropTable
+    from fluss_py.coordinator.events import DropTable
 
     rig, _ = grown
     await rig.ex.start_rebalance(StartRebalance())

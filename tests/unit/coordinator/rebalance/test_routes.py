@@ -4,7 +4,7 @@ import json
 
 from fluss_py import config as cfg
 from fluss_py.common.http import Request
-from fluss_py.coordinator.rebalance.executor import CancelRebalance, GetRebalance, StartRebalance
+from fluss_py.coordinator.events import CancelRebalance, GetRebalance, StartRebalance
 from fluss_py.coordinator.rebalance.planner import PlanOptions
 from fluss_py.coordinator.rebalance.routes import executor_options, rebalance_routes
 from fluss_py.errors import InvalidRebalancePlanError, RebalanceInProgressError

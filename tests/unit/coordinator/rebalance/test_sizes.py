@@ -4,8 +4,8 @@ used by the executor's plan (moved bytes non-zero, the smaller buckets moved).""
 
 from __future__ import annotations
 
+from fluss_py.coordinator.events import StartRebalance
 from fluss_py.coordinator.liveness import sizes_of
-from fluss_py.coordinator.rebalance.executor import StartRebalance
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.tablet.liveness import LivenessBeacon
