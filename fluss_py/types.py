@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from fluss_py.errors import InvalidDatabaseNameError, InvalidTableNameError
 
@@ -124,3 +125,14 @@ class CoordinatorLeaderInfo:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+class OffsetSpec(IntEnum):
+    """Which offset ListOffsets answers; the numbers are the wire enum of tablet.proto (``OffsetSpec``), so
+    a value converts with ``OffsetSpec(pb.spec)`` and back with ``int``. Shared by the client's
+    ``list_offsets`` and the leader's read path."""
+
+    EARLIEST = 0
+    LATEST = 1
+    HIGH_WATERMARK = 2
+    TIMESTAMP = 3

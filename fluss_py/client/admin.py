@@ -13,7 +13,6 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
@@ -47,16 +46,7 @@ from fluss_py.errors import (
 from fluss_py.rpc.convert import raise_for_client, to_client_exception
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
-from fluss_py.types import TableBucket, TablePath
-
-
-class OffsetSpec(IntEnum):
-    """What ``list_offsets`` looks up (values are the wire enum)."""
-
-    EARLIEST = tablet_pb2.EARLIEST
-    LATEST = tablet_pb2.LATEST
-    HIGH_WATERMARK = tablet_pb2.HIGH_WATERMARK
-    TIMESTAMP = tablet_pb2.TIMESTAMP
+from fluss_py.types import OffsetSpec, TableBucket, TablePath
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.common.state_machine import check_transition
 from fluss_py.zk.client import EpochFence
 from fluss_py.zk.paths import TabletServerRegistration
 
@@ -47,12 +47,6 @@ VALID_PREVIOUS: dict[CoordinatorState, frozenset[CoordinatorState | None]] = {
 }
 
 
-class IllegalCoordinatorTransition(FlussError):
-    """A coordinator state move that VALID_PREVIOUS does not allow (a bug in the lifecycle code)."""
-
-    code = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 def is_legal(current: CoordinatorState | None, target: CoordinatorState) -> bool:
     return current in VALID_PREVIOUS[target]
 
@@ -67,9 +61,8 @@ class StateMachine:
     def transition(self, target: CoordinatorState, reason: str = "") -> None:
         if self.current is target:
             return
-        if not is_legal(self.current, target):
-            log.error("Illegal coordinator state transition %s -> %s (%s)", _name(self.current), target.value, reason)
-            raise IllegalCoordinatorTransition(f"illegal transition {_name(self.current)} -> {target.value}")
+        check_transition(f"coordinator ({reason})" if reason else "coordinator", self.current, target,
+                         VALID_PREVIOUS[target], log)  # fmt: skip
         log.info("Coordinator state %s -> %s%s", _name(self.current), target.value, f" ({reason})" if reason else "")
         self.current = target
         if self._on_change is not None:

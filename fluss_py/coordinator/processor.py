@@ -55,7 +55,7 @@ from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.state import BucketState, ReplicaState
-from fluss_py.coordinator.tables import ClusterView, TableInfo, validate_properties
+from fluss_py.coordinator.tables import ClusterView, TableRegistration, validate_properties
 from fluss_py.coordinator.view_store import (
     MAX_OPS_PER_TRANSACTION,
     Change,
@@ -442,7 +442,7 @@ class TableProcessor:
             lai = election.initial_leader(replicas, set(servers), self.epoch)
             assert lai is not None  # every replica was chosen among live servers
             leaders[b] = lai
-        info = TableInfo(table_id, path, num_buckets, rf, properties, event.comment, int(time.time() * 1000))
+        info = TableRegistration(table_id, path, num_buckets, rf, properties, event.comment, int(time.time() * 1000))
         counter_op: Op = (
             SetOp(counter, TableIdCounterZNode.encode(table_id), got[1].version)
             if got

@@ -29,21 +29,9 @@ import logging
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeVar
 
-from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.common.state_machine import check_transition
 
 log = logging.getLogger(__name__)
-
-
-class IllegalStateTransition(FlussError):
-    """A state move that the target state does not allow from the current one (a coordinator bug)."""
-
-    code = ErrorCode.UNKNOWN_SERVER_ERROR
-
-    def __init__(self, subject: object, current: enum.Enum, target: enum.Enum) -> None:
-        super().__init__(f"{subject}: illegal transition {current.name} -> {target.name}")
-        self.subject = subject
-        self.current = current
-        self.target = target
 
 
 class BucketState(enum.Enum):
@@ -102,13 +90,12 @@ K = TypeVar("K", bound=Hashable)
 
 
 def transition(subject: object, current: S, target: S) -> S:
-    """Return ``target`` if ``current`` is one of its legal predecessors; else log and raise.
+    """Return ``target`` if ``current`` is one of its legal predecessors; else log and raise
+    ``IllegalStateTransition`` (``common/state_machine.py``).
 
     ``subject`` names what moves (a TableBucket, or (TableBucket, server id)) for the log line.
     """
-    if current not in target.valid_previous:
-        log.error("%s: illegal %s transition %s -> %s", subject, type(target).__name__, current.name, target.name)
-        raise IllegalStateTransition(subject, current, target)
+    check_transition(subject, current, target, target.valid_previous, log)
     if current is not target:
         log.debug("%s: %s -> %s", subject, current.name, target.name)
     return target

@@ -1,13 +1,13 @@
 """The coordinator leader's in-memory view of tables and buckets (no I/O).
 
-``TableInfo`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
+``TableRegistration`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
 its assignment, each bucket's LeaderAndIsr with the leader_isr znode version it was read or written at,
 the bucket/replica state tables, the servers shutting down and the failed replicas. ``view_store.py``
 loads it from ZooKeeper and writes its changes. It is *what the cluster holds*, written by
 ``TableProcessor``; ``context.CoordinatorContext`` is *who is in it* (fence, databases, live servers), written
 by ``handlers.MetadataHandlers`` (docs/control-plane.md §1.1).
 
-Who may call: the event processor's task only (single writer); TableInfo and validation from anywhere.
+Who may call: the event processor's task only (single writer); TableRegistration and validation from anywhere.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ MIN_INSYNC_REPLICAS = cfg.TABLE_MIN_INSYNC_REPLICAS.key
 
 
 @dataclass(frozen=True, slots=True)
-class TableInfo:
+class TableRegistration:
     """A table's registration: what TableZNode stores and TableInfo (pb) carries."""
 
     table_id: int
@@ -50,7 +50,7 @@ class TableInfo:
         }
 
     @classmethod
-    def from_registration(cls, path: TablePath, reg: Mapping[str, Any]) -> TableInfo:
+    def from_registration(cls, path: TablePath, reg: Mapping[str, Any]) -> TableRegistration:
         return cls(
             int(reg["table_id"]),
             path,
@@ -108,7 +108,7 @@ class ClusterView:
     """Tables, assignments and bucket states of the leader. Owned by the event processor's task."""
 
     def __init__(self) -> None:
-        self.tables: dict[int, TableInfo] = {}
+        self.tables: dict[int, TableRegistration] = {}
         self.by_path: dict[TablePath, int] = {}
         self.buckets: dict[TableBucket, BucketInfo] = {}
         self.bucket_states: StateTable[TableBucket, BucketState] = StateTable(BucketState.NON_EXISTENT)
@@ -133,13 +133,13 @@ class ClusterView:
         self.failed_replicas.clear()
         self.adding_replicas.clear()
 
-    def add_table(self, info: TableInfo, assignment: Mapping[int, tuple[int, ...]]) -> None:
+    def add_table(self, info: TableRegistration, assignment: Mapping[int, tuple[int, ...]]) -> None:
         self.tables[info.table_id] = info
         self.by_path[info.path] = info.table_id
         for b, replicas in assignment.items():
             self.buckets[TableBucket(info.table_id, b)] = BucketInfo(tuple(replicas))
 
-    def remove_table(self, table_id: int) -> TableInfo | None:
+    def remove_table(self, table_id: int) -> TableRegistration | None:
         info = self.tables.pop(table_id, None)
         if info is None:
             return None

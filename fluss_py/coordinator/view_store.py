@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from fluss_py.coordinator.handlers import MetadataStore
-from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
 from fluss_py.zk.client import (
     BadVersionError,
@@ -84,7 +84,7 @@ class ViewStore:
             paths.extend(TablePath(db, t) for t in await self.children(TableZNode.parent(root, db)))
         registrations = await self._gather(self._store.get(TableZNode.path(root, p.database, p.table)) for p in paths)
         infos = [
-            TableInfo.from_registration(p, TableZNode.decode(got[0]))
+            TableRegistration.from_registration(p, TableZNode.decode(got[0]))
             for p, got in zip(paths, registrations, strict=True)
             if got
         ]
@@ -186,7 +186,7 @@ class ViewStore:
 # ---------------------------------------------------------------- ZooKeeper operations (pure)
 def create_table_ops(
     root: str,
-    info: TableInfo,
+    info: TableRegistration,
     assignment: Mapping[int, tuple[int, ...]],
     leaders: Mapping[int, LeaderAndIsr],
 ) -> tuple[list[Op], Op]:

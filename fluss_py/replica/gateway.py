@@ -1,7 +1,7 @@
 """The replica layer's seam to the coordinator leader: AdjustIsr (the leader proposes ISR changes) and
 ReportReplicaFaults (replicas this server can no longer serve, or can again: docs/storage.md §10).
 
-``CoordinatorGateway`` is the Protocol (fakes in unit tests); ``GrpcCoordinatorGateway`` talks to whichever
+``CoordinatorEndpoint`` is the Protocol (fakes in unit tests); ``GrpcCoordinatorEndpoint`` talks to whichever
 coordinator currently leads, found through a callable the tablet server wires to its ZooKeeper view.
 """
 
@@ -24,7 +24,7 @@ from fluss_py.types import TableBucket
 log = logging.getLogger(__name__)
 
 
-class CoordinatorGateway(Protocol):
+class CoordinatorEndpoint(Protocol):
     """What ``ReplicaManager`` needs from the coordinator leader."""
 
     async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]) -> dict[TableBucket, AdjustIsrResult]:
@@ -38,7 +38,7 @@ class CoordinatorGateway(Protocol):
         ...
 
 
-class GrpcCoordinatorGateway:
+class GrpcCoordinatorEndpoint:
     """AdjustIsr over grpc.aio to the coordinator leader at ``leader_address()`` ("host:port" or None).
 
     One channel, replaced when the leader's address changes. A NOT_COORDINATOR_LEADER answer naming the

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fluss_py import config as cfg
 from fluss_py.errors import ApiError, StorageError
 from fluss_py.log.scrub import Corruption, RateLimiter, verify_segment_file
-from fluss_py.replica.replica import ReplicaState
+from fluss_py.replica.replica import LocalReplicaState
 from fluss_py.rpc.pb import coordinator_pb2
 from fluss_py.types import TableBucket
 
@@ -147,7 +147,7 @@ class LogFaultHandler:
         replica = self.rm.replica(tb)
         if replica is None or replica.log.corrupt_from is None:
             return
-        if replica.state is ReplicaState.FOLLOWER and self.rm.server_id not in replica.isr:
+        if replica.state is LocalReplicaState.FOLLOWER and self.rm.server_id not in replica.isr:
             self.rm.spawn(f"repair-{tb.table_id}-{tb.bucket}", lambda: self._repair(tb), once=True)
         else:
             self.report(CORRUPT, [tb], f"corrupt segment at offset {replica.log.corrupt_from}")
@@ -155,7 +155,7 @@ class LogFaultHandler:
     async def _repair(self, tb: TableBucket) -> None:
         rm = self.rm
         replica = rm.replica(tb)
-        if replica is None or replica.log.corrupt_from is None or replica.state is not ReplicaState.FOLLOWER:
+        if replica is None or replica.log.corrupt_from is None or replica.state is not LocalReplicaState.FOLLOWER:
             return
         await rm.fetchers.remove_buckets([tb])
         offset = replica.log.corrupt_from
@@ -166,7 +166,7 @@ class LogFaultHandler:
             tb, offset, replica.log.log_end_offset, replica.leader_id,
         )  # fmt: skip
         leader = rm.server(replica.leader_id)
-        if leader is not None and rm.replica(tb) is replica and replica.state is ReplicaState.FOLLOWER:
+        if leader is not None and rm.replica(tb) is replica and replica.state is LocalReplicaState.FOLLOWER:
             await rm.fetchers.add_buckets({tb: (leader, replica.leader_epoch)})
 
     async def _scrub_loop(self) -> None:

@@ -31,18 +31,18 @@ from fluss_py.log.manager import LogManager
 from fluss_py.replica.delayed import DelayedProduce
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.fetcher.manager import FetcherManager
-from fluss_py.replica.gateway import CoordinatorGateway
+from fluss_py.replica.gateway import CoordinatorEndpoint
 from fluss_py.replica.group_flush import GroupFlusher
 from fluss_py.replica.isr_changes import IsrChanges
 from fluss_py.replica.log_faults import LogFaultHandler
 from fluss_py.replica.messages import (
-    BucketState,
     EpochRequest,
     EpochResult,
     FetchBucketRequest,
     FetchBucketResult,
     FetchRequest,
     FetchResponse,
+    LeaderAndIsrItem,
     ListOffsetsRequest,
     ListOffsetsResult,
     ProduceResult,
@@ -50,7 +50,7 @@ from fluss_py.replica.messages import (
     as_api_error,
 )
 from fluss_py.replica.read_path import ReadPath
-from fluss_py.replica.replica import Replica, ReplicaState
+from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.replica.settings import ReplicaSettings
 from fluss_py.replica.stats import BucketStats, ReplicaStats, collect_stats
 from fluss_py.replica.write_path import WritePath
@@ -79,7 +79,7 @@ class ReplicaManager:
         server_id: int,
         log_manager: LogManager | LogDirs,
         config: cfg.Config,
-        coordinator_gateway: CoordinatorGateway,
+        coordinator_gateway: CoordinatorEndpoint,
         leader_endpoint_factory: Callable[[ServerNode], LeaderEndpoint],
         clock: Callable[[], float] = time.monotonic,
         *,
@@ -199,14 +199,14 @@ class ReplicaManager:
 
     def led_sizes(self) -> list[tuple[TableBucket, int]]:
         """(bucket, log bytes) of every bucket this server leads (the liveness heartbeat's size report)."""
-        return [(tb, r.log.size_in_bytes) for tb, r in self._replicas.items() if r.state is ReplicaState.LEADER]
+        return [(tb, r.log.size_in_bytes) for tb, r in self._replicas.items() if r.state is LocalReplicaState.LEADER]
 
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:
             self._servers[s.id] = s
 
     @property
-    def gateway(self) -> CoordinatorGateway:
+    def gateway(self) -> CoordinatorEndpoint:
         return self._gateway
 
     def server(self, server_id: int) -> ServerNode | None:
@@ -290,7 +290,7 @@ class ReplicaManager:
     def _min_isr(self, properties: Mapping[str, str]) -> int:
         return int(table_setting(cfg.TABLE_MIN_INSYNC_REPLICAS, properties, self.settings.min_insync_replicas))
 
-    def _get_or_create(self, state: BucketState) -> Replica:
+    def _get_or_create(self, state: LeaderAndIsrItem) -> Replica:
         tb = state.table_bucket
         self._table_properties[tb] = dict(state.table_properties)
         props = self._properties(tb)
@@ -317,16 +317,16 @@ class ReplicaManager:
                 lag_time_s=self.settings.lag_time_s,
                 clock=self._clock,
             )
-            replica.transition(ReplicaState.ONLINE)
+            replica.transition(LocalReplicaState.ONLINE)
             self._replicas[tb] = replica
         else:
             replica.min_insync_replicas = self._min_isr(props)
-            if replica.state is ReplicaState.OFFLINE:
-                replica.transition(ReplicaState.ONLINE)
+            if replica.state is LocalReplicaState.OFFLINE:
+                replica.transition(LocalReplicaState.ONLINE)
         return replica
 
     @staticmethod
-    def _brand_new(state: BucketState) -> bool:
+    def _brand_new(state: LeaderAndIsrItem) -> bool:
         """A bucket unchanged since its table was created: no server can hold data of it yet."""
         lai = state.leader_and_isr
         return lai.leader_epoch == 0 and lai.bucket_epoch == 0
@@ -335,7 +335,7 @@ class ReplicaManager:
         return LogConfig.from_config(self.effective_config, properties)
 
     async def become_leader_or_follower(
-        self, coordinator_epoch: int, buckets: Sequence[BucketState], servers: Iterable[ServerNode] = ()
+        self, coordinator_epoch: int, buckets: Sequence[LeaderAndIsrItem], servers: Iterable[ServerNode] = ()
     ) -> dict[TableBucket, ApiError | None]:
         """Apply NotifyLeaderAndIsr. Raises INVALID_COORDINATOR_EPOCH for a stale coordinator; per bucket,
         FENCED_LEADER_EPOCH for an older leader epoch than ours."""

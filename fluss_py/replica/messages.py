@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 from fluss_py.errors import ApiError, ErrorCode, StorageError, UnknownServerError
-from fluss_py.types import LeaderAndIsr, TableBucket
+from fluss_py.types import LeaderAndIsr, OffsetSpec, TableBucket
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +24,7 @@ def _code(error: ApiError | None) -> ErrorCode:
 
 
 @dataclass(frozen=True, slots=True)
-class BucketState:
+class LeaderAndIsrItem:
     """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment, table properties and the
     replicas a rebalance move is adding (their catch-up is throttled by the leader, docs/rebalance.md §6)."""
 
@@ -136,15 +135,6 @@ class FetchResponse:
 
     buckets: FetchResult
     session_id: int = NO_SESSION
-
-
-class OffsetSpec(IntEnum):
-    """Which offset ListOffsets answers (numbers as in tablet.proto)."""
-
-    EARLIEST = 0
-    LATEST = 1
-    HIGH_WATERMARK = 2
-    TIMESTAMP = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from fluss_py.replica.messages import (
     OffsetSpec,
     as_api_error,
 )
-from fluss_py.replica.replica import Replica, ReplicaState
+from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import TableBucket
 
@@ -240,7 +240,7 @@ class ReadPath:
             return FetchBucketResult(tb, None, log_.high_watermark, log_.log_start_offset, log_.log_end_offset, records)
         except Exception as e:
             error = as_api_error(e, f"fetch from {tb}")
-            if replica is not None and replica.state in (ReplicaState.LEADER, ReplicaState.FOLLOWER):
+            if replica is not None and replica.state in (LocalReplicaState.LEADER, LocalReplicaState.FOLLOWER):
                 lg = replica.log
                 return FetchBucketResult(tb, error, lg.high_watermark, lg.log_start_offset, lg.log_end_offset)
             return FetchBucketResult(tb, error)

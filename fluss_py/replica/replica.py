@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from enum import Enum
 
+from fluss_py.common.state_machine import check_transition
 from fluss_py.errors import (
     CorruptMessageError,
     FencedLeaderEpochError,
@@ -35,14 +36,10 @@ log = logging.getLogger(__name__)
 ACKS_ALL = -1
 
 
-class IllegalStateTransition(RuntimeError):
-    """A replica was asked to move to a state whose legal predecessors do not include its current one."""
-
-
 REFUSED_WARNING_INTERVAL_S = 10.0
 
 
-class ReplicaState(Enum):
+class LocalReplicaState(Enum):
     NEW = "New"
     ONLINE = "Online"
     LEADER = "Leader"
@@ -50,13 +47,23 @@ class ReplicaState(Enum):
     OFFLINE = "Offline"
 
 
-VALID_PREVIOUS: dict[ReplicaState, frozenset[ReplicaState]] = {
-    ReplicaState.NEW: frozenset(),
-    ReplicaState.ONLINE: frozenset({ReplicaState.NEW, ReplicaState.OFFLINE}),
-    ReplicaState.LEADER: frozenset({ReplicaState.ONLINE, ReplicaState.FOLLOWER, ReplicaState.LEADER}),
-    ReplicaState.FOLLOWER: frozenset({ReplicaState.ONLINE, ReplicaState.LEADER, ReplicaState.FOLLOWER}),
-    ReplicaState.OFFLINE: frozenset(
-        {ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.LEADER, ReplicaState.FOLLOWER, ReplicaState.OFFLINE}
+VALID_PREVIOUS: dict[LocalReplicaState, frozenset[LocalReplicaState]] = {
+    LocalReplicaState.NEW: frozenset(),
+    LocalReplicaState.ONLINE: frozenset({LocalReplicaState.NEW, LocalReplicaState.OFFLINE}),
+    LocalReplicaState.LEADER: frozenset(
+        {LocalReplicaState.ONLINE, LocalReplicaState.FOLLOWER, LocalReplicaState.LEADER}
+    ),
+    LocalReplicaState.FOLLOWER: frozenset(
+        {LocalReplicaState.ONLINE, LocalReplicaState.LEADER, LocalReplicaState.FOLLOWER}
+    ),
+    LocalReplicaState.OFFLINE: frozenset(
+        {
+            LocalReplicaState.NEW,
+            LocalReplicaState.ONLINE,
+            LocalReplicaState.LEADER,
+            LocalReplicaState.FOLLOWER,
+            LocalReplicaState.OFFLINE,
+        }
     ),
 }
 
@@ -86,7 +93,7 @@ class Replica:
         self.min_insync_replicas = min_insync_replicas
         self.lag_time_s = lag_time_s
         self._clock = clock
-        self.state = ReplicaState.NEW
+        self.state = LocalReplicaState.NEW
         self.leader_id = -1
         self.leader_epoch = NO_EPOCH
         self.bucket_epoch = -1
@@ -106,20 +113,20 @@ class Replica:
 
     # ------------------------------------------------------------ state
 
-    def transition(self, target: ReplicaState) -> None:
-        if self.state not in VALID_PREVIOUS[target]:
-            log.error(
-                "bucket %s: illegal replica transition %s -> %s", self.table_bucket, self.state.value, target.value
-            )
-            raise IllegalStateTransition(f"bucket {self.table_bucket}: {self.state.value} -> {target.value}")
+    def transition(self, target: LocalReplicaState) -> None:
+        check_transition(f"bucket {self.table_bucket}", self.state, target, VALID_PREVIOUS[target], log)
         self.state = target
 
     @property
     def is_leader(self) -> bool:
-        return self.state is ReplicaState.LEADER
+        return self.state is LocalReplicaState.LEADER
 
     def is_follower_of(self, leader_id: int, leader_epoch: int) -> bool:
-        return self.state is ReplicaState.FOLLOWER and self.leader_id == leader_id and self.leader_epoch == leader_epoch
+        return (
+            self.state is LocalReplicaState.FOLLOWER
+            and self.leader_id == leader_id
+            and self.leader_epoch == leader_epoch
+        )
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -157,13 +164,13 @@ class Replica:
 
     def make_leader(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
         """Become (or stay) leader. Returns True when a new leader epoch started (a new term)."""
-        if not self._check_new_epoch(lai) and self.state is ReplicaState.LEADER:
+        if not self._check_new_epoch(lai) and self.state is LocalReplicaState.LEADER:
             if tuple(replicas) != self.replicas:  # same epochs, new assignment: docs/replication.md "Assignment"
                 self._track_assignment(replicas)
                 log.info("bucket %s: replicas are now %s (same epochs)", self.table_bucket, self.replicas)
             return False
-        new_term = lai.leader_epoch > self.leader_epoch or self.state is not ReplicaState.LEADER
-        self.transition(ReplicaState.LEADER)
+        new_term = lai.leader_epoch > self.leader_epoch or self.state is not LocalReplicaState.LEADER
+        self.transition(LocalReplicaState.LEADER)
         self.leader_id, self.replicas = self.server_id, tuple(replicas)
         self.isr, self.bucket_epoch, self.pending_isr = tuple(lai.isr), lai.bucket_epoch, None
         if new_term:
@@ -201,15 +208,15 @@ class Replica:
 
     def make_follower(self, lai: LeaderAndIsr, replicas: tuple[int, ...]) -> bool:
         """Become (or stay) follower of ``lai.leader``. True when the fetcher must (re)start truncating."""
-        if not self._check_new_epoch(lai) and self.state is ReplicaState.FOLLOWER:
+        if not self._check_new_epoch(lai) and self.state is LocalReplicaState.FOLLOWER:
             self.replicas = tuple(replicas)  # same epochs: at most a new assignment (no refetch)
             return False
         restart = (
-            self.state is not ReplicaState.FOLLOWER
+            self.state is not LocalReplicaState.FOLLOWER
             or lai.leader_epoch > self.leader_epoch
             or lai.leader != self.leader_id
         )
-        self.transition(ReplicaState.FOLLOWER)
+        self.transition(LocalReplicaState.FOLLOWER)
         self.leader_id, self.leader_epoch, self.bucket_epoch = lai.leader, lai.leader_epoch, lai.bucket_epoch
         self.isr, self.replicas, self.pending_isr = tuple(lai.isr), tuple(replicas), None
         self.followers = {}
@@ -224,14 +231,14 @@ class Replica:
         return restart
 
     def go_offline(self) -> None:
-        self.transition(ReplicaState.OFFLINE)
+        self.transition(LocalReplicaState.OFFLINE)
         self.followers, self.pending_isr = {}, None
 
     # ------------------------------------------------------------ checks
 
     def check_leader(self, current_leader_epoch: int = NO_EPOCH) -> None:
         """Raise unless we lead this bucket (and the caller's leader epoch matches, when given)."""
-        if self.state is not ReplicaState.LEADER:
+        if self.state is not LocalReplicaState.LEADER:
             raise NotLeaderOrFollowerError(
                 f"server {self.server_id} is not the leader of bucket {self.table_bucket}", leader_id=self.leader_id
             )
@@ -282,7 +289,7 @@ class Replica:
 
     def maybe_increment_hw(self) -> bool:
         """HW := min LEO over the maximal ISR, only ever forwards. True when it moved."""
-        if self.state is not ReplicaState.LEADER:
+        if self.state is not LocalReplicaState.LEADER:
             return False
         leos = (
             self.followers[r].log_end_offset if r in self.followers else isr_rules.UNKNOWN_OFFSET
@@ -297,7 +304,7 @@ class Replica:
     def maybe_advance_durable(self) -> bool:
         """Durable offset := min(HW, our recovery point, flushed offsets of the maximal ISR), only ever
         forwards (docs/replication.md "Durable acknowledgement"). True when it moved."""
-        if self.state is not ReplicaState.LEADER:
+        if self.state is not LocalReplicaState.LEADER:
             return False
         flushed = (
             self.followers[r].flushed_offset if r in self.followers else isr_rules.UNKNOWN_OFFSET
@@ -339,7 +346,7 @@ class Replica:
         throttled. A server not assigned as far as we know (a move's target told before us) is not served at
         all (REPLICA_NOT_ASSIGNED, docs/peer-trust.md) until we are told."""
         return (
-            self.state is ReplicaState.LEADER
+            self.state is LocalReplicaState.LEADER
             and follower_id not in self.maximal_isr
             and follower_id in self.adding_replicas
         )
@@ -382,7 +389,7 @@ class Replica:
 
     def shrink_proposal(self) -> tuple[int, ...] | None:
         """The ISR without followers lagging more than replica.lag.time.max (None: nothing to do or one in flight)."""
-        if self.state is not ReplicaState.LEADER or not self._may_propose():
+        if self.state is not LocalReplicaState.LEADER or not self._may_propose():
             return None
         lagging = isr_rules.out_of_sync_replicas(
             self.isr, self.server_id, self.followers, self.log.log_end_offset, self._clock(), self.lag_time_s
@@ -405,7 +412,7 @@ class Replica:
     def finish_isr_change(self, leader_epoch: int, committed: LeaderAndIsr | None, retry_after_s: float = 0.0) -> bool:
         """Apply the coordinator's answer (None: refused or failed: no new proposal for ``retry_after_s``).
         True when the HW moved."""
-        if self.state is not ReplicaState.LEADER or leader_epoch != self.leader_epoch:
+        if self.state is not LocalReplicaState.LEADER or leader_epoch != self.leader_epoch:
             return False
         self.pending_isr = None
         if committed is None:

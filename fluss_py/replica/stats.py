@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fluss_py.replica.replica import Replica, ReplicaState
+from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.types import TableBucket
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def collect_stats(
     buckets: list[BucketStats] = []
     for tb, r in replicas.items():
         lg = r.log
-        if r.state is ReplicaState.LEADER:
+        if r.state is LocalReplicaState.LEADER:
             leaders += 1
             isr = len(r.isr)
             lagging = isr < len(r.replicas)
@@ -71,7 +71,7 @@ def collect_stats(
                 BucketStats(tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos)
             )
         else:
-            followers += r.state is ReplicaState.FOLLOWER
+            followers += r.state is LocalReplicaState.FOLLOWER
             buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes))
     return ReplicaStats(
         leaders, followers, under, under_min, isr_sizes, tuple(buckets), isr_changes.shrinks, isr_changes.expands,

@@ -26,15 +26,26 @@ instead of through prometheus-client's ``Metric``/``Sample`` objects: with 2000 
 samples) that is several times cheaper, and the scrape runs on the server's event loop
 (``tests/bench/bench_metrics.py`` measures it).
 
+``PeerRefusalCollector`` adds ``fluss_tablet_peer_refusals_total{kind}`` (requests refused because the peer did
+not prove who it is) to the process registry.
+
 Who may call: the tablet server's ``/metrics`` handler (``metrics_route(registry, replica_metrics_text(...))``)
 on its loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from fluss_py.replica.manager import ReplicaStats
+from prometheus_client.core import CounterMetricFamily
+
+from fluss_py.replica.stats import ReplicaStats
+from fluss_py.tablet import coordinator_fence
+from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED
+
+if TYPE_CHECKING:
+    from fluss_py.tablet.server import TabletServer
 
 # name, type, help
 _COUNTS = (
@@ -147,3 +158,31 @@ def render(stats: ReplicaStats | None) -> bytes:
 def replica_metrics_text(stats: Callable[[], ReplicaStats | None]) -> Callable[[], bytes]:
     """The ``/metrics`` text source of a tablet server: one ``stats()`` call per scrape."""
     return lambda: render(stats())
+
+
+REFUSAL_KINDS = (
+    REPLICA_NOT_AUTHENTICATED,
+    coordinator_fence.UNCONFIRMED,
+    coordinator_fence.NOT_LEADER,
+    coordinator_fence.STALE,
+)
+
+
+class PeerRefusalCollector:
+    """``fluss_tablet_peer_refusals_total{kind}`` at scrape time from the service's refusal log (and the
+    replica manager's per-bucket ``replica_not_assigned``)."""
+
+    def __init__(self, server: TabletServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "fluss_tablet_peer_refusals", "Requests refused because the peer did not prove who it is",
+            labels=["kind"],
+        )  # fmt: skip
+        servicer, rm = self._server.servicer, self._server.replica_manager
+        counts = dict(servicer.refusals.counts) if servicer is not None else {}
+        for kind in REFUSAL_KINDS:
+            family.add_metric([kind], counts.get(kind, 0))
+        family.add_metric(["replica_not_assigned"], rm.reads.unassigned_fetches if rm is not None else 0)
+        yield family

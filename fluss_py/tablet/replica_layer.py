@@ -36,12 +36,12 @@ from fluss_py.log.config import LogConfig
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import (
     NO_SESSION,
-    BucketState,
     EpochRequest,
     FetchBucketRequest,
     FetchBucketResult,
     FetchRequest,
     FetchSessionRequest,
+    LeaderAndIsrItem,
     ListOffsetsRequest,
     OffsetSpec,
     StopReplicaItem,
@@ -254,7 +254,7 @@ class ManagerReplicaLayer:
             props = properties.get(tb.table_id)
             if props is None:
                 props = self.metadata.table_properties(tb.table_id) or {}
-            states.append(BucketState(tb, lai, replicas, props, tuple(b.adding_replicas)))
+            states.append(LeaderAndIsrItem(tb, lai, replicas, props, tuple(b.adding_replicas)))
         self._apply_log_configs(states)
         servers = [convert.server_node_from_pb(s) for s in request.servers]
         try:
@@ -302,7 +302,7 @@ class ManagerReplicaLayer:
             log.warning("Log of %s set aside as %s: table %d %s (delete it when sure)", tb, aside, tb.table_id, why)
 
     # ---------------------------------------------------------------- helpers
-    def _apply_log_configs(self, states: Iterable[BucketState]) -> None:
+    def _apply_log_configs(self, states: Iterable[LeaderAndIsrItem]) -> None:
         """Logs opened at start carry server defaults: give them their table's settings (same for a
         table's buckets, computed once per table). Invalid properties were refused at create time."""
         by_table: dict[int, LogConfig] = {}

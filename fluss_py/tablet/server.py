@@ -41,30 +41,29 @@ import time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.errors import ServerIdConflictError
 from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
-from fluss_py.replica.gateway import GrpcCoordinatorGateway
+from fluss_py.replica.gateway import GrpcCoordinatorEndpoint
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.peer import new_token, replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
-from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.controlled_shutdown import controlled_shutdown
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, ZkCoordinatorRecords
 from fluss_py.tablet.dynamic_config import DynamicConfigWatcher, DynamicOverrides
+from fluss_py.tablet.lifecycle import TabletServerState, transition
 from fluss_py.tablet.liveness import LivenessBeacon, is_own_stale_registration, new_incarnation
 from fluss_py.tablet.metadata_cache import MetadataCache
-from fluss_py.tablet.metrics import replica_metrics_text
+from fluss_py.tablet.metrics import PeerRefusalCollector, replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
-from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED, ReplicaLayer, TabletServicer
+from fluss_py.tablet.service import ReplicaLayer, TabletServicer
 from fluss_py.tablet.storage_health import StorageCollector, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import (
@@ -132,7 +131,7 @@ class TabletServer:
             auth=zk_credentials(config),
         )
         self.root = self.zk.root
-        self.state = "Starting"
+        self.state = TabletServerState.STARTING
         self.registered = False
         self.fence = CoordinatorFence(ZkCoordinatorRecords(self.zk))
         self.servicer: TabletServicer | None = None
@@ -140,7 +139,7 @@ class TabletServer:
         self.metadata_cache = MetadataCache()
         self.log_manager: LogDirs | None = None
         self.replica_manager: ReplicaManager | None = None
-        self._gateway: GrpcCoordinatorGateway | None = None
+        self._gateway: GrpcCoordinatorEndpoint | None = None
         self._custom_layer = replica_layer
         self.replica_layer: ReplicaLayer | None = replica_layer
         self._signals: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
@@ -159,7 +158,7 @@ class TabletServer:
         Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
               ).set_function(lambda: self.fence.highest)  # fmt: skip
         self.metrics.register(ZkSessionCollector(self.zk))
-        self.metrics.register(_RefusalCollector(self))
+        self.metrics.register(PeerRefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
@@ -227,7 +226,7 @@ class TabletServer:
         # only now may shutdown write the clean-shutdown marker: after a failed load it would let the next
         # start trust logs that were never recovered
         self.log_manager = log_manager
-        self._gateway = GrpcCoordinatorGateway(self._coordinator_address, replica_token=self.replica_token)
+        self._gateway = GrpcCoordinatorEndpoint(self._coordinator_address, replica_token=self.replica_token)
         endpoints = functools.partial(GrpcLeaderEndpoint, replica_token=self.replica_token)
         self.replica_manager = ReplicaManager(self.server_id, self.log_manager, self.config, self._gateway, endpoints)
         self.replica_manager.start()
@@ -292,7 +291,7 @@ class TabletServer:
             if self.replica_manager is not None:  # docs/dynamic-config.md
                 self._dynamic = DynamicConfigWatcher(self.zk, self.server_id, self._apply_dynamic)
                 self._dynamic.start()
-            self.state = "Running"
+            self.state = transition(self.server_id, self.state, TabletServerState.RUNNING)
             log.info("Tablet server %d is running", self.server_id)
             self._in_lifecycle = True
             await self._lifecycle()
@@ -350,7 +349,7 @@ class TabletServer:
         if leading == 0 and self._coordinator_address() is None:
             log.info("Tablet server %d leads no bucket and knows no coordinator leader: stopping", self.server_id)
             return
-        self.state = "ShuttingDown"
+        self.state = transition(self.server_id, self.state, TabletServerState.SHUTTING_DOWN)
         log.info("Controlled shutdown of tablet server %d: leading %d buckets", self.server_id, leading)
         timeout = CONTROLLED_SHUTDOWN_TIMEOUT_S if leading else FOLLOWER_SHUTDOWN_TIMEOUT_S
         if await controlled_shutdown(
@@ -363,7 +362,7 @@ class TabletServer:
                 await asyncio.sleep(0.02)
 
     async def _shutdown(self) -> None:
-        self.state = "Stopping"
+        self.state = transition(self.server_id, self.state, TabletServerState.STOPPING)
         self._in_lifecycle = False
         if self._leader_watch is not None:
             self._leader_watch.cancel()
@@ -501,31 +500,3 @@ class TabletServer:
         self.coordinator_leader = info
         self.metadata_cache.observe_coordinator(info)
         self.fence.observe_leader(info)
-
-
-REFUSAL_KINDS = (
-    REPLICA_NOT_AUTHENTICATED,
-    coordinator_fence.UNCONFIRMED,
-    coordinator_fence.NOT_LEADER,
-    coordinator_fence.STALE,
-)
-
-
-class _RefusalCollector:
-    """``fluss_tablet_peer_refusals_total{kind}`` at scrape time from the service's refusal log (and the
-    replica manager's per-bucket ``replica_not_assigned``)."""
-
-    def __init__(self, server: TabletServer) -> None:
-        self._server = server
-
-    def collect(self) -> Any:
-        family = CounterMetricFamily(
-            "fluss_tablet_peer_refusals", "Requests refused because the peer did not prove who it is",
-            labels=["kind"],
-        )  # fmt: skip
-        servicer, rm = self._server.servicer, self._server.replica_manager
-        counts = dict(servicer.refusals.counts) if servicer is not None else {}
-        for kind in REFUSAL_KINDS:
-            family.add_metric([kind], counts.get(kind, 0))
-        family.add_metric(["replica_not_assigned"], rm.reads.unassigned_fetches if rm is not None else 0)
-        yield family

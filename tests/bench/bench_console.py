@@ -24,7 +24,7 @@ from pathlib import Path
 from fluss_py.cli.console import console_url
 from fluss_py.client import SyncAdmin
 from fluss_py.console.snapshot import ConsoleSource, build_snapshot
-from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
@@ -39,7 +39,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def _sample_ms() -> tuple[float, int]:
     view = ClusterView()
-    view.add_table(TableInfo(1, TablePath("fluss", "t"), BUCKETS, 3), {b: (1, 2, 3) for b in range(BUCKETS)})
+    view.add_table(TableRegistration(1, TablePath("fluss", "t"), BUCKETS, 3), {b: (1, 2, 3) for b in range(BUCKETS)})
     for tb, bucket in view.buckets.items():
         bucket.leader_and_isr = LeaderAndIsr(1 + tb.bucket % 3, 0, (1, 2, 3), 1, 0)
     servers = {s: TabletServerRegistration("127.0.0.1", 9000 + s) for s in (1, 2, 3)}

@@ -227,7 +227,7 @@ class BucketSequencer(Generic[T]):
         return not self.in_flight and not self.retry and self.reset_from is None
 
 
-class WriterIdAllocator:
+class WriterIdSource:
     """Allocates writer ids from the coordinator leader (unique across coordinator failovers)."""
 
     def __init__(self, gateway: CoordinatorGateway, timeout: float) -> None:

@@ -30,7 +30,7 @@ from fluss_py.client.producer.accumulator import (
     bucket_for_key,
     record_size,
 )
-from fluss_py.client.producer.idempotence import WriterIdAllocator
+from fluss_py.client.producer.idempotence import WriterIdSource
 from fluss_py.client.producer.sender import Sender
 from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.common.auto_partition import TimeUnit, partition_for, routing_unit
@@ -73,7 +73,7 @@ class Producer:
         )
         self._pool = BufferPool(opts.buffer_memory)
         self._accumulator = RecordAccumulator(opts.batch_size, opts.linger, opts.compression, opts.delivery_timeout)
-        writer_ids = WriterIdAllocator(gateway, opts.request_timeout) if opts.idempotence else None
+        writer_ids = WriterIdSource(gateway, opts.request_timeout) if opts.idempotence else None
         self._sender = Sender(self._accumulator, self._pool, self.metadata, self._transport, opts, writer_ids)
         self._paths: dict[str, TablePath] = {}
         # per-record lookups, cached: table name -> info while the metadata version is unchanged, and each

@@ -27,7 +27,7 @@ from typing import Any
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.options import Backoff, ProducerOptions
 from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, RecordAccumulator
-from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdAllocator
+from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdSource
 from fluss_py.client.producer.request import encode_produce_request
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import PRODUCE_LOG, Transport
@@ -60,7 +60,7 @@ class Sender:
         metadata: ClusterMetadata,
         transport: Transport,
         options: ProducerOptions,
-        writer_ids: WriterIdAllocator | None,
+        writer_ids: WriterIdSource | None,
     ) -> None:
         self._acc = accumulator
         self._pool = pool

@@ -1,5 +1,5 @@
 """The replica layer's two gRPC seams against real grpc.aio servers on loopback: GrpcLeaderEndpoint
-(FetchLog, OffsetsForLeaderEpoch) and GrpcCoordinatorGateway (AdjustIsr, following NOT_COORDINATOR_LEADER)."""
+(FetchLog, OffsetsForLeaderEpoch) and GrpcCoordinatorEndpoint (AdjustIsr, following NOT_COORDINATOR_LEADER)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from fluss_py.errors import ErrorCode, NetworkExceptionError
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
-from fluss_py.replica.gateway import GrpcCoordinatorGateway
+from fluss_py.replica.gateway import GrpcCoordinatorEndpoint
 from fluss_py.replica.messages import (
     AdjustIsrItem,
     EpochRequest,
@@ -154,7 +154,7 @@ async def test_gateway_follows_the_named_coordinator_leader() -> None:
     real_server, real_port = await serve(lambda s: add(real, s))
     standby = Coordinator(f"127.0.0.1:{real_port}")
     standby_server, standby_port = await serve(lambda s: add(standby, s))
-    gateway = GrpcCoordinatorGateway(lambda: f"127.0.0.1:{standby_port}")
+    gateway = GrpcCoordinatorEndpoint(lambda: f"127.0.0.1:{standby_port}")
     try:
         results = await gateway.adjust_isr(2, [AdjustIsrItem(TB, 4, 6, (1, 2))])
         assert len(standby.requests) == 1 and len(real.requests) == 1

@@ -148,9 +148,9 @@ async def test_admin_follows_the_coordinator_through_failures() -> None:
     cluster = FakeCluster()
     cluster.fault("AllocateWriterId", "disconnect", times=2)
     async with Admin(cluster.servers[0], transport=cluster, retry=FAST) as admin:
-        from fluss_py.client.producer.idempotence import WriterIdAllocator
+        from fluss_py.client.producer.idempotence import WriterIdSource
 
-        allocator = WriterIdAllocator(admin._gateway, timeout=5)
+        allocator = WriterIdSource(admin._gateway, timeout=5)
         assert await allocator.allocate() == 101
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.coordinator.state import BucketState
-from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
 from fluss_py.zk.paths import TabletServerRegistration
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 def _view(leaders: dict[int, tuple[int, tuple[int, ...]]], epoch: int = 0) -> ClusterView:
     view = ClusterView()
-    view.add_table(TableInfo(7, TablePath("fluss", "orders"), 3, 3), {b: (1, 2, 3) for b in range(3)})
+    view.add_table(TableRegistration(7, TablePath("fluss", "orders"), 3, 3), {b: (1, 2, 3) for b in range(3)})
     for b, (leader, isr) in leaders.items():
         tb = TableBucket(7, b)
         view.buckets[tb].leader_and_isr = LeaderAndIsr(leader, epoch, isr, 1, 0)

@@ -23,7 +23,7 @@ from fluss_py.common.auto_partition import (
 )
 from fluss_py.coordinator.events import CreateTable, DropTable
 from fluss_py.coordinator.partition_manager import AutoPartitionManager
-from fluss_py.coordinator.tables import ClusterView, TableInfo
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.errors import InvalidRequestError, InvalidTableNameError
 from fluss_py.types import TablePath, split_partition
 
@@ -106,7 +106,7 @@ class FakeProcessor:
             self._add(TablePath("db", name), props)
 
     def _add(self, path: TablePath, props: dict[str, str]) -> None:
-        self.view.add_table(TableInfo(self.next_id, path, 1, 1, props), {0: (1,)})
+        self.view.add_table(TableRegistration(self.next_id, path, 1, 1, props), {0: (1,)})
         self.next_id += 1
 
     async def create_table(self, event: CreateTable) -> int:

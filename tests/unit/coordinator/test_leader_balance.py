@@ -4,7 +4,7 @@ election switch."""
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.leader_balance import imbalance, plan
 from fluss_py.coordinator.processor import TableProcessor
-from fluss_py.coordinator.tables import BucketInfo, TableInfo
+from fluss_py.coordinator.tables import BucketInfo, TableRegistration
 from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
 from fluss_py.zk.client import EpochFence
 
@@ -74,7 +74,9 @@ def test_leaderless_buckets_are_left_to_the_offline_election():
 def test_the_unclean_switch_is_per_table_with_the_coordinator_default():
     proc = TableProcessor(FakeStore(), CoordinatorContext(1, EpochFence(1, 1), "h", 1), channel=None)
     for table_id, props in ((1, {}), (2, {"unclean.leader.election.enable": "true"})):
-        proc.view.add_table(TableInfo(table_id, TablePath("fluss", f"t{table_id}"), 1, 3, props), {0: (1, 2, 3)})
+        proc.view.add_table(
+            TableRegistration(table_id, TablePath("fluss", f"t{table_id}"), 1, 3, props), {0: (1, 2, 3)}
+        )
     assert (proc.unclean_for(1), proc.unclean_for(2)) == (False, True)
     proc._unclean = True  # the coordinator's default applies where the table says nothing
     assert (proc.unclean_for(1), proc.unclean_for(2)) == (True, True)

@@ -5,11 +5,11 @@ import logging
 
 import pytest
 
+from fluss_py.common.state_machine import IllegalStateTransition
 from fluss_py.coordinator.state import (
     BUCKET_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
     BucketState,
-    IllegalStateTransition,
     ReplicaState,
     StateTable,
     transition,

@@ -2,13 +2,8 @@
 
 import pytest
 
-from fluss_py.coordinator.context import (
-    VALID_PREVIOUS,
-    CoordinatorState,
-    IllegalCoordinatorTransition,
-    StateMachine,
-    is_legal,
-)
+from fluss_py.common.state_machine import IllegalStateTransition
+from fluss_py.coordinator.context import VALID_PREVIOUS, CoordinatorState, StateMachine, is_legal
 
 S, E, L, D = CoordinatorState.STANDBY, CoordinatorState.ELECTING, CoordinatorState.LEADER, CoordinatorState.DOWN
 
@@ -32,14 +27,14 @@ def test_transition_refuses_illegal_moves_and_reports_changes():
     seen = []
     sm = StateMachine(on_change=seen.append)
     sm.transition(S)
-    with pytest.raises(IllegalCoordinatorTransition):
+    with pytest.raises(IllegalStateTransition):
         sm.transition(L)  # Standby -> Leader skips the election
     assert sm.current is S
     sm.transition(E)
     sm.transition(L)
     sm.transition(S)
     sm.transition(D)
-    with pytest.raises(IllegalCoordinatorTransition):
+    with pytest.raises(IllegalStateTransition):
         sm.transition(S)
     assert seen == [S, E, L, S, D]
     assert sm.name == "Down"

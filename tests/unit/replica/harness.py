@@ -11,7 +11,7 @@ from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.fetcher import FetchSettings
 from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
-from fluss_py.replica.messages import BucketState
+from fluss_py.replica.messages import LeaderAndIsrItem
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
 from tests.unit.replica.fakes import Cluster, FakeClock
 
@@ -87,7 +87,9 @@ class ReplicaCluster(Cluster):
         for i in replicas:
             if i in self.managers:
                 out[i] = await self.managers[i].become_leader_or_follower(
-                    self.coordinator_epoch, [BucketState(tb, lai, replicas, props or {})], [node(r) for r in replicas]
+                    self.coordinator_epoch,
+                    [LeaderAndIsrItem(tb, lai, replicas, props or {})],
+                    [node(r) for r in replicas],
                 )
         return out
 

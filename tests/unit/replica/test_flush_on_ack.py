@@ -12,7 +12,7 @@ from fluss_py.errors import ErrorCode, StorageError
 from fluss_py.log.config import LogConfig
 from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import isr as isr_rules
-from fluss_py.replica.replica import Replica, ReplicaState
+from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.tablet.metrics import render
 from fluss_py.types import LeaderAndIsr
 from tests.unit.replica.fakes import FakeClock, batch
@@ -48,7 +48,7 @@ def test_a_followers_flushed_offset_never_counts_beyond_its_fetch_offset() -> No
 def _leader(tmp_path: Path, on_ack: bool) -> Replica:
     log_ = LogTablet.open(tmp_path / "leader", TB, LogConfig(flush_on_ack=on_ack))
     r = Replica(TB, 1, log_, min_insync_replicas=1, lag_time_s=10.0, clock=FakeClock())
-    r.transition(ReplicaState.ONLINE)
+    r.transition(LocalReplicaState.ONLINE)
     r.make_leader(LeaderAndIsr(1, 0, (1, 2), 1, 0), R3)
     return r
 

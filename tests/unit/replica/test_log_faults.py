@@ -12,7 +12,7 @@ from fluss_py.errors import ErrorCode
 from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.log_faults import CORRUPT, OFFLINE, RECOVERED
 from fluss_py.replica.manager import ReplicaManager
-from fluss_py.replica.messages import BucketState
+from fluss_py.replica.messages import LeaderAndIsrItem
 from fluss_py.types import LeaderAndIsr
 from tests.unit.replica.fakes import batch, log_contents
 from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
@@ -56,7 +56,7 @@ async def test_a_full_dir_takes_its_replicas_offline_and_brings_them_back_when_i
         await wait_until(lambda: (2, OFFLINE, [TB]) in c.coordinator.faults)
         assert m.replica(TB) is None and TB in m.offline and m.fetchers.fetcher_of(TB) is None
         lai = c.coordinator.state[TB]
-        errors = await m.become_leader_or_follower(1, [BucketState(TB, lai, R3, {})], [node(r) for r in R3])
+        errors = await m.become_leader_or_follower(1, [LeaderAndIsrItem(TB, lai, R3, {})], [node(r) for r in R3])
         assert errors[TB].code == ErrorCode.STORAGE_ERROR
         fetched = await m.fetch(-1, 0, 1, 1 << 20, [])
         assert fetched == {}

@@ -12,9 +12,9 @@ from fluss_py.errors import (
     InvalidCoordinatorEpochError,
 )
 from fluss_py.replica.messages import (
-    BucketState,
     EpochRequest,
     FetchBucketRequest,
+    LeaderAndIsrItem,
     ListOffsetsRequest,
     OffsetSpec,
     StopReplicaItem,
@@ -89,7 +89,7 @@ async def test_stale_coordinator_epoch_is_rejected(cluster3: ReplicaCluster) -> 
     await cluster3.create(TB, R3)
     lai = cluster3.coordinator.state[TB]
     with pytest.raises(InvalidCoordinatorEpochError):
-        await cluster3.managers[1].become_leader_or_follower(0, [BucketState(TB, lai, R3)], [])
+        await cluster3.managers[1].become_leader_or_follower(0, [LeaderAndIsrItem(TB, lai, R3)], [])
     with pytest.raises(InvalidCoordinatorEpochError):
         await cluster3.managers[1].stop_replicas(0, [StopReplicaItem(TB)])
 
@@ -98,7 +98,7 @@ async def test_stale_leader_epoch_is_fenced_per_bucket(cluster3: ReplicaCluster)
     await cluster3.create(TB, R3)
     await cluster3.elect(TB, R3, leader=2, isr=R3)
     old = LeaderAndIsr(1, 0, R3, 1, 0)
-    errors = await cluster3.managers[1].become_leader_or_follower(1, [BucketState(TB, old, R3)], [])
+    errors = await cluster3.managers[1].become_leader_or_follower(1, [LeaderAndIsrItem(TB, old, R3)], [])
     assert errors[TB].code is ErrorCode.FENCED_LEADER_EPOCH
     assert not cluster3.managers[1].replica(TB).is_leader
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from fluss_py.errors import ErrorCode
-from fluss_py.replica.messages import BucketState
+from fluss_py.replica.messages import LeaderAndIsrItem
 from tests.unit.replica.fakes import batch
 from tests.unit.replica.harness import TB, ReplicaCluster, node, wait_until
 
@@ -24,12 +24,12 @@ async def _failover_told_to_the_follower_first(c: ReplicaCluster) -> None:
     """Leader 1 dies; the bucket moves to 2 at epoch 1 with ISR (2, 3); follower 3 hears of it first."""
     c.down.add(1)
     c.coordinator.state[TB] = c.coordinator.state[TB].with_leader(2, (2, 3), c.coordinator_epoch)
-    state = [BucketState(TB, c.coordinator.state[TB], REPLICAS, {})]
+    state = [LeaderAndIsrItem(TB, c.coordinator.state[TB], REPLICAS, {})]
     await c.managers[3].become_leader_or_follower(c.coordinator_epoch, state, NODES)
 
 
 async def _tell_the_new_leader(c: ReplicaCluster) -> None:
-    state = [BucketState(TB, c.coordinator.state[TB], REPLICAS, {})]
+    state = [LeaderAndIsrItem(TB, c.coordinator.state[TB], REPLICAS, {})]
     await c.managers[2].become_leader_or_follower(c.coordinator_epoch, state, NODES)
 
 

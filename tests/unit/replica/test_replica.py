@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fluss_py.common.state_machine import IllegalStateTransition
 from fluss_py.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -15,7 +16,7 @@ from fluss_py.errors import (
 )
 from fluss_py.log.config import LogConfig
 from fluss_py.log.tablet import LogTablet
-from fluss_py.replica.replica import VALID_PREVIOUS, IllegalStateTransition, Replica, ReplicaState
+from fluss_py.replica.replica import VALID_PREVIOUS, LocalReplicaState, Replica
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import FakeClock, batch, epochs
 
@@ -38,7 +39,7 @@ def new_log(server_id: int) -> LogTablet:
 
 def make(clock: FakeClock, server_id: int = 1, min_isr: int = 2) -> Replica:
     r = Replica(TB, server_id, new_log(server_id), min_insync_replicas=min_isr, lag_time_s=10.0, clock=clock)
-    r.transition(ReplicaState.ONLINE)
+    r.transition(LocalReplicaState.ONLINE)
     return r
 
 
@@ -46,8 +47,8 @@ def lai(leader=1, epoch=0, isr=REPLICAS, bucket_epoch=0) -> LeaderAndIsr:
     return LeaderAndIsr(leader, epoch, tuple(isr), 1, bucket_epoch)
 
 
-@pytest.mark.parametrize(("source", "target"), list(itertools.product(ReplicaState, ReplicaState)))
-def test_transition_table(source: ReplicaState, target: ReplicaState) -> None:
+@pytest.mark.parametrize(("source", "target"), list(itertools.product(LocalReplicaState, LocalReplicaState)))
+def test_transition_table(source: LocalReplicaState, target: LocalReplicaState) -> None:
     r = Replica(TB, 1, new_log(1), min_insync_replicas=1, lag_time_s=1.0, clock=FakeClock())
     r.state = source
     if source in VALID_PREVIOUS[target]:
@@ -60,9 +61,9 @@ def test_transition_table(source: ReplicaState, target: ReplicaState) -> None:
 
 
 def test_states_follow_the_design_diagram() -> None:
-    assert VALID_PREVIOUS[ReplicaState.ONLINE] == {ReplicaState.NEW, ReplicaState.OFFLINE}
-    assert ReplicaState.NEW not in VALID_PREVIOUS[ReplicaState.LEADER]  # not serving before the log is loaded
-    assert ReplicaState.OFFLINE not in VALID_PREVIOUS[ReplicaState.FOLLOWER]
+    assert VALID_PREVIOUS[LocalReplicaState.ONLINE] == {LocalReplicaState.NEW, LocalReplicaState.OFFLINE}
+    assert LocalReplicaState.NEW not in VALID_PREVIOUS[LocalReplicaState.LEADER]  # not serving before the log is loaded
+    assert LocalReplicaState.OFFLINE not in VALID_PREVIOUS[LocalReplicaState.FOLLOWER]
 
 
 def test_make_leader_assigns_the_new_epoch_at_the_current_leo() -> None:

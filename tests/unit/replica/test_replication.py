@@ -11,12 +11,12 @@ from fluss_py.record import RecordBatchBuilder
 from fluss_py.replica.fetcher.fetcher import FetchPhase
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import (
-    BucketState,
     EpochEndOffset,
     EpochResult,
     FetchBucketRequest,
     FetchBucketResult,
     FetchResponse,
+    LeaderAndIsrItem,
 )
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import FakeCoordinator, batch, epochs, log_contents
@@ -290,7 +290,7 @@ async def test_a_bucket_backed_off_during_a_long_poll_is_fetched_when_its_backof
         await c.create(TB, (1, 2))
         lai = LeaderAndIsr(1, 0, (1, 2), c.coordinator_epoch, 0)
         c.coordinator.state[tb2] = lai
-        state = [BucketState(tb2, lai, (1, 2), {})]
+        state = [LeaderAndIsrItem(tb2, lai, (1, 2), {})]
         await c.managers[2].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
         await asyncio.sleep(0.1)  # leader 1 does not know tb2 yet: refused, backed off, TB long-polled again
         await c.managers[1].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
@@ -362,11 +362,11 @@ async def test_follower_truncates_on_a_diverging_epoch_in_a_fetch_answer(clock, 
     m.start()
     try:
         lai = LeaderAndIsr(2, 0, (2,), 1, 0)
-        await m.become_leader_or_follower(1, [BucketState(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
+        await m.become_leader_or_follower(1, [LeaderAndIsrItem(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
         await m.append(1, 1.0, {TB: batch(b"a", b"b")})
         await m.append(1, 1.0, {TB: batch(b"c", b"d")})
         lai = lai.with_leader(1, (1, 2), 1)
-        await m.become_leader_or_follower(1, [BucketState(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
+        await m.become_leader_or_follower(1, [LeaderAndIsrItem(TB, lai, (1, 2), MIN1)], [node(1), node(2)])
         await wait_until(lambda: len(leader.fetches) >= 2)
         assert m.replica(TB).log_end_offset == 2
         assert leader.fetches[0].buckets[0].fetch_offset == 4 and leader.fetches[0].buckets[0].last_fetched_epoch == 0

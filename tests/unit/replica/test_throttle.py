@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fluss_py.errors import ErrorCode
-from fluss_py.replica.messages import BucketState, FetchBucketRequest
+from fluss_py.replica.messages import FetchBucketRequest, LeaderAndIsrItem
 from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import FakeClock, batch, values_of
@@ -66,7 +66,7 @@ async def _leader_with_a_catching_up_follower(tmp_path: Path, rate: int) -> tupl
     m = c.managers[1]
     for tb, isr, adding in ((TB_NEW, (1,), (3,)), (TB_ISR, (1, 3), ()), (TB_BACK, (1,), ())):
         lai = LeaderAndIsr(1, 0, isr, 1, 0)
-        await m.become_leader_or_follower(1, [BucketState(tb, lai, (1, 3), {}, adding)], [node(1), node(3)])
+        await m.become_leader_or_follower(1, [LeaderAndIsrItem(tb, lai, (1, 3), {}, adding)], [node(1), node(3)])
     for _ in range(10):
         for tb in (TB_NEW, TB_BACK):
             assert (await m.append(1, 1.0, {tb: batch(b"x" * 1000)}))[tb].error is None
@@ -137,9 +137,9 @@ async def test_the_move_ending_lifts_the_throttle_and_a_same_epoch_notify_sets_i
     m = c.managers[1]
     try:
         lai = LeaderAndIsr(1, 0, (1,), 1, 0)
-        await m.become_leader_or_follower(1, [BucketState(TB_BACK, lai, (1, 3), {}, (3,))], [node(1), node(3)])
+        await m.become_leader_or_follower(1, [LeaderAndIsrItem(TB_BACK, lai, (1, 3), {}, (3,))], [node(1), node(3)])
         assert m.replica(TB_BACK).is_throttled(3)
-        await m.become_leader_or_follower(1, [BucketState(TB_NEW, lai, (1, 3), {}, ())], [node(1), node(3)])
+        await m.become_leader_or_follower(1, [LeaderAndIsrItem(TB_NEW, lai, (1, 3), {}, ())], [node(1), node(3)])
         assert not m.replica(TB_NEW).is_throttled(3)
         out = await m.fetch(3, 0, 1, 1 << 20, [FetchBucketRequest(TB_NEW, 0, 1 << 20)])
         assert len(out[TB_NEW].records) > 10_000
