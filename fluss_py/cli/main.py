@@ -28,7 +28,6 @@ _COMMAND_MODULES = (
     "fluss_py.cli.console",  # console (the web console's URL)
     "fluss_py.cli.security",  # user add/list/remove, acl add/list/remove
     "fluss_py.cli.demo",  # demo failover
-    "fluss_py.cli.bench",  # bench (the benchmark suite, tests/bench)
     "fluss_py.cli.config_cmd",  # config (every key, default and range); config describe/alter (dynamic)
     "fluss_py.cli.verify",  # verify (a Jepsen-style check under faults)
 )
@@ -41,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue  # a command group not built yet
-        module.register(subparsers)
+        importlib.import_module(name).register(subparsers)
     return parser
 
 

@@ -101,16 +101,11 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             leader_address=leader.address,
         )
 
-    async def _on_leader(self, response_type: type, event: Event | None, fill: Callable[[Any, Any], None]) -> Any:
-        """Answer ``response_type``: NOT_COORDINATOR_LEADER off the leader; else submit ``event`` and ``fill``.
-
-        ``event`` None means the method is not implemented yet.
-        """
+    async def _on_leader(self, response_type: type, event: Event, fill: Callable[[Any, Any], None]) -> Any:
+        """Answer ``response_type``: NOT_COORDINATOR_LEADER off the leader; else submit ``event`` and ``fill``."""
         loop = self._server.serving_event_loop()
         if loop is None:
             return response_type(error=await self._not_leader())
-        if event is None:
-            return response_type(error=convert.error_code(ErrorCode.INVALID_REQUEST, "not implemented yet"))
         try:
             result = await loop.submit(event)
         except NotCoordinatorLeaderError as e:

@@ -27,8 +27,7 @@ carries this process's secret replica token, which its follower fetches present;
 followers' tokens (``TokenReplicaVerifier``, from UpdateMetadata or their registrations) and the
 coordinator leader's epoch and token (``CoordinatorFence``, fed by the leader watch): docs/peer-trust.md.
 
-Who may call: the CLI (``run``, ``request_stop``). A ``replica_layer`` given to the constructor replaces the
-real one (no logs, no replica manager: tests of membership and fencing only).
+Who may call: the CLI (``run``, ``request_stop``).
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ async def address_answers(host: str, port: int, timeout: float = 0.5) -> bool:
 class TabletServer:
     """Owns the ZooKeeper session, the ids registration, the leader watch, the RPC and HTTP servers."""
 
-    def __init__(self, config: cfg.Config, replica_layer: ReplicaLayer | None = None) -> None:
+    def __init__(self, config: cfg.Config) -> None:
         self.config = config
         self.server_id = int(config[cfg.TABLET_SERVER_ID])
         self.incarnation = new_incarnation()  # this process's life, in the registration and heartbeats
@@ -140,8 +139,7 @@ class TabletServer:
         self.log_manager: LogDirs | None = None
         self.replica_manager: ReplicaManager | None = None
         self._gateway: GrpcCoordinatorEndpoint | None = None
-        self._custom_layer = replica_layer
-        self.replica_layer: ReplicaLayer | None = replica_layer
+        self.replica_layer: ReplicaLayer | None = None
         self._signals: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         self._session = 0
         self._rpc_server: Any = None

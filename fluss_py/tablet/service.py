@@ -10,8 +10,7 @@ whole-request errors, logged and counted by a ``RefusalLog`` (``fluss_tablet_pee
 
 Everything else is the replica layer's job, plugged in through the narrow ``ReplicaLayer`` Protocol
 (one coroutine per RPC, request in, response out). The server plugs in ``tablet/replica_layer.py``'s
-``ManagerReplicaLayer``; ``UnimplementedReplicaLayer`` remains for fencing tests: data path methods answer
-INVALID_REQUEST "not implemented yet"; UpdateMetadata is kept and served back by GetMetadata.
+``ManagerReplicaLayer``; the unit tests of the fencing plug in a fake.
 
 Who may call: grpc.aio on the process's loop; ``ReplicaLayer`` methods are called from that loop only.
 """
@@ -25,12 +24,11 @@ import grpc.aio
 
 from fluss_py.errors import (
     CoordinatorNotAuthenticatedError,
-    ErrorCode,
     InvalidRequestError,
     ReplicaNotAuthenticatedError,
 )
 from fluss_py.rpc import convert
-from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, RefusalLog, TokenReplicaVerifier, presented
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
@@ -56,57 +54,6 @@ class ReplicaLayer(Protocol):
     async def stop_replica(self, request: Any) -> Any: ...
 
     async def update_metadata(self, request: Any) -> Any: ...
-
-
-def _not_implemented() -> common_pb2.ErrorInfo:
-    return convert.error_code(ErrorCode.INVALID_REQUEST, "not implemented yet")
-
-
-class UnimplementedReplicaLayer:
-    """Default layer until replicas exist: keeps UpdateMetadata's cluster view, refuses the rest."""
-
-    def __init__(self) -> None:
-        self.metadata: common_pb2.ClusterMetadata | None = None
-
-    async def produce_log(self, request: Any) -> Any:
-        return tablet_pb2.ProduceLogResponse(error=_not_implemented())
-
-    async def fetch_log(self, request: Any) -> Any:
-        return tablet_pb2.FetchLogResponse(error=_not_implemented())
-
-    async def list_offsets(self, request: Any) -> Any:
-        return tablet_pb2.ListOffsetsResponse(error=_not_implemented())
-
-    async def offsets_for_leader_epoch(self, request: Any) -> Any:
-        return tablet_pb2.OffsetsForLeaderEpochResponse(error=_not_implemented())
-
-    async def get_metadata(self, request: Any) -> Any:
-        if self.metadata is None:
-            info = convert.error_code(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no metadata from a coordinator leader yet")
-            return common_pb2.MetadataResponse(error=info)
-        return common_pb2.MetadataResponse(error=convert.ok(), metadata=self.metadata)
-
-    async def notify_leader_and_isr(self, request: Any) -> Any:
-        results = [
-            tablet_pb2.BucketResult(table_bucket=b.table_bucket, error=_not_implemented()) for b in request.buckets
-        ]
-        return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=results)
-
-    async def stop_replica(self, request: Any) -> Any:
-        results = [
-            tablet_pb2.BucketResult(table_bucket=b.table_bucket, error=_not_implemented()) for b in request.buckets
-        ]
-        return tablet_pb2.StopReplicaResponse(error=convert.ok(), buckets=results)
-
-    async def update_metadata(self, request: Any) -> Any:
-        self.metadata = request.metadata
-        log.info(
-            "Metadata from coordinator %d (epoch %d): tablet servers %s",
-            request.coordinator_id,
-            request.coordinator_epoch,
-            sorted(s.id for s in request.metadata.tablet_servers),
-        )
-        return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
 
 
 REPLICA_NOT_AUTHENTICATED = "replica_not_authenticated"

@@ -12,7 +12,6 @@
                        ``netns=True``: every process (and the test's clients, host ``client``) on its own
                        test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
 - ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
-- ``servers_built``    skips the test while `fluss-py coordinator|tablet-server` do not exist yet
 
 Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast. Their processes
 die with the thread that started them (PR_SET_PDEATHSIG): start processes from the test's own thread, not
@@ -21,7 +20,6 @@ from a worker thread that ends before the test does.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -41,18 +39,6 @@ TEST_OVERRIDES = {
     "log.level": "INFO",
 }
 _counter = itertools.count(1)
-
-
-def servers_available() -> bool:
-    return importlib.util.find_spec("fluss_py.cli.servers") is not None
-
-
-@pytest.fixture
-def servers_built() -> None:
-    if not zookeeper_installed():
-        pytest.skip("ZooKeeper is not installed (make install)")
-    if not servers_available():
-        pytest.skip("fluss_py.cli.servers (fluss-py coordinator/tablet-server) is not built yet")
 
 
 @pytest.fixture(scope="session")

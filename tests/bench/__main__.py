@@ -1,4 +1,5 @@
-"""Benchmark runner: ``python -m tests.bench [WORKLOAD ...]`` (``make bench``, ``fluss-py bench``).
+"""Benchmark runner: ``python -m tests.bench [WORKLOAD ...]`` (``make bench``; the suite needs a source checkout, so it
+is no ``fluss-py`` command).
 
 Runs every ``tests/bench/bench_*.py`` module whose name contains one of the WORKLOAD words (all when none):
 its ``run() -> list[dict]`` returns rows (name, value, unit, target, ok; optionally peer, the same workload's

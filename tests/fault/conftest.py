@@ -4,9 +4,8 @@ from fluss_py.testing.fixtures import (
     cluster_factory,
     long_session_zookeeper,
     netns_hosts,
-    servers_built,
     zk_root,
     zookeeper,
 )
 
-__all__ = ["cluster_factory", "long_session_zookeeper", "netns_hosts", "servers_built", "zk_root", "zookeeper"]
+__all__ = ["cluster_factory", "long_session_zookeeper", "netns_hosts", "zk_root", "zookeeper"]

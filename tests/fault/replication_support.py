@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-import pytest
 
 from fluss_py.client import Consumer, OffsetSpec, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.client.producer import Producer
@@ -285,20 +284,10 @@ def metric_value(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def skip_unless_data_path(cluster: LocalCluster, tb: TableBucket, leader: int) -> None:
-    """Skip (only) while the tablet server answers the data path with "not implemented yet" (read-only probe)."""
-    if cluster.security is not None:
-        return  # a secure cluster is newer than the data path
-    request = tablet_pb2.ListOffsetsRequest(
-        buckets=[tablet_pb2.ListOffsetsBucket(table_bucket=_tb_pb(tb), spec=tablet_pb2.LATEST)]
-    )
-    with grpc.insecure_channel(cluster.get(server_name(leader)).rpc_address) as channel:
-        response = tablet_pb2_grpc.TabletServiceStub(channel).ListOffsets(request, timeout=10.0)
-    if response.error.code == ErrorCode.INVALID_REQUEST and "not implemented" in response.error.message:
-        pytest.skip("the tablet server's data path is not wired yet (ListOffsets: not implemented yet)")
-
-
 # ---------------------------------------------------------------------------------------------- steady producer
+STEADY = ProducerOptions(acks=-1, idempotence=True, request_timeout=10.0, delivery_timeout=60.0)
+
+
 @dataclass
 class Sent:
     """One send of the steady producer (times are time.monotonic(); wall_ms is the send's wall clock)."""

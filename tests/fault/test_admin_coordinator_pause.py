@@ -22,7 +22,7 @@ from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.procs import wait_until
 from tests.fault.replication_support import bootstrap
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REQUEST_TIMEOUT_S = 2.0
 INTERVAL_S = 0.3

@@ -26,7 +26,7 @@ from fluss_py.testing.faults import kill9
 from fluss_py.testing.health import fetch_text
 from tests.fault.replication_support import bootstrap, consume, metric_value, produce
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "events"
 

@@ -28,13 +28,12 @@ from tests.fault.replication_support import (
     one_bucket_on_three_servers,
     produce,
     server_name,
-    skip_unless_data_path,
     wait_for_isr,
     wait_full_isr,
     wait_replicas_identical,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 NON_UTF8 = b"0\n2\n\xff\xfe\xfd 0\n\xc3\x28 10\n"
@@ -64,7 +63,6 @@ def test_a_follower_restarted_with_a_bad_checkpoint_rebuilds_it_once_and_rejoins
     cluster, tb, files = one_bucket_on_three_servers(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
         lai = leader_isr(zk, cluster, tb)
-        skip_unless_data_path(cluster, tb, lai.leader)
         wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         first = [b"first-%02d" % i for i in range(20)]
         assert produce(cluster, table, first) == list(range(20))

@@ -35,12 +35,11 @@ from tests.fault.replication_support import (
     produce,
     raw_produce_batch,
     server_name,
-    skip_unless_data_path,
     wait_full_isr,
     wait_replicas_identical,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 MiB = 1024 * 1024
@@ -74,7 +73,6 @@ def test_the_leader_refuses_every_lying_batch_and_nothing_is_written_or_replicat
     cluster, tb, files = one_bucket_on_three_servers(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
         leader = server_name(leader_isr(zk, cluster, tb).leader)
-        skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         good_before = [b"before-%02d" % i for i in range(10)]
         assert produce(cluster, table, good_before) == list(range(10))
@@ -114,7 +112,6 @@ def test_a_consumer_hands_out_every_record_before_a_bad_batch_on_disk_then_names
     table = "bad_on_disk"
     cluster, tb, files = one_bucket_on_three_servers(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
-        skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         good = [b"good-%02d" % i for i in range(10)]
         assert produce(cluster, table, good) == list(range(10))

@@ -37,7 +37,7 @@ from tests.fault.replication_support import (
     server_name,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 BUCKETS = 8
 CATCH_UP_S = 15.0  # a deadline for the wait, not a performance bound: the measured time is printed

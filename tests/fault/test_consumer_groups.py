@@ -22,7 +22,7 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.types import TableBucket
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "fluss.groups_fault"
 BUCKETS = 2

@@ -14,7 +14,7 @@ from fluss_py.testing.faults import kill9, pause, resume
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 FAILOVER_BUDGET_S = SESSION_TIMEOUT_S + 2.0  # acceptance: a new leader within session timeout + 2 s
 

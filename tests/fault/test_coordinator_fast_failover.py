@@ -22,7 +22,7 @@ from fluss_py.testing.fixtures import TEST_OVERRIDES
 from fluss_py.testing.zkview import ZkView
 from fluss_py.testing.zookeeper import ZooKeeperProcess
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 SESSION_S = 15.0
 PROOF_LINE = r"Coordinator \d+ at \S+ is dead: its connection broke"

@@ -37,7 +37,7 @@ from tests.fault.replication_support import (
     wait_replicas_identical,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 OVERRIDES = {**FAULT_OVERRIDES, "log.segment.file-size": "64KB", "log.flush.interval": "200ms"}
 VALUES = [b"%05d-" % i + b"v" * 1000 for i in range(300)]  # one batch each: about 5 segments

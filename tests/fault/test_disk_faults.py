@@ -38,7 +38,6 @@ from tests.fault.replication_support import (
 
 pytestmark = [
     pytest.mark.fault,
-    pytest.mark.usefixtures("servers_built"),
     pytest.mark.skipif(not disks.mounts_available(), reason="needs root to mount tmpfs / loop filesystems"),
 ]
 

@@ -22,7 +22,7 @@ from fluss_py.types import TableBucket
 from fluss_py.zk.paths import DynamicConfigZNode
 from tests.fault.replication_support import create_table, leader_isr, produce, server_name, wait_for_isr, wait_full_isr
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "dynamic"
 

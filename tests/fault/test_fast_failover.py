@@ -32,7 +32,7 @@ from fluss_py.testing.zkview import ZkView
 from fluss_py.testing.zookeeper import ZooKeeperProcess
 from fluss_py.zk.paths import LeaderIsrZNode, TabletServerZNode
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "fluss.fast_failover"
 BUCKETS = 3

@@ -24,7 +24,7 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.procs import wait_until
 from tests.fault.group_support import FLUSS_PY, Member, Members, commit_as
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "fluss.shared"
 BUCKETS = 12

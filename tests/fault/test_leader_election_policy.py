@@ -26,7 +26,7 @@ from tests.fault.replication_support import (
     wait_full_isr,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLET = {"replica.lag.time.max.ms": "2s"}
 BALANCE = {"leader.imbalance.check-interval": "1s"}

@@ -83,7 +83,7 @@ def epochs(cluster: LocalCluster, name: str, tb: TableBucket) -> dict[int, int]:
 
 
 def test_leader_cut_off_from_zookeeper_coordinator_and_followers_while_its_client_reaches_it(
-    servers_built, cluster_factory, workloads, tmp_path
+    cluster_factory, workloads, tmp_path
 ):
     cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
@@ -112,9 +112,7 @@ def test_leader_cut_off_from_zookeeper_coordinator_and_followers_while_its_clien
     finish(cluster, client)
 
 
-def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(
-    servers_built, cluster_factory, workloads, tmp_path
-):
+def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(cluster_factory, workloads, tmp_path):
     cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
         lai = leader_isr(zk, cluster, tb)
@@ -130,7 +128,7 @@ def test_follower_cut_off_leaves_the_isr_by_lag_and_rejoins_after_healing(
 
 
 def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_over(
-    servers_built, cluster_factory, workloads, tmp_path
+    cluster_factory, workloads, tmp_path
 ):
     cluster, client, _ = start(cluster_factory, workloads, tmp_path, coordinators=2)
     old = cluster.wait_for_leader(15)
@@ -151,7 +149,7 @@ def test_coordinator_leader_cut_off_from_zookeeper_steps_down_and_another_takes_
     finish(cluster, client)
 
 
-def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factory, workloads, tmp_path):
+def test_kill_9_of_the_zookeeper_leader_under_load(cluster_factory, workloads, tmp_path):
     cluster, client, _ = start(cluster_factory, workloads, tmp_path)
     zk_leader = nemesis.zookeeper_leader(cluster)
     assert zk_leader is not None
@@ -165,7 +163,7 @@ def test_kill_9_of_the_zookeeper_leader_under_load(servers_built, cluster_factor
 
 
 @pytest.mark.slow
-def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory, workloads, tmp_path):
+def test_zookeeper_quorum_lost_for_30s_under_load(cluster_factory, workloads, tmp_path):
     """2 of 3 ZooKeeper members down for 30 s: the data path goes on (no ISR change needs ZooKeeper while
     every replica keeps up), no second coordinator leader appears, and everything recovers after."""
     cluster, client, _ = start(cluster_factory, workloads, tmp_path, coordinators=2)
@@ -193,7 +191,7 @@ def test_zookeeper_quorum_lost_for_30s_under_load(servers_built, cluster_factory
 
 
 @pytest.mark.slow
-def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factory, workloads, tmp_path):
+def test_latency_jitter_and_loss_on_a_leaders_link(cluster_factory, workloads, tmp_path):
     """30 s of 100 ms ± 50 ms and 20 % loss on the leader's link: nothing lost; ISR changes counted."""
     cluster, client, tb = start(cluster_factory, workloads, tmp_path)
     with cluster.zk_view() as zk:
@@ -227,7 +225,7 @@ def test_latency_jitter_and_loss_on_a_leaders_link(servers_built, cluster_factor
     )
 
 
-def test_a_zookeeper_member_freezing_while_a_tablet_server_starts_does_not_kill_it(servers_built, cluster_factory):
+def test_a_zookeeper_member_freezing_while_a_tablet_server_starts_does_not_kill_it(cluster_factory):
     """Found by make chaos: a request pending on a member that stops answering fails with ConnectionLoss while
     kazoo moves the session to another member; the starting server must retry, not exit.
 

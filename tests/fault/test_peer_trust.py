@@ -46,7 +46,7 @@ from tests.fault.replication_support import (
     wait_full_isr,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 

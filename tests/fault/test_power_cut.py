@@ -41,7 +41,7 @@ from tests.fault.replication_support import (
     wait_full_isr,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 SERVERS = (1, 2, 3)
 ACKED_BEFORE_CUT = 200

@@ -36,7 +36,7 @@ from .replication_support import (
     server_name,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 BUCKETS = 30
 RF = 3

@@ -37,14 +37,13 @@ from tests.fault.replication_support import (
     raw_produce,
     server_id,
     server_name,
-    skip_unless_data_path,
     wait_for_isr,
     wait_for_leader_change,
     wait_full_isr,
     wait_replicas_identical,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 PREFIX = [b"p%03d" % i for i in range(20)]
@@ -56,7 +55,6 @@ PARKED_FETCH_EXPIRY_S = 2 * int(FAULT_OVERRIDES["replica.fetch.wait.max.ms"]) / 
 
 def _committed_prefix(cluster, zk, tb, table, files) -> None:
     """20 acks=all records, on every replica."""
-    skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
     wait_full_isr(zk, cluster, tb, REPLICAS, 15)
     assert produce(cluster, table, PREFIX) == list(range(20))
     wait_replicas_identical(cluster, files, 20, 10)

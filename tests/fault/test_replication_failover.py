@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from fluss_py.client import ProducerOptions
 from fluss_py.testing.faults import kill9
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
@@ -27,6 +26,7 @@ from tests.fault.replication_support import (
     DATABASE,
     FAULT_OVERRIDES,
     SLOW_MS,
+    STEADY,
     Batch,
     ReplicaFiles,
     Sent,
@@ -42,19 +42,17 @@ from tests.fault.replication_support import (
     epochs_of_batches,
     leader_isr,
     server_name,
-    skip_unless_data_path,
     slow_sends,
     wait_for_leader_change,
     wait_full_isr,
     wait_replicas_identical,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 FAILOVER_TIMEOUT_S = SESSION_TIMEOUT_S + 10.0  # generous: the budget is checked by the failover-speed issue
 # The steady producer: acks=all, idempotent, default-like retries. Timeouts far above any failover.
-STEADY = ProducerOptions(acks=-1, idempotence=True, request_timeout=10.0, delivery_timeout=60.0)
 
 
 @dataclass
@@ -168,7 +166,6 @@ def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, caps
     tb = TableBucket(table_id, 0)
     trials: list[Trial] = []
     with ZkView(cluster.zookeeper_address) as zk:
-        skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         identity = cluster.client_identity()
         tail = TailingConsumer(bootstrap(cluster), f"{DATABASE}.{table}", security=identity).start()  # both failovers
@@ -221,7 +218,6 @@ def test_kill9_of_the_coordinator_leader_during_steady_producing_is_not_felt(clu
     table_id = create_table(cluster, table, buckets=3)
     tbs = [TableBucket(table_id, b) for b in range(3)]
     with ZkView(cluster.zookeeper_address) as zk:
-        skip_unless_data_path(cluster, tbs[0], leader_isr(zk, cluster, tbs[0]).leader)
         for tb in tbs:
             wait_full_isr(zk, cluster, tb, REPLICAS, 15)
     producer = SteadyProducer(bootstrap(cluster), f"{DATABASE}.{table}", STEADY, bucket_of=lambda seq: seq % 3).start()

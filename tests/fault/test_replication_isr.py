@@ -28,6 +28,7 @@ from fluss_py.types import TableBucket
 from tests.fault.replication_support import (
     DATABASE,
     FAULT_OVERRIDES,
+    STEADY,
     ReplicaFiles,
     SteadyProducer,
     TailingConsumer,
@@ -42,16 +43,14 @@ from tests.fault.replication_support import (
     raw_produce,
     registered,
     server_name,
-    skip_unless_data_path,
     slow_sends,
     wait_for_isr,
     wait_for_leader_change,
     wait_full_isr,
     wait_replicas_identical,
 )
-from tests.fault.test_replication_failover import STEADY
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 REPLICAS = (1, 2, 3)
 LAG_MS = 1500
@@ -82,7 +81,6 @@ def test_a_stopped_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_
     cluster, tb = _isr_cluster(cluster_factory, table)
     with ZkView(cluster.zookeeper_address) as zk:
         start = leader_isr(zk, cluster, tb)
-        skip_unless_data_path(cluster, tb, start.leader)
         start = wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         follower = next(s for s in REPLICAS if s != start.leader)
         session = registered(zk, cluster, follower)
@@ -121,7 +119,6 @@ def test_two_stopped_followers_below_min_isr_refuse_acks_all_before_append_and_a
     cluster, tb = _isr_cluster(cluster_factory, table)
     files = {server_name(s): ReplicaFiles(cluster, server_name(s), tb) for s in REPLICAS}
     with ZkView(cluster.zookeeper_address) as zk:
-        skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         start = wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         prefix = [b"p%d" % i for i in range(10)]
         assert produce(cluster, table, prefix) == list(range(10))
@@ -166,7 +163,6 @@ def test_zombie_leader_completes_no_acks_all_write_steps_down_truncates_and_foll
     tb = TableBucket(create_table(cluster, table), 0)
     files = {server_name(s): ReplicaFiles(cluster, server_name(s), tb) for s in REPLICAS}
     with ZkView(cluster.zookeeper_address) as zk:
-        skip_unless_data_path(cluster, tb, leader_isr(zk, cluster, tb).leader)
         before = wait_full_isr(zk, cluster, tb, REPLICAS, 15)
         zombie = server_name(before.leader)
         session = registered(zk, cluster, before.leader)

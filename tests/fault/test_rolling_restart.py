@@ -49,7 +49,7 @@ from tests.fault.replication_support import (
     slow_sends,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 BUCKETS = 4
 MIN_ISR = 2

@@ -34,7 +34,7 @@ from tests.fault.replication_support import (
     wait_full_isr,
 )
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 BROKEN = b"-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n"
 STEADY = ProducerOptions(acks=-1, idempotence=True, request_timeout=10.0, delivery_timeout=60.0)

@@ -18,7 +18,7 @@ SEED = 38  # a 75 s schedule with every kind, three kinds of partition, loss and
 
 
 @pytest.mark.timeout(480)
-def test_short_verify_run_under_every_fault_kind(servers_built, netns_hosts, tmp_path: Path):
+def test_short_verify_run_under_every_fault_kind(netns_hosts, tmp_path: Path):
     options = VerifyOptions(time=75, seed=SEED, zookeepers=3, coordinators=2, tablet_servers=3, producers=2, rate=20)
     verify = Verify(options, tmp_path / "verify")
     report = verify.run()
@@ -34,7 +34,7 @@ def test_short_verify_run_under_every_fault_kind(servers_built, netns_hosts, tmp
 
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
-def test_chaos_run(servers_built, netns_hosts, tmp_path: Path):
+def test_chaos_run(netns_hosts, tmp_path: Path):
     """``make chaos``: the long run; FLUSS_PY_CHAOS_TIME / _SEED / _OUT change its length, seed and output."""
     out = Path(os.environ.get("FLUSS_PY_CHAOS_OUT", tmp_path / "chaos"))
     options = VerifyOptions(

@@ -23,7 +23,7 @@ from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.health import fetch_text
 from fluss_py.testing.ports import PortAllocator
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 FLUSS_PY = str(Path(sys.executable).parent / "fluss-py")
 BUCKETS = 3

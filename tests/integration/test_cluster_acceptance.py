@@ -16,7 +16,7 @@ from fluss_py.testing.health import fetch_text
 from fluss_py.testing.zkview import ZkView, parse_wchc
 from fluss_py.testing.zookeeper import ZKCLI
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 
 def _election_watches(cluster, zk: ZkView) -> tuple[list[str], dict[str, int | None], dict[int, set[str]]]:

@@ -17,7 +17,7 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.faults import kill9
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 TABLE = "fluss.console_t"
 

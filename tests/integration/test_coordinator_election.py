@@ -123,7 +123,6 @@ def _stub(cluster, name: str) -> tuple[grpc.Channel, coordinator_pb2_grpc.Coordi
     return channel, coordinator_pb2_grpc.CoordinatorServiceStub(channel)
 
 
-@pytest.mark.usefixtures("servers_built")
 def test_standby_names_the_leader_and_the_leader_serves_databases(cluster_factory):
     cluster = cluster_factory(coordinators=2, tablet_servers=0)
     leader = cluster.wait_for_leader(15)
@@ -163,7 +162,6 @@ def test_standby_names_the_leader_and_the_leader_serves_databases(cluster_factor
         assert zk.children(DatabaseZNode.parent(cluster.zk_root)) == ["fluss"]
 
 
-@pytest.mark.usefixtures("servers_built")
 def test_sigterm_of_the_leader_deletes_its_nodes_at_once_and_hands_over(cluster_factory):
     cluster = cluster_factory(coordinators=2, tablet_servers=0, overrides={"zookeeper.session-timeout": "10s"})
     leader = cluster.wait_for_leader(15)
@@ -182,7 +180,6 @@ def test_sigterm_of_the_leader_deletes_its_nodes_at_once_and_hands_over(cluster_
     ]  # fmt: skip
 
 
-@pytest.mark.usefixtures("servers_built")
 def test_a_leader_that_cannot_initialise_releases_leadership(cluster_factory):
     cluster = cluster_factory(coordinators=2, tablet_servers=0, start=False)
     root = cluster.zk_root
@@ -235,7 +232,6 @@ def test_unreachable_zookeeper_is_retried_then_exits_1(tmp_path):
     assert len(re.findall(r"is not reachable yet .* retrying", log)) >= 2
 
 
-@pytest.mark.usefixtures("servers_built")
 def test_leader_steps_down_when_zookeeper_is_silent_past_the_session_timeout(cluster_factory):
     cluster = cluster_factory(coordinators=1, tablet_servers=0, own_zookeeper=True)
     leader = cluster.wait_for_leader(15)

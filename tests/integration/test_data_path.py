@@ -34,7 +34,7 @@ from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.testing.health import fetch_text
 from fluss_py.types import TableBucket
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 TABLE = "fluss.data_path"
 BUCKETS = 3

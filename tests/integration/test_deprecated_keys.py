@@ -3,7 +3,7 @@ says so in exactly one warning at start-up (docs/operations.md "Deprecated key n
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 WARNING = "Deprecated configuration key(s), accepted for now"
 

@@ -27,7 +27,7 @@ from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.faults import paused
 from fluss_py.testing.health import fetch_text
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 TABLE = "fluss.metrics_t"
 BUCKETS = 8

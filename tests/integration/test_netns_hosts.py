@@ -17,7 +17,7 @@ from fluss_py.zk.paths import TabletServerZNode
 pytestmark = pytest.mark.integration
 
 
-def test_every_process_has_its_own_address_and_the_ensemble_has_a_quorum(servers_built, cluster_factory):
+def test_every_process_has_its_own_address_and_the_ensemble_has_a_quorum(cluster_factory):
     cluster = cluster_factory(1, 1, netns=True, zookeepers=3)
     prefix = cluster.net.prefix
     addresses = {n: cluster.get(n).rpc_address.rsplit(":", 1)[0] for n in cluster.names()}
@@ -33,7 +33,7 @@ def test_every_process_has_its_own_address_and_the_ensemble_has_a_quorum(servers
     assert namespaces_of(prefix) == []
 
 
-def test_a_failing_test_leaves_no_namespace_behind(servers_built, netns_hosts, tmp_path: Path):
+def test_a_failing_test_leaves_no_namespace_behind(netns_hosts, tmp_path: Path):
     cluster = LocalCluster(tmp_path / "c", 0, 0, netns=True, die_with_parent=True)
     prefix = cluster.net.prefix
     with pytest.raises(RuntimeError, match="the test failed"), cluster:
@@ -43,7 +43,7 @@ def test_a_failing_test_leaves_no_namespace_behind(servers_built, netns_hosts, t
     assert not cluster.alive("zookeeper")
 
 
-def test_a_partition_from_zookeeper_expires_the_session_silently_and_heals(servers_built, cluster_factory):
+def test_a_partition_from_zookeeper_expires_the_session_silently_and_heals(cluster_factory):
     cluster = cluster_factory(1, 2, netns=True, zookeepers=3)
     victim = "tablet-server-2"
     with cluster.zk_view() as zk:
@@ -67,7 +67,7 @@ def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=check)
 
 
-def test_cli_up_netns_partition_netem_heal_down(servers_built, netns_hosts, tmp_path: Path):
+def test_cli_up_netns_partition_netem_heal_down(netns_hosts, tmp_path: Path):
     d = str(tmp_path / "c")
     prefix = None
     try:

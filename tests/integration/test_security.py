@@ -36,7 +36,7 @@ from fluss_py.testing.procs import wait_until
 from fluss_py.testing.secure import with_zookeeper
 from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZNode, RebalanceZNode, TabletServerZNode
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 TABLE = "sec.events"
 READER, READER_PASSWORD = "reader", "reader-secret-1"

@@ -16,7 +16,7 @@ import pytest
 
 from fluss_py.testing.cluster import LocalCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 FLUSS_PY = str(Path(sys.executable).parent / "fluss-py")
 BOB_PASSWORD = "bob-very-secret-9"

@@ -33,7 +33,7 @@ from fluss_py.zk.paths import (
     TableZNode,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 
 def _coordinator(cluster, name):

@@ -18,7 +18,7 @@ from fluss_py.testing.ports import free_port
 from fluss_py.testing.zkview import ZkView
 from fluss_py.zk.paths import TabletServerZNode
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 
 def _update_metadata(cluster, tablet: str, epoch: int, coordinator_id: int) -> int:

@@ -40,6 +40,4 @@ def test_refused_move_logs_subject_and_both_states_and_is_an_unknown_server_erro
 
 
 def test_offset_spec_numbers_are_the_wire_enum():
-    assert {s.name: int(s) for s in OffsetSpec} == {
-        n: v for n, v in tablet_pb2.OffsetSpec.items()
-    }
+    assert {s.name: int(s) for s in OffsetSpec} == {n: v for n, v in tablet_pb2.OffsetSpec.items()}

@@ -14,7 +14,7 @@ from fluss_py.errors import InvalidRequestError, UnknownMemberIdError
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 from tests.unit.client.fake_groups import FakeGroups
-from tests.unit.client.test_consumer import FAST, fill
+from tests.unit.client.helpers import FAST, fill
 
 pytestmark = pytest.mark.timeout(30)
 

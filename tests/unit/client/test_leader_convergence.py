@@ -20,7 +20,7 @@ from fluss_py.client.producer import Producer
 from fluss_py.errors import UnknownLeaderEpochError
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
-from tests.unit.client.test_consumer import poll_n
+from tests.unit.client.helpers import poll_n
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,8 +12,9 @@ from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, REPLICA_TOKEN_KEY, TokenReplicaVerifier
 from fluss_py.tablet import coordinator_fence as cf
 from fluss_py.tablet.coordinator_fence import CoordinatorFence, CoordinatorRefused
-from fluss_py.tablet.service import TabletServicer, UnimplementedReplicaLayer
+from fluss_py.tablet.service import TabletServicer
 from fluss_py.types import CoordinatorLeaderInfo
+from tests.unit.tablet.fake_replica_layer import MetadataOnlyReplicaLayer
 
 
 class FakeRecords:
@@ -153,7 +154,7 @@ def coordinator(token: str) -> Context:
 
 async def test_servicer_checks_every_control_request_and_counts_refusals():
     fence, _, _ = fence_at(7, "t7")
-    svc = TabletServicer(fence, UnimplementedReplicaLayer(), TokenReplicaVerifier(1))
+    svc = TabletServicer(fence, MetadataOnlyReplicaLayer(), TokenReplicaVerifier(1))
     md = common_pb2.ClusterMetadata(coordinator_epoch=7, tablet_servers=[common_pb2.ServerNode(id=1)])
     old = dict(coordinator_epoch=6, coordinator_id=1)
     r1 = await svc.UpdateMetadata(tablet_pb2.UpdateMetadataRequest(**old, metadata=md), coordinator("t7"))
@@ -173,7 +174,7 @@ async def test_servicer_checks_every_control_request_and_counts_refusals():
 
 async def test_with_mutual_tls_a_control_request_needs_the_claimed_coordinators_certificate():
     fence, _, _ = fence_at(7, "t7")
-    svc = TabletServicer(fence, UnimplementedReplicaLayer(), TokenReplicaVerifier(1), coordinator_certificates=True)
+    svc = TabletServicer(fence, MetadataOnlyReplicaLayer(), TokenReplicaVerifier(1), coordinator_certificates=True)
     now = dict(coordinator_epoch=7, coordinator_id=1)
     stop = tablet_pb2.StopReplicaRequest(**now, buckets=[tablet_pb2.StopReplicaBucket(delete=True)])
     for uris in ((), ("fluss://tablet-server/1",), ("fluss://coordinator/2",)):  # the right token every time
@@ -195,7 +196,7 @@ def fetch(replica_id: int) -> tablet_pb2.FetchLogRequest:
 
 async def test_servicer_serves_a_follower_fetch_only_to_the_server_holding_its_token():
     fence, _, _ = fence_at(7, "t7")
-    svc = TabletServicer(fence, UnimplementedReplicaLayer(), TokenReplicaVerifier(1))
+    svc = TabletServicer(fence, MetadataOnlyReplicaLayer(), TokenReplicaVerifier(1))
     tokens = [tablet_pb2.ReplicaToken(server_id=s, token=f"secret-{s}") for s in (1, 2, 3)]
     update = tablet_pb2.UpdateMetadataRequest(
         coordinator_epoch=7, coordinator_id=1, metadata=common_pb2.ClusterMetadata(), replica_tokens=tokens
@@ -212,8 +213,8 @@ async def test_servicer_serves_a_follower_fetch_only_to_the_server_holding_its_t
         assert answer.error.code == ErrorCode.REPLICA_NOT_AUTHENTICATED, claimed
     assert svc.refusals.counts == {"replica_not_authenticated": 4}
     assert (await svc.FetchLog(fetch(-7), Context())).error.code == ErrorCode.INVALID_REQUEST
-    # proven: passed on to the replica layer (this one answers "not implemented"); clients need no token
+    # proven: passed on to the replica layer (this fake refuses everything); clients need no token
     passed = await svc.FetchLog(fetch(2), Context(**{REPLICA_TOKEN_KEY: "secret-2"}))
-    assert passed.error.code == ErrorCode.INVALID_REQUEST and "not implemented" in passed.error.message
+    assert passed.error.code == ErrorCode.INVALID_REQUEST and "fake replica layer" in passed.error.message
     client = await svc.FetchLog(fetch(-1), Context())
-    assert client.error.code == ErrorCode.INVALID_REQUEST and "not implemented" in client.error.message
+    assert client.error.code == ErrorCode.INVALID_REQUEST and "fake replica layer" in client.error.message

@@ -10,7 +10,6 @@ from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.tablet.liveness import LivenessBeacon
 from fluss_py.types import TableBucket
-from tests.unit.coordinator.rebalance.test_executor import grown  # noqa: F401  (fixture)
 
 A, B, C = TableBucket(1, 0), TableBucket(1, 1), TableBucket(2, 0)
 
@@ -56,7 +55,7 @@ async def test_the_beacon_carries_led_sizes_on_the_first_heartbeat_and_then_ever
     assert not LivenessBeacon(1, "inc").heartbeat(0, True).sizes_included  # no provider: never a report
 
 
-async def test_the_plan_counts_the_reported_sizes(grown):  # noqa: F811
+async def test_the_plan_counts_the_reported_sizes(grown):
     rig, _ = grown
     sizes = BucketSizes()
     led: dict[int, dict[TableBucket, int]] = {}
