@@ -117,9 +117,9 @@ class OffsetCheckpoint:
     """``<table_id> <bucket> <offset>`` per bucket, one file per kind per data dir. ``write`` of the offsets
     it wrote last time writes nothing (an idle server with thousands of buckets checkpoints every second).
 
-    Writes may come from the event loop and from one worker thread (``LogManager.checkpoint_async``): they are
-    serialized, and a snapshot taken before the one already written (``seq``) is dropped, so the file never
-    goes back to older offsets (docs/storage.md §7)."""
+    Writes may come from the event loop and from one worker thread (the replica layer's
+    ``log_flush.checkpoint``): they are serialized, and a snapshot taken before the one already written
+    (``seq``) is dropped, so the file never goes back to older offsets (docs/storage.md §7)."""
 
     def __init__(self, path: Path) -> None:
         self._file = CheckpointFile(path, 3)

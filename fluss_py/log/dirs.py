@@ -29,7 +29,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,7 +106,7 @@ class _Dir:
 class LogDirs:
     """Owns every data directory of the server (see the module docstring). The replica layer uses it where
     it used one ``LogManager``: ``get``/``get_or_create``/``delete``/``set_aside``/``checkpoint``/
-    ``flush_all_async``/``shutdown`` and the merged ``logs``."""
+    ``online_managers``/``shutdown`` and the merged ``logs``."""
 
     def __init__(self, paths: Sequence[Path], config: cfg.Config) -> None:
         self.config = config
@@ -256,27 +256,15 @@ class LogDirs:
             if d.failure is None:
                 self._guard(d, d.manager.checkpoint)
 
-    async def checkpoint_async(self) -> None:
-        """``checkpoint`` with each directory's writes in a worker thread (``LogManager.checkpoint_async``)."""
-        await self._each_online_async(lambda m: m.checkpoint_async())
-
     def flush_all(self) -> None:
         for d in self._dirs:
             if d.failure is None:
                 self._guard(d, d.manager.flush_all)
 
-    async def flush_all_async(self) -> None:
-        """Each online directory's flush (fsyncs in a worker thread); a failing one goes offline."""
-        await self._each_online_async(lambda m: m.flush_all_async())
-
-    async def _each_online_async(self, step: Callable[[LogManager], Awaitable[None]]) -> None:
-        """``step`` on each online directory's manager in turn; a disk error takes that directory offline."""
-        for d in self._dirs:
-            if d.failure is None:
-                try:
-                    await step(d.manager)
-                except (OSError, StorageError) as e:
-                    self.fail(d.path, e)
+    def online_managers(self) -> list[tuple[Path, LogManager]]:
+        """Each online directory with its manager (the replica layer's flush and checkpoint off the loop walk
+        them, reporting a disk error of one through ``fail``)."""
+        return [(d.path, d.manager) for d in self._dirs if d.failure is None]
 
     def _guard(self, d: _Dir, fn: Callable[..., object], *args: object) -> object:
         try:

@@ -12,7 +12,6 @@ Data dir layout::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -39,7 +38,7 @@ _BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
 
 
 def sync_and_close(jobs: list[FlushJob]) -> None:
-    """The thread half of ``flush_all_async``: fsync every job's descriptors, close them all."""
+    """The thread half of a flush off the loop (``begin_flush_all``): fsync every job's descriptors, close them all."""
     try:
         for job in jobs:
             job.sync()
@@ -68,7 +67,7 @@ class LogManager:
         self.hw_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT)
         self.recovery_checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self.log_start_checkpoint = OffsetCheckpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
-        self._checkpoint_seq = 0  # snapshots taken (checkpoint_async writes in a thread; the newest wins)
+        self._checkpoint_seq = 0  # snapshots taken (written in a thread by the replica layer: the newest wins)
         self.had_clean_shutdown = False
 
     def default_log_config(self) -> LogConfig:
@@ -192,21 +191,11 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three per-dir offset checkpoints (temp file + fsync + rename)."""
-        self._write_checkpoints(self._checkpoint_snapshot())
+        self.write_checkpoints(self.checkpoint_snapshot())
 
-    async def checkpoint_async(self) -> None:
-        """``checkpoint`` with the writes and fsyncs in a worker thread: the offsets are read here, on the
-        loop, and a later snapshot written meanwhile (a synchronous ``checkpoint``) wins (docs/storage.md §7).
-        Cancelled, it still waits for the thread."""
-        write = asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, self._checkpoint_snapshot())
-        try:
-            await asyncio.shield(write)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await write
-            raise
-
-    def _checkpoint_snapshot(self) -> tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]:
+    def checkpoint_snapshot(self) -> tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]:
+        """The offsets to checkpoint, read now, numbered: ``write_checkpoints`` may run it in another thread,
+        and a later snapshot written meanwhile (a synchronous ``checkpoint``) wins (docs/storage.md §7)."""
         self._checkpoint_seq += 1
         logs = self.logs.items()
         return self._checkpoint_seq, [
@@ -216,7 +205,7 @@ class LogManager:
         ]
 
     @staticmethod
-    def _write_checkpoints(snapshot: tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]) -> None:
+    def write_checkpoints(snapshot: tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]) -> None:
         seq, files = snapshot
         for checkpoint_file, offsets in files:
             checkpoint_file.write(offsets, seq)
@@ -225,9 +214,11 @@ class LogManager:
         for t in self.logs.values():
             t.flush()
 
-    async def flush_all_async(self) -> None:
-        """``flush_all`` with the fsyncs in a worker thread, so the event loop keeps serving while the disk
-        syncs (docs/storage.md §7). Cancelled, it still waits for the thread, and moves no recovery point."""
+    def begin_flush_all(self) -> list[FlushJob]:
+        """The first half of a flush off the event loop (docs/storage.md §7): one job per log with unflushed
+        data (its descriptors duplicated). Then ``sync_and_close(jobs)`` in any thread, then
+        ``end_flush_all(jobs)`` (moves the recovery points). If the sync never completes, no recovery point
+        moves and the next flush syncs again (``replica/log_flush.py`` runs the three steps)."""
         jobs: list[FlushJob] = []
         try:
             for t in self.logs.values():
@@ -238,15 +229,10 @@ class LogManager:
             for job in jobs:
                 job.close()
             raise
-        if not jobs:
-            return
-        sync = asyncio.get_running_loop().run_in_executor(None, sync_and_close, jobs)
-        try:
-            await asyncio.shield(sync)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):  # the next flush (or close) syncs again
-                await sync
-            raise
+        return jobs
+
+    @staticmethod
+    def end_flush_all(jobs: list[FlushJob]) -> None:
         for job in jobs:
             job.tablet.end_flush(job)
 

@@ -28,6 +28,7 @@ from fluss_py.errors import (
 from fluss_py.log.config import LogConfig, table_setting
 from fluss_py.log.dirs import LogDirs
 from fluss_py.log.manager import LogManager
+from fluss_py.replica import log_flush
 from fluss_py.replica.delayed import DelayedProduce
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
 from fluss_py.replica.fetcher.manager import FetcherManager
@@ -477,8 +478,8 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(self.settings.checkpoint_interval_s)
             try:
-                await self.log_manager.flush_all_async()
-                await self.log_manager.checkpoint_async()
+                await log_flush.flush_all(self.log_manager)
+                await log_flush.checkpoint(self.log_manager)
             except Exception:
                 self.checkpoint_failures += 1
                 log.exception("flush/checkpoint round failed (%d so far); retrying", self.checkpoint_failures)

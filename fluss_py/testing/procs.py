@@ -13,6 +13,7 @@ Who may call: any thread; a handle is not shared between threads that signal it 
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import subprocess
@@ -67,6 +68,24 @@ def wait_until(
             what = text or getattr(cond, "__name__", "condition")
             raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {what}") from last_exc
         time.sleep(interval)
+
+
+async def async_wait_until(
+    cond: Callable[[], object], timeout: float = 5.0, interval: float = 0.005, message: str = ""
+) -> object:
+    """``wait_until`` for a coroutine on an event loop (the one async wait of the tests): polls ``cond``
+    every ``interval`` seconds without blocking the loop; returns its truthy value or raises WaitTimeout.
+    Unlike ``wait_until``, an exception of ``cond`` ends the wait at once (in-process conditions do not probe
+    anything still starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            what = message or getattr(cond, "__name__", "condition")
+            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def proc_start_ticks(pid: int) -> int | None:

@@ -20,6 +20,7 @@ from fluss_py.errors import ErrorCode
 from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.ports import free_port
+from fluss_py.testing.procs import async_wait_until
 from fluss_py.testing.zkview import ZkView, parse_wchc
 from fluss_py.zk.client import CreateOp, EpochFencedError, ZkClient
 from fluss_py.zk.election import LeaderElection, fence_become_leader
@@ -29,11 +30,7 @@ pytestmark = pytest.mark.integration
 
 
 async def _until(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    await async_wait_until(cond, timeout, interval=0.02, message=what)
 
 
 async def _clients(zookeeper, root: str, n: int) -> list[ZkClient]:

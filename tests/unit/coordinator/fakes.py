@@ -9,7 +9,6 @@ for sets (as ``ZkClient.commit``), a log of transactions and test helpers.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,11 +100,3 @@ class FakeGateway:
 
     def clear(self) -> None:
         self.calls.clear()
-
-
-async def wait_until(cond: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.001)

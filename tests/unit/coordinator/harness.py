@@ -4,11 +4,12 @@
 from fluss_py.coordinator.channel import TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.processor import TableProcessor
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
 from fluss_py.zk.client import EpochFence
 from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TabletServerRegistration, persistent_parents
 
-from .fakes import FakeGateway, FakeZk, wait_until
+from .fakes import FakeGateway, FakeZk
 
 ROOT = "/fluss"
 

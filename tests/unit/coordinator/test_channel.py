@@ -7,9 +7,10 @@ from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, RequestBatch, Tab
 from fluss_py.errors import ErrorCode
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
 
-from .fakes import FakeGateway, wait_until
+from .fakes import FakeGateway
 
 NODES = {i: ServerNode(i, "127.0.0.1", 9000 + i) for i in (1, 2, 3)}
 TABLE = common_pb2.TableInfo(table_id=5)

@@ -11,6 +11,7 @@ from fluss_py.coordinator.events import TabletServerAliveAgain, TabletServerDeat
 from fluss_py.coordinator.handlers import MetadataHandlers
 from fluss_py.coordinator.liveness import LivenessMonitor, ProbeResult, classify_connect_error, decide
 from fluss_py.tablet.liveness import is_own_stale_registration
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.zk.paths import TabletServerRegistration, TabletServerZNode, persistent_parents
 
 from .fake_zk import FakeStore
@@ -72,10 +73,7 @@ class FakeProber:
 
 
 async def wait_for(cond, timeout=2.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
+    await wait_until(cond, timeout)
 
 
 async def test_broken_stream_and_refused_port_report_once():

@@ -29,6 +29,7 @@ from fluss_py.errors import (
     TableNotExistError,
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
 from fluss_py.zk.client import EpochFencedError, SessionLostError
 from fluss_py.zk.paths import (
@@ -39,7 +40,6 @@ from fluss_py.zk.paths import (
     WriterIdCounterZNode,
 )
 
-from .fakes import wait_until
 from .harness import ROOT, Harness, fresh_zk, registration
 
 T = TablePath("fluss", "orders")

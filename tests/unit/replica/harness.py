@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from fluss_py import config as cfg
@@ -28,17 +25,6 @@ SETTINGS = ReplicaSettings(
 
 def node(server_id: int) -> ServerNode:
     return ServerNode(server_id, "127.0.0.1", 9000 + server_id)
-
-
-async def wait_until(cond: Callable[[], object], timeout: float = 5.0, message: str = "") -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s {message}")
-        await asyncio.sleep(0.005)
 
 
 class ReplicaCluster(Cluster):

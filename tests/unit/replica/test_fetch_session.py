@@ -11,9 +11,10 @@ import pytest
 from fluss_py.errors import ErrorCode, FetchSessionNotFoundError, InvalidFetchSessionEpochError
 from fluss_py.replica.fetch_session import FetchSessionCache
 from fluss_py.replica.messages import FetchBucketRequest, FetchRequest, FetchSessionRequest
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import TableBucket
 from tests.unit.replica.fakes import FakeClock, batch, log_contents, values_of
-from tests.unit.replica.harness import LAG_S, TB, ReplicaCluster, wait_until
+from tests.unit.replica.harness import LAG_S, TB, ReplicaCluster
 
 R3 = (1, 2, 3)
 TB2 = TableBucket(7, 1)

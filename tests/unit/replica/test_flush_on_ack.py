@@ -14,9 +14,10 @@ from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import isr as isr_rules
 from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.tablet.metrics import render
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr
 from tests.unit.replica.fakes import FakeClock, batch
-from tests.unit.replica.harness import TB, ReplicaCluster, wait_until
+from tests.unit.replica.harness import TB, ReplicaCluster
 
 R3 = (1, 2, 3)
 ON_ACK = {"log.flush.on-ack": "true"}

@@ -13,9 +13,10 @@ from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.log_faults import CORRUPT, OFFLINE, RECOVERED
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import LeaderAndIsrItem
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr
 from tests.unit.replica.fakes import batch, log_contents
-from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node
 
 R3 = (1, 2, 3)
 
@@ -76,15 +77,15 @@ async def test_the_checkpoint_loop_survives_an_unexpected_failure_and_counts_it(
     try:
         await c.create(TB, (1, 2))
         lm, m = c.log_managers[1], c.managers[1]
-        real, calls = lm.checkpoint_async, []
+        real, calls = lm.checkpoint_snapshot, []
 
-        async def failing_once() -> None:
+        def failing_once():
             calls.append(1)
             if len(calls) == 1:
                 raise RuntimeError("a bug, not a disk")
-            await real()
+            return real()
 
-        lm.checkpoint_async = failing_once
+        lm.checkpoint_snapshot = failing_once
         assert (await m.append(-1, 5.0, {TB: batch(b"a", b"b")}))[TB].error is None
         await wait_until(lambda: lm.hw_checkpoint.read().get(TB) == 2)  # later rounds ran
         assert m.checkpoint_failures == 1

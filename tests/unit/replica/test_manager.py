@@ -19,9 +19,10 @@ from fluss_py.replica.messages import (
     OffsetSpec,
     StopReplicaItem,
 )
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import batch, values_of
-from tests.unit.replica.harness import LAG_S, SETTINGS, TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.harness import LAG_S, SETTINGS, TB, ReplicaCluster, node
 
 R3 = (1, 2, 3)
 

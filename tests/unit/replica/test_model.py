@@ -12,8 +12,9 @@ import random
 import pytest
 
 from fluss_py.replica.messages import ProduceResult
+from fluss_py.testing.procs import async_wait_until as wait_until
 from tests.unit.replica.fakes import batch, log_contents
-from tests.unit.replica.harness import LAG_S, TB, ReplicaCluster, wait_until
+from tests.unit.replica.harness import LAG_S, TB, ReplicaCluster
 
 R3 = (1, 2, 3)
 

@@ -13,8 +13,9 @@ import asyncio
 
 from fluss_py.errors import ErrorCode
 from fluss_py.replica.messages import LeaderAndIsrItem
+from fluss_py.testing.procs import async_wait_until as wait_until
 from tests.unit.replica.fakes import batch
-from tests.unit.replica.harness import TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.harness import TB, ReplicaCluster, node
 
 REPLICAS = (1, 2, 3)
 NODES = [node(i) for i in REPLICAS]

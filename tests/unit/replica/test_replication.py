@@ -18,9 +18,10 @@ from fluss_py.replica.messages import (
     FetchResponse,
     LeaderAndIsrItem,
 )
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
 from tests.unit.replica.fakes import FakeCoordinator, batch, epochs, log_contents
-from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node
 
 MIN1 = {"min.insync.replicas": "1"}
 

@@ -18,11 +18,12 @@ from fluss_py.replica.manager import BucketStats, ReplicaStats
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.tablet.metrics import follower_lag, render, replica_metrics_text
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import TableBucket
 from fluss_py.zk.client import SessionEvent, SessionState
 from fluss_py.zk.metrics import ZkSessionCollector
 from tests.unit.replica.fakes import FakeClock, batch
-from tests.unit.replica.harness import LAG_S, ReplicaCluster, wait_until
+from tests.unit.replica.harness import LAG_S, ReplicaCluster
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

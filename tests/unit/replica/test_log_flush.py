@@ -15,9 +15,9 @@ import pytest
 from fluss_py.config import Config
 from fluss_py.errors import StorageError
 from fluss_py.log import LogManager
+from fluss_py.replica import log_flush
 from fluss_py.types import TableBucket
-
-from .helpers import batch, open_log
+from tests.unit.log.helpers import batch, open_log
 
 TB1, TB2 = TableBucket(1, 0), TableBucket(1, 1)
 
@@ -85,15 +85,15 @@ def test_a_truncation_during_the_sync_moves_no_recovery_point(tmp_path: Path) ->
     assert t.recovery_point == rp  # not job.target: offsets below it now hold unsynced bytes
 
 
-async def test_flush_all_async_syncs_every_log_and_checkpoints_see_it(tmp_path: Path) -> None:
+async def test_flush_all_off_the_loop_syncs_every_log_and_checkpoints_see_it(tmp_path: Path) -> None:
     m = manager(tmp_path)
     for tb in (TB1, TB2):
         m.get_or_create(tb).append_as_leader(batch(3), 0)
-    await m.flush_all_async()
+    await log_flush.flush_all(m)
     assert {tb: m.get(tb).recovery_point for tb in (TB1, TB2)} == {TB1: 3, TB2: 3}
     m.checkpoint()
     assert m.recovery_checkpoint.read() == {TB1: 3, TB2: 3}
-    await m.flush_all_async()  # nothing new: no job, no thread
+    await log_flush.flush_all(m)  # nothing new: no job, no thread
 
 
 async def test_the_loop_keeps_running_while_the_disk_syncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,7 +117,7 @@ async def test_the_loop_keeps_running_while_the_disk_syncs(tmp_path: Path, monke
 
     task = asyncio.create_task(ticker())
     try:
-        await m.flush_all_async()  # 3 descriptors x 50 ms
+        await log_flush.flush_all(m)  # 3 descriptors x 50 ms
     finally:
         task.cancel()
     assert threading.get_ident() not in threads
@@ -139,7 +139,7 @@ async def test_a_cancelled_flush_waits_for_its_thread_and_moves_nothing(
         done.set()
 
     monkeypatch.setattr(os, "fsync", blocked_fsync)
-    flush = asyncio.create_task(m.flush_all_async())
+    flush = asyncio.create_task(log_flush.flush_all(m))
     await asyncio.sleep(0.02)
     flush.cancel()
     await asyncio.sleep(0.02)
@@ -160,14 +160,14 @@ async def test_a_failed_sync_raises_a_storage_error_and_moves_nothing(
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(StorageError, match="flush failed"):
-        await m.flush_all_async()
+        await log_flush.flush_all(m)
     assert t.recovery_point == 0 and t.segments[-1].dirty
 
 
 async def test_checkpoints_are_written_off_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The once-a-second offset checkpoints (three files, each fsynced twice) no longer stall the loop."""
     m, _ = one_unflushed_log(tmp_path)
-    await m.flush_all_async()
+    await log_flush.flush_all(m)
     real_fsync = os.fsync
     threads: set[int] = set()
 
@@ -176,7 +176,7 @@ async def test_checkpoints_are_written_off_the_loop(tmp_path: Path, monkeypatch:
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
-    await m.checkpoint_async()
+    await log_flush.checkpoint(m)
     assert threads and threading.get_ident() not in threads
     assert m.recovery_checkpoint.read() == {TB1: 3} and m.hw_checkpoint.read() == {TB1: 0}
 
@@ -185,9 +185,9 @@ async def test_an_older_checkpoint_snapshot_never_overwrites_a_newer_one(tmp_pat
     """A synchronous checkpoint (delete, set-aside, shutdown) taken while the thread still writes an older
     snapshot wins: the file never goes back."""
     m, t = one_unflushed_log(tmp_path)
-    old = m._checkpoint_snapshot()
-    await m.flush_all_async()
+    old = m.checkpoint_snapshot()
+    await log_flush.flush_all(m)
     m.checkpoint()  # newer: recovery point 3
-    m._write_checkpoints(old)  # the thread's older snapshot (recovery point 0) comes late
+    m.write_checkpoints(old)  # the thread's older snapshot (recovery point 0) comes late
     assert m.recovery_checkpoint.read() == {TB1: 3}
     assert t.recovery_point == 3
