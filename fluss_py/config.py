@@ -473,7 +473,7 @@ DEPRECATED_ALIASES: dict[str, str] = {
 def resolve_aliases(values: Mapping[str, Any], role: str) -> tuple[dict[str, Any], list[str]]:
     """Rename deprecated keys to their canonical ones (pure). Returns the values and one notice per alias:
     renamed, ignored because the canonical key is also set, or ignored because this role does not read it
-    (the seed names rebalance keys ``tablet-server.*`` although the coordinator reads them)."""
+    (the rebalance keys are spelled ``tablet-server.*`` although the coordinator reads them: docs/rebalance.md)."""
     out: dict[str, Any] = {}
     notices: list[str] = []
     for key, value in values.items():

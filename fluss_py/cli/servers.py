@@ -26,7 +26,7 @@ from fluss_py import config as cfg
 from fluss_py.common.logging import setup_logging
 from fluss_py.errors import FlussError
 
-log = logging.getLogger("fluss_py.cli.servers")
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

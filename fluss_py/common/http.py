@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from fluss_py.errors import ErrorCode, FlussError
 
-log = logging.getLogger("fluss_py.common.HttpServer")
+log = logging.getLogger(__name__)
 
 Response = tuple[int, str, bytes]
 Handler = Callable[[], Awaitable[Response]]

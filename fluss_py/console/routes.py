@@ -28,7 +28,7 @@ from aiohttp import web
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.types import CoordinatorLeaderInfo
 
-log = logging.getLogger("fluss_py.console")
+log = logging.getLogger(__name__)
 
 STATIC_FILES = {"console.js": "application/javascript", "console.css": "text/css"}
 KEEPALIVE_S = 15.0  # an SSE comment line when nothing changed, so proxies keep the stream open

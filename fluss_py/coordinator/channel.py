@@ -39,7 +39,7 @@ from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, call_metadata
 from fluss_py.types import ServerNode, TableBucket
 
-log = logging.getLogger("fluss_py.coordinator.CoordinatorChannelManager")
+log = logging.getLogger(__name__)
 
 NOTIFY = "NotifyLeaderAndIsr"
 STOP = "StopReplica"

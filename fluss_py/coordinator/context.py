@@ -26,6 +26,7 @@ from fluss_py.common.state_machine import check_transition
 from fluss_py.zk.client import EpochFence
 from fluss_py.zk.paths import TabletServerRegistration
 
+# not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator state lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")
 
 

@@ -29,7 +29,7 @@ from fluss_py.types import CoordinatorLeaderInfo, TablePath
 from fluss_py.zk.client import CreateOp, SetOp, ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
 
-log = logging.getLogger("fluss_py.coordinator.DynamicConfigManager")
+log = logging.getLogger(__name__)
 
 
 class DynamicConfigManager:

@@ -26,7 +26,7 @@ from fluss_py.coordinator.events import Event
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.zk.client import EpochFencedError
 
-log = logging.getLogger("fluss_py.coordinator.CoordinatorEventLoop")
+log = logging.getLogger(__name__)
 
 Handler = Callable[[Any], Awaitable[Any]]
 

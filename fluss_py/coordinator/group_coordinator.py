@@ -44,7 +44,7 @@ from fluss_py.types import TableBucket
 from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
 
-log = logging.getLogger("fluss_py.coordinator.GroupCoordinator")
+log = logging.getLogger(__name__)
 
 MAX_GROUP_NAME = 200
 

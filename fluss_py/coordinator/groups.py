@@ -34,7 +34,7 @@ from fluss_py.types import TableBucket
 from fluss_py.zk.client import CreateOp, EpochFence, NoNodeError, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode
 
-log = logging.getLogger("fluss_py.coordinator.GroupOffsets")
+log = logging.getLogger(__name__)
 
 
 def validate_commit(group: str, offsets: dict[TableBucket, int], buckets_of: dict[int, int | None]) -> None:

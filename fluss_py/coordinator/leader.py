@@ -50,6 +50,7 @@ from fluss_py.types import CoordinatorLeaderInfo, TableBucket
 from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
 
+# not __name__: the runbook shows its lines by this name, docs/operations.md (the leader services lines)
 log = logging.getLogger("fluss_py.coordinator.initCoordinatorLeader")
 
 Stop = Callable[[], Awaitable[None]]

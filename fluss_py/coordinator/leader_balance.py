@@ -31,7 +31,7 @@ from fluss_py.coordinator.events import PreferredLeaderCheck
 from fluss_py.coordinator.tables import BucketInfo
 from fluss_py.types import LeaderAndIsr, TableBucket
 
-log = logging.getLogger("fluss_py.coordinator.LeaderBalancer")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.types import TableBucket
 from fluss_py.zk.paths import TabletServerRegistration
 
-log = logging.getLogger("fluss_py.coordinator.LivenessMonitor")
+log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_MS = 500
 PROBE_TIMEOUT = 1.0

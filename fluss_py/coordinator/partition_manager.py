@@ -25,7 +25,7 @@ from fluss_py.coordinator.event_loop import Ticker
 from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
 from fluss_py.types import PARTITION_SEPARATOR, TablePath, split_partition
 
-log = logging.getLogger("fluss_py.coordinator.AutoPartitionManager")
+log = logging.getLogger(__name__)
 
 
 class AutoPartitionManager:

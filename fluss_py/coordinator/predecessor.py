@@ -37,7 +37,7 @@ from fluss_py.rpc.channels import ChannelPool
 from fluss_py.zk.client import DeleteOp, Op, ZkClient, ZkError, ZnodeStat
 from fluss_py.zk.paths import CandidateZNode, CoordinatorLeaderZNode, CoordinatorRegistration, CoordinatorServerZNode
 
-log = logging.getLogger("fluss_py.coordinator.PredecessorWatch")
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 1.0
 RETRY_INITIAL = 0.1

@@ -88,6 +88,7 @@ from fluss_py.zk.client import (
 )
 from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 
+# not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
 MAX_BUCKETS = cfg.MAX_BUCKETS

@@ -70,7 +70,9 @@ from fluss_py.zk.paths import (
     persistent_parents,
 )
 
+# not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")
+# not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
 standby_log = logging.getLogger("fluss_py.coordinator.initCoordinatorStandby")
 
 DEFAULT_RPC_PORT = 9123

@@ -71,7 +71,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         self._server = server
         self._group_limits = group_limits or group_members.GroupLimits()
         self._replicas = replicas  # None: tablet servers' requests are believed (unit tests of other parts)
-        self.refusals = RefusalLog(logging.getLogger("fluss_py.coordinator.CoordinatorService"))
+        self.refusals = RefusalLog(logging.getLogger(__name__))
 
     async def _unproven(self, what: str, server_id: int, context: Any) -> common_pb2.ErrorInfo | None:
         """The error to answer when the caller does not prove it is tablet server ``server_id``."""

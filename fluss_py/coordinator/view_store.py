@@ -33,6 +33,7 @@ from fluss_py.zk.client import (
 )
 from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TableAssignmentZNode, TableZNode
 
+# not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
 MAX_OPS_PER_TRANSACTION = 512

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from fluss_py.zk.client import BadVersionError, CreateOp, EpochFence, NodeExistsError, Op, SetOp, ZnodeStat
 from fluss_py.zk.paths import WriterIdCounterZNode
 
-log = logging.getLogger("fluss_py.coordinator.WriterIdAllocator")
+log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_SIZE = 1000
 MAX_ATTEMPTS = 20

@@ -27,7 +27,7 @@ from fluss_py.config import MAX_RPC_MESSAGE_BYTES
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import channel_credentials
 
-log = logging.getLogger("fluss_py.rpc.ChannelPool")
+log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 

@@ -38,7 +38,7 @@ COORDINATOR_TOKEN_KEY = "fluss-coordinator-token"
 CallMetadata = tuple[tuple[str, str], ...]
 TokenLookup = Callable[[int], Awaitable[str | None]]  # the token in server N's registration; None: none
 
-log = logging.getLogger("fluss_py.rpc.peer")
+log = logging.getLogger(__name__)
 
 
 def new_token() -> str:

@@ -19,7 +19,7 @@ from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
 from fluss_py.security.tls import ServerTls
 
-log = logging.getLogger("fluss_py.rpc.RpcServer")
+log = logging.getLogger(__name__)
 
 SERVER_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

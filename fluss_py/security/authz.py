@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from fluss_py.security.acl import Acl, Operation, Resource, decide
 
+# not __name__: the runbook shows its lines by this name, docs/security.md (the audit lines)
 audit = logging.getLogger("fluss_py.security.audit")
 
 AUDIT_INTERVAL_S = 60.0

@@ -33,7 +33,7 @@ from fluss_py.security.store import SecurityCache
 from fluss_py.security.tls import ServerTls, TlsFiles
 from fluss_py.zk.client import ZkClient
 
-log = logging.getLogger("fluss_py.security.ServerSecurity")
+log = logging.getLogger(__name__)
 
 
 class ServerSecurity:

@@ -23,7 +23,7 @@ from fluss_py.security.scram import ScramCredential
 from fluss_py.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZnodeStat
 from fluss_py.zk.paths import AclZNode, UserZNode
 
-log = logging.getLogger("fluss_py.security.SecurityCache")
+log = logging.getLogger(__name__)
 
 
 class SecurityCache:

@@ -29,7 +29,7 @@ import grpc
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError
 
-log = logging.getLogger("fluss_py.security.tls")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from fluss_py.rpc.pb import coordinator_pb2, coordinator_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import TableBucket
 
-log = logging.getLogger("fluss_py.tablet.ControlledShutdown")
+log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.2
 NO_LEADER_GRACE_S = 1.0

@@ -30,7 +30,7 @@ from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import CoordinatorEpochZNode, CoordinatorLeaderZNode
 
-log = logging.getLogger("fluss_py.tablet.CoordinatorFence")
+log = logging.getLogger(__name__)
 
 MIN_READ_INTERVAL_S = 0.2
 

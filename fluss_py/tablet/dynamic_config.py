@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fluss_py.zk.client import ZkClient, ZnodeStat
 from fluss_py.zk.paths import DynamicConfigZNode
 
-log = logging.getLogger("fluss_py.tablet.DynamicConfig")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

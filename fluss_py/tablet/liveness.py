@@ -28,7 +28,7 @@ from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
 from fluss_py.zk.paths import TabletServerRegistration
 
-log = logging.getLogger("fluss_py.tablet.LivenessBeacon")
+log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_MS = 1000
 MIN_INTERVAL_MS = 50

@@ -20,7 +20,7 @@ from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import CoordinatorLeaderInfo, ServerNode, TablePath
 
-log = logging.getLogger("fluss_py.tablet.MetadataCache")
+log = logging.getLogger(__name__)
 
 
 class MetadataCache:

@@ -52,7 +52,7 @@ from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.strays import stray_buckets
 from fluss_py.types import TableBucket
 
-log = logging.getLogger("fluss_py.tablet.ReplicaLayer")
+log = logging.getLogger(__name__)
 
 
 def _error(e: BaseException | None) -> common_pb2.ErrorInfo:

@@ -85,7 +85,7 @@ from fluss_py.zk.paths import (
     persistent_parents,
 )
 
-log = logging.getLogger("fluss_py.tablet.TabletServer")
+log = logging.getLogger(__name__)
 
 DEFAULT_RPC_PORT = 9122
 DEFAULT_HTTP_PORT = 9125

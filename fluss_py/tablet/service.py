@@ -33,7 +33,7 @@ from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, RefusalLog, TokenReplicaVer
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
 
-log = logging.getLogger("fluss_py.tablet.TabletService")
+log = logging.getLogger(__name__)
 
 
 class ReplicaLayer(Protocol):

@@ -44,7 +44,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
 from fluss_py.errors import ErrorCode, FlussError
 
-log = logging.getLogger("fluss_py.zk")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

@@ -35,6 +35,7 @@ from fluss_py.zk.client import (
 )
 from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode, sequence_of
 
+# not __name__: the runbook shows its lines by this name, docs/operations.md (the candidate node line)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorLeaderElection")
 
 

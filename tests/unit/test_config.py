@@ -103,7 +103,7 @@ def test_the_canonical_key_wins_and_other_roles_ignore_an_alias():
     )
     assert config[cfg.REPLICA_FETCH_MAX_BYTES] == 2 * 1024**2
     assert config.deprecations == ["tablet-server.replica.fetch.max.bytes ignored: replica.fetch.max.bytes is set"]
-    # the seed spells a coordinator key tablet-server.*: a tablet server reading it ignores it, with a notice
+    # a coordinator key spelled tablet-server.* (rebalance): a tablet server reading it ignores it, with a notice
     ts = cfg.load_config("tablet-server", None, {"tablet-server.rebalance.check.interval": "5min"})
     assert ts.deprecations and "ignored: read by coordinator only" in ts.deprecations[0]
     assert cfg.load_config("tablet-server").deprecations == []

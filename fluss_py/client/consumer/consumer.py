@@ -52,7 +52,7 @@ from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError, UnknownM
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
-log = logging.getLogger("fluss_py.client.Consumer")
+log = logging.getLogger(__name__)
 
 Callback = Callable[[set[TableBucket]], Any]
 

@@ -29,7 +29,7 @@ from fluss_py.client.groups import heartbeat
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.types import TableBucket
 
-log = logging.getLogger("fluss_py.client.GroupMembership")
+log = logging.getLogger(__name__)
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

@@ -41,7 +41,7 @@ from fluss_py.types import LeaderAndIsr, TableBucket
 from fluss_py.zk.client import CreateOp, EpochFencedError, Op, SetOp, ZkError
 from fluss_py.zk.paths import RebalanceZNode, TableAssignmentZNode
 
-log = logging.getLogger("fluss_py.coordinator.RebalanceManager")
+log = logging.getLogger(__name__)
 
 Sizes = Callable[[], Mapping[TableBucket, int]]
 Change = tuple[tuple[int, ...], LeaderAndIsr]  # new replicas, new LeaderAndIsr
