@@ -34,7 +34,7 @@ from fluss_py import config as cfg
 from fluss_py.common.auto_partition import check_partition, spec_of
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
-from fluss_py.coordinator.channel import NOTIFY, RequestBatch, TabletChannel
+from fluss_py.coordinator.channel import RequestBatch, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import (
     AdjustIsr,
@@ -54,11 +54,12 @@ from fluss_py.coordinator.events import (
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
+from fluss_py.coordinator.membership import MembershipHandlers
+from fluss_py.coordinator.replica_events import ReplicaEventHandlers
 from fluss_py.coordinator.state import BucketState, ReplicaState
 from fluss_py.coordinator.tables import ClusterView, TableRegistration, validate_properties
 from fluss_py.coordinator.view_store import (
     MAX_OPS_PER_TRANSACTION,
-    Change,
     ViewStore,
     assignment_subtree,
     create_table_ops,
@@ -66,17 +67,13 @@ from fluss_py.coordinator.view_store import (
 )
 from fluss_py.coordinator.writer_ids import WriterIdAllocator
 from fluss_py.errors import (
-    ApiError,
     DatabaseNotExistError,
-    ErrorCode,
     InvalidRequestError,
-    InvalidUpdateVersionError,
     TableAlreadyExistError,
     TableNotExistError,
-    UnknownTableOrBucketError,
 )
 from fluss_py.rpc import convert
-from fluss_py.rpc.pb import common_pb2, coordinator_pb2
+from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath, split_partition
 from fluss_py.zk.client import (
     BadVersionError,
@@ -92,9 +89,6 @@ from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
 MAX_BUCKETS = cfg.MAX_BUCKETS
-
-
-FAILED_REPLICA_CODES = frozenset({ErrorCode.STORAGE_ERROR, ErrorCode.LOG_CORRUPTED})
 
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -120,7 +114,7 @@ def options_from_config(config: Any) -> dict[str, Any]:
     }
 
 
-class TableProcessor:
+class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
     """Tables, bucket leadership and ISRs for one leadership. Owns the ClusterView; runs on the loop task."""
 
     def __init__(
@@ -288,119 +282,6 @@ class TableProcessor:
             log.warning("Table state not loaded yet in this leadership; loading it now")
             await self.load_tables()
 
-    # ---------------------------------------------------------------- membership
-    async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
-        """Listener of MetadataHandlers: runs on the loop after the live set changed."""
-        for sid in died:
-            self.channel.remove(sid)
-            self.view.shutting_down.discard(sid)
-        for sid in joined:
-            self.view.shutting_down.discard(sid)
-            self.view.failed_replicas = {(tb, s) for tb, s in self.view.failed_replicas if s != sid}
-        for node in self.nodes().values():
-            self.channel.add(node)
-        self._membership_seen = True
-        if not self._loaded:
-            await self.load_tables()  # starts up, now that the live servers are known
-            return
-        if not self._started:
-            await self._startup()
-            return
-        self._not_live = set(died)
-        try:
-            await self._servers_died(died)
-        finally:
-            self._not_live = set()
-        await self._servers_joined(set(joined))
-        for listener in self.listeners:
-            await listener.on_servers_changed(set(joined), list(died))
-
-    async def _startup(self) -> None:
-        """First reconciliation of a leadership: elect what needs it, then tell every live server everything."""
-        self._started = True
-        batch = self._batch()
-        changed = await self._reconcile(list(self.view.buckets))
-        live = self.live()
-        batch.update_metadata(live)
-        for tb in sorted(self.view.buckets):
-            self._set_states(tb)
-            self._notify(batch, tb)
-        self._send(batch)
-        log.info(
-            "Coordinator leader started: %d live tablet server(s), %d bucket(s), %d leadership change(s)",
-            len(live),
-            len(self.view.buckets),
-            len(changed),
-        )
-        for listener in self.listeners:
-            await listener.on_started()
-
-    async def _reconcile(self, tbs: Iterable[TableBucket]) -> list[Change]:
-        """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
-        all_live, shutting = self.live(), self.view.shutting_down
-        changes: list[Change] = []
-        for tb in sorted(set(tbs)):
-            bucket = self.view.buckets[tb]
-            live = all_live - self.view.failed_on(tb)
-            if bucket.leader_and_isr is None:
-                new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
-            else:
-                new = election.reconcile_liveness(
-                    bucket.replicas,
-                    bucket.leader_and_isr,
-                    live,
-                    self.epoch,
-                    shutting,
-                    unclean=self.unclean_for(tb.table_id),
-                )
-            if new is not None:
-                changes.append((tb, new))
-        return await self.store.write_leader_isr(changes)
-
-    def unclean_for(self, table_id: int) -> bool:
-        """The table's ``unclean.leader.election.enable`` property, else the coordinator's default."""
-        info = self.view.tables.get(table_id)
-        raw = info.properties.get(cfg.UNCLEAN_LEADER_ELECTION.key) if info is not None else None
-        return self._unclean if raw is None else bool(cfg.UNCLEAN_LEADER_ELECTION.parse(raw))
-
-    async def _servers_died(self, died: list[int]) -> None:
-        if not died:
-            return
-        affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
-        changed = await self._reconcile(affected)
-        batch = self._batch()
-        batch.update_metadata(self.live())  # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
-        for tb, _ in changed:
-            self._notify(batch, tb)
-        for tb in affected:
-            self._set_states(tb)
-        self._send(batch)
-        log.warning(
-            "Tablet server(s) %s died: %d bucket(s) affected, %d leadership/ISR change(s)",
-            died,
-            len(affected),
-            len(changed),
-        )
-
-    async def _servers_joined(self, joined: set[int]) -> None:
-        if not joined:
-            return
-        hosted = {tb for sid in joined for tb in self.view.buckets_on(sid)}
-        waiting = {tb for tb, b in self.view.buckets.items() if b.leader_and_isr is None or b.leader_and_isr.leader < 0}
-        changed = await self._reconcile(hosted | waiting)
-        batch = self._batch()
-        batch.update_metadata(self.live())
-        for tb in hosted:
-            self._notify(batch, tb, joined)  # the returning server learns its role (and truncates)
-        for tb, _ in changed:
-            self._notify(batch, tb)
-        for tb in hosted | waiting:
-            self._set_states(tb)
-        self._send(batch)
-        log.info(
-            "Tablet server(s) %s joined: %d hosted bucket(s), %d change(s)", sorted(joined), len(hosted), len(changed)
-        )
-
     # ---------------------------------------------------------------- tables
     async def create_table(self, event: CreateTable) -> int:
         """Create a table; returns its id (the existing one with ``ignore_if_exists``)."""
@@ -534,183 +415,3 @@ class TableProcessor:
         await self._ensure_loaded()
         info = self.view.tables.get(table_id)
         return None if info is None else info.num_buckets
-
-    # ---------------------------------------------------------------- failed replicas
-    def _check_notify(self, loop: Any, server: int, kind: str, response: Any) -> None:
-        """Channel hook (on the loop): queue ReplicasFailed for buckets that answered a storage failure."""
-        if kind != NOTIFY:
-            return
-        failed = [
-            convert.table_bucket_from_pb(r.table_bucket)
-            for r in getattr(response, "buckets", ())
-            if r.error.code in FAILED_REPLICA_CODES
-        ]
-        if failed:
-            loop.put(ReplicasFailed(server, failed))
-
-    async def replicas_failed(self, event: ReplicasFailed) -> None:
-        """A replica that cannot serve (disk failure) counts as dead for its bucket until its server
-        re-registers: a new leader is elected if it led, and it leaves the ISR (Fluss's offline replicas)."""
-        await self._ensure_loaded()
-        buckets = self.view.buckets
-        tbs = [tb for tb in event.buckets if tb in buckets and event.server_id in buckets[tb].replicas]
-        for tb in tbs:
-            self.view.failed_replicas.add((tb, event.server_id))
-        changed = await self._reconcile(tbs)
-        batch = self._batch()
-        for tb, _ in changed:
-            self._notify(batch, tb)
-        if changed:
-            batch.update_metadata(self.live())
-        self._send(batch)
-        log.error("Tablet server %d reported failed replicas %s: %d leadership/ISR change(s)", event.server_id,
-                  [str(tb) for tb in tbs], len(changed))  # fmt: skip
-
-    async def replicas_corrupt(self, event: ReplicasCorrupt) -> None:
-        """Take corrupt replicas out of the ISR, and out of leadership when another ISR member can lead."""
-        await self._ensure_loaded()
-        sid, changes = event.server_id, []
-        for tb in event.buckets:
-            bucket = self.view.buckets.get(tb)
-            if bucket is None or bucket.leader_and_isr is None or sid not in bucket.replicas:
-                continue
-            live = self.live() - self.view.failed_on(tb)
-            new = election.corrupt_replica(
-                bucket.replicas, bucket.leader_and_isr, sid, live, self.epoch, self.view.shutting_down
-            )
-            if new is not None:
-                changes.append((tb, new))
-            elif bucket.leader_and_isr.leader == sid:
-                log.error("bucket %s: leader %d reports a corrupt log, but no other ISR member can lead", tb, sid)
-        changed = await self.store.write_leader_isr(changes)
-        batch = self._batch()
-        for tb, _ in changed:
-            self._notify(batch, tb)
-            self._set_states(tb)
-        if changed:
-            batch.update_metadata(self.live())
-        self._send(batch)
-        log.warning("Tablet server %d reported corrupt replicas %s: %d leadership/ISR change(s)", sid,
-                    [str(tb) for tb in event.buckets], len(changed))  # fmt: skip
-
-    async def replicas_recovered(self, event: ReplicasRecovered) -> None:
-        """A data directory came back: its replicas count as live again; their server learns their roles (as
-        a returning server does), and leaderless buckets among them may elect."""
-        await self._ensure_loaded()
-        sid = event.server_id
-        tbs = [tb for tb in event.buckets if tb in self.view.buckets and sid in self.view.buckets[tb].replicas]
-        self.view.failed_replicas -= {(tb, sid) for tb in tbs}
-        changed = await self._reconcile(tbs)
-        batch = self._batch()
-        batch.update_metadata(self.live())
-        for tb in tbs:
-            self._notify(batch, tb, [sid])
-            self._set_states(tb)
-        for tb, _ in changed:
-            self._notify(batch, tb)
-        self._send(batch)
-        log.info("Tablet server %d reports replicas %s back: %d change(s)", sid, [str(tb) for tb in tbs], len(changed))
-
-    # ---------------------------------------------------------------- ISR and shutdown
-    async def adjust_isr(self, event: AdjustIsr) -> coordinator_pb2.AdjustIsrResponse:
-        """Apply a leader's ISR changes; per bucket the new state or the reason it was refused."""
-        await self._ensure_loaded()
-        req = event.request
-        live, shutting = self.live(), self.view.shutting_down
-        errors: dict[TableBucket, ApiError] = {}
-        order: list[TableBucket] = []
-        changes: list[Change] = []
-        for item in req.buckets:
-            tb = convert.table_bucket_from_pb(item.table_bucket)
-            order.append(tb)
-            bucket = self.view.buckets.get(tb)
-            if bucket is None or bucket.leader_and_isr is None:
-                errors[tb] = UnknownTableOrBucketError(f"bucket {tb} does not exist")
-                continue
-            change = election.IsrChange(req.server_id, item.leader_epoch, item.bucket_epoch, tuple(item.new_isr))
-            try:
-                live_tb = live - self.view.failed_on(tb)
-                new = election.adjust_isr(bucket.replicas, bucket.leader_and_isr, change, live_tb, shutting, self.epoch)
-            except ApiError as e:
-                errors[tb] = e
-                log.info("AdjustIsr of %s from server %d refused: %s", tb, req.server_id, e)
-                continue
-            if new is not bucket.leader_and_isr:
-                changes.append((tb, new))
-        written = {tb for tb, _ in await self.store.write_leader_isr(changes)}
-        if written:  # every server's client metadata shows the new ISR (collapsed per outbox when frequent)
-            batch = self._batch()
-            batch.update_metadata(live)
-            self._send(batch)
-            for listener in self.listeners:
-                await listener.on_isr_changed(sorted(written))
-        results = []
-        for tb in order:
-            if tb in errors:
-                results.append(
-                    coordinator_pb2.AdjustIsrBucketResult(
-                        table_bucket=convert.table_bucket_to_pb(tb), error=convert.error_info(errors[tb])
-                    )
-                )
-            elif any(tb == c for c, _ in changes) and tb not in written:
-                results.append(
-                    coordinator_pb2.AdjustIsrBucketResult(
-                        table_bucket=convert.table_bucket_to_pb(tb),
-                        error=convert.error_info(InvalidUpdateVersionError(f"leader_isr of {tb} changed")),
-                    )
-                )
-            else:
-                results.append(
-                    coordinator_pb2.AdjustIsrBucketResult(
-                        table_bucket=convert.table_bucket_to_pb(tb),
-                        error=convert.ok(),
-                        leader_and_isr=self.view.bucket_pb(tb),
-                    )
-                )
-        return coordinator_pb2.AdjustIsrResponse(error=convert.ok(), buckets=results)
-
-    async def controlled_shutdown(self, event: ControlledShutdown) -> list[TableBucket]:
-        """Move leadership off a stopping server and take it out of ISRs; returns buckets it still leads."""
-        await self._ensure_loaded()
-        sid = event.server_id
-        if sid not in self.context.tablet_servers:
-            log.info("Controlled shutdown of tablet server %d: not registered (already gone)", sid)
-            return []
-        self.view.shutting_down.add(sid)
-        live, shutting = self.live(), self.view.shutting_down
-        changes: list[Change] = []
-        followed: list[TableBucket] = []
-        for tb in self.view.buckets_on(sid):
-            bucket = self.view.buckets[tb]
-            lai = bucket.leader_and_isr
-            if lai is None:
-                continue
-            if lai.leader == sid:
-                if len(bucket.replicas) > 1:
-                    new = election.controlled_shutdown_leader(bucket.replicas, lai, live, shutting, self.epoch)
-                    if new is not None:
-                        changes.append((tb, new))
-            else:
-                followed.append(tb)
-                new = election.remove_from_isr(lai, sid, self.epoch)
-                if new is not None:
-                    changes.append((tb, new))
-        changed = await self.store.write_leader_isr(changes)
-        batch = self._batch()
-        for tb, _ in changed:
-            self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
-        for tb in followed:
-            lai = self.view.buckets[tb].leader_and_isr
-            batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)
-        for tb in self.view.buckets_on(sid):
-            self._set_states(tb)
-        batch.update_metadata(live)
-        self._send(batch)
-        remaining = [tb for tb in self.view.buckets_led_by(sid) if len(self.view.buckets[tb].replicas) > 1]
-        log.info(
-            "Controlled shutdown of tablet server %d: %d leadership/ISR change(s), %d bucket(s) still led",
-            sid,
-            len(changed),
-            len(remaining),
-        )
-        return remaining

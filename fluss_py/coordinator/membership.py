@@ -1,0 +1,139 @@
+"""The TableProcessor's membership handlers: what a tablet server's death or arrival does to leaderships and ISRs.
+
+Part of ``TableProcessor`` (a mixin: the same object, the same single writer of ``ClusterView``, on the event
+loop's task); ``handlers.MetadataHandlers`` calls ``on_servers_changed`` after the live set changed
+(docs/control-plane.md §1.1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from fluss_py import config as cfg
+from fluss_py.coordinator import election
+from fluss_py.coordinator.view_store import (
+    Change,
+)
+from fluss_py.types import TableBucket
+
+# not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
+log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
+
+
+class MembershipHandlers:
+    """The membership half of ``TableProcessor`` (see the module docstring)."""
+
+    # ---------------------------------------------------------------- membership
+    async def on_servers_changed(self, joined: dict[int, Any], died: list[int]) -> None:
+        """Listener of MetadataHandlers: runs on the loop after the live set changed."""
+        for sid in died:
+            self.channel.remove(sid)
+            self.view.shutting_down.discard(sid)
+        for sid in joined:
+            self.view.shutting_down.discard(sid)
+            self.view.failed_replicas = {(tb, s) for tb, s in self.view.failed_replicas if s != sid}
+        for node in self.nodes().values():
+            self.channel.add(node)
+        self._membership_seen = True
+        if not self._loaded:
+            await self.load_tables()  # starts up, now that the live servers are known
+            return
+        if not self._started:
+            await self._startup()
+            return
+        self._not_live = set(died)
+        try:
+            await self._servers_died(died)
+        finally:
+            self._not_live = set()
+        await self._servers_joined(set(joined))
+        for listener in self.listeners:
+            await listener.on_servers_changed(set(joined), list(died))
+
+    async def _startup(self) -> None:
+        """First reconciliation of a leadership: elect what needs it, then tell every live server everything."""
+        self._started = True
+        batch = self._batch()
+        changed = await self._reconcile(list(self.view.buckets))
+        live = self.live()
+        batch.update_metadata(live)
+        for tb in sorted(self.view.buckets):
+            self._set_states(tb)
+            self._notify(batch, tb)
+        self._send(batch)
+        log.info(
+            "Coordinator leader started: %d live tablet server(s), %d bucket(s), %d leadership change(s)",
+            len(live),
+            len(self.view.buckets),
+            len(changed),
+        )
+        for listener in self.listeners:
+            await listener.on_started()
+
+    async def _reconcile(self, tbs: Iterable[TableBucket]) -> list[Change]:
+        """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
+        all_live, shutting = self.live(), self.view.shutting_down
+        changes: list[Change] = []
+        for tb in sorted(set(tbs)):
+            bucket = self.view.buckets[tb]
+            live = all_live - self.view.failed_on(tb)
+            if bucket.leader_and_isr is None:
+                new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
+            else:
+                new = election.reconcile_liveness(
+                    bucket.replicas,
+                    bucket.leader_and_isr,
+                    live,
+                    self.epoch,
+                    shutting,
+                    unclean=self.unclean_for(tb.table_id),
+                )
+            if new is not None:
+                changes.append((tb, new))
+        return await self.store.write_leader_isr(changes)
+
+    def unclean_for(self, table_id: int) -> bool:
+        """The table's ``unclean.leader.election.enable`` property, else the coordinator's default."""
+        info = self.view.tables.get(table_id)
+        raw = info.properties.get(cfg.UNCLEAN_LEADER_ELECTION.key) if info is not None else None
+        return self._unclean if raw is None else bool(cfg.UNCLEAN_LEADER_ELECTION.parse(raw))
+
+    async def _servers_died(self, died: list[int]) -> None:
+        if not died:
+            return
+        affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
+        changed = await self._reconcile(affected)
+        batch = self._batch()
+        batch.update_metadata(self.live())  # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        for tb in affected:
+            self._set_states(tb)
+        self._send(batch)
+        log.warning(
+            "Tablet server(s) %s died: %d bucket(s) affected, %d leadership/ISR change(s)",
+            died,
+            len(affected),
+            len(changed),
+        )
+
+    async def _servers_joined(self, joined: set[int]) -> None:
+        if not joined:
+            return
+        hosted = {tb for sid in joined for tb in self.view.buckets_on(sid)}
+        waiting = {tb for tb, b in self.view.buckets.items() if b.leader_and_isr is None or b.leader_and_isr.leader < 0}
+        changed = await self._reconcile(hosted | waiting)
+        batch = self._batch()
+        batch.update_metadata(self.live())
+        for tb in hosted:
+            self._notify(batch, tb, joined)  # the returning server learns its role (and truncates)
+        for tb, _ in changed:
+            self._notify(batch, tb)
+        for tb in hosted | waiting:
+            self._set_states(tb)
+        self._send(batch)
+        log.info(
+            "Tablet server(s) %s joined: %d hosted bucket(s), %d change(s)", sorted(joined), len(hosted), len(changed)
+        )
