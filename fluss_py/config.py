@@ -28,7 +28,6 @@ of allowed values live in ``fluss_py.config_values``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,8 @@ from fluss_py.config_values import (
     ZNODE_PATH,
     Allowed,
     Choice,
+    ConfigOption,
+    Constraint,
     GiB,
     HostPorts,
     Items,
@@ -51,14 +52,6 @@ from fluss_py.config_values import (
     MiB,
     Range,
     Text,
-    parse_bool,
-    parse_duration,
-    parse_float,
-    parse_int,
-    parse_list,
-    parse_size,
-    show_duration,
-    show_size,
 )
 from fluss_py.config_values import split_host_port as split_host_port  # re-exported: clients, the CLI
 from fluss_py.errors import ConfigError
@@ -80,65 +73,6 @@ MAX_BUCKETS = 4096  # buckets of one table (Fluss: max.bucket.num)
 MAX_REPLICATION_FACTOR = 32767  # Kafka's bound (a short)
 MAX_TABLE_COMMENT_BYTES = 16 * KiB  # the table's znode must stay far below ZooKeeper's 1 MiB node limit
 
-_BOOL = Choice(("true", "false"))
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigOption:
-    """One setting: ``key`` (dotted kebab-case), its type, default, the scopes that read it, a doc and the
-    values it allows (None only for bool, whose type is its range)."""
-
-    key: str
-    type: str  # duration | size | int | float | bool | str | list
-    default: Any
-    roles: tuple[str, ...]
-    doc: str
-    allowed: Allowed | None = None
-
-    def parse(self, raw: Any) -> Any:
-        """The typed value of ``raw``; ConfigError (naming key, value and what is allowed) when it is not
-        one or is out of range."""
-        parsers: dict[str, Callable[[Any], Any]] = {
-            "duration": lambda v: parse_duration(v, bare_unit_ms=self.key.endswith(".ms")),
-            "size": parse_size,
-            "int": parse_int,
-            "float": parse_float,
-            "bool": parse_bool,
-            "str": lambda v: "" if v is None else str(v),
-            "list": parse_list,
-        }
-        try:
-            value = parsers[self.type](raw)
-        except (ValueError, TypeError, OverflowError) as e:
-            raise ConfigError(self.key, f"invalid {self.type} value {raw!r}: {e}") from None
-        if self.allowed is not None and not self.admits(value):
-            verdict = "out of range" if isinstance(self.allowed, Range) else "not allowed"
-            raise ConfigError(self.key, f"{raw!r} is {verdict} (allowed: {self.allowed_text()})")
-        return value
-
-    def admits(self, value: Any) -> bool:
-        if self.allowed is None:
-            return True
-        if self.type == "list" and not isinstance(self.allowed, Items):
-            return all(self.allowed.admits(v) for v in value)
-        return self.allowed.admits(value)
-
-    def show(self, value: Any) -> str:
-        """``value`` (of this option's type) as a person writes it."""
-        if self.type == "size" and isinstance(value, int):
-            return show_size(value)
-        if self.type == "duration" and isinstance(value, int | float):
-            return show_duration(float(value))
-        if isinstance(value, bool):
-            return str(value).lower()
-        if isinstance(value, tuple):
-            return ",".join(value)
-        return f"{value:g}" if isinstance(value, float) else str(value)
-
-    def allowed_text(self) -> str:
-        return (self.allowed or _BOOL).describe(self.show)
-
-
 OPTIONS: dict[str, ConfigOption] = {}
 
 
@@ -157,15 +91,6 @@ def option(
         raise RuntimeError(f"config option {key}: default {default!r} is outside {opt.allowed_text()}")
     OPTIONS[key] = opt
     return opt
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    """A rule between options of one role, e.g. ``replica.fetch.wait.max.ms < replica.lag.time.max.ms``."""
-
-    rule: str
-    options: tuple[ConfigOption, ...]
-    holds: Callable[..., bool]
 
 
 CONSTRAINTS: list[Constraint] = []

@@ -1,6 +1,7 @@
-"""Value types of the config registry: parsing (durations, sizes, numbers, lists) and the allowed values
-an option declares (``Range``, ``Choice``, ``Text``, ``Items``, ``HostPorts``), each able to say in words
-what it accepts. Pure functions and frozen dataclasses; ``fluss_py.config`` declares the options with them.
+"""Value types of the config registry: parsing (durations, sizes, numbers, lists), the allowed values an
+option declares (``Range``, ``Choice``, ``Text``, ``Items``, ``HostPorts``), each able to say in words what it
+accepts, ``ConfigOption`` (one setting) and ``Constraint`` (a rule between settings). Pure functions and
+frozen dataclasses; ``fluss_py.config`` declares the options with them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from fluss_py.errors import ConfigError
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
@@ -217,3 +220,71 @@ class HostPorts:
 
 ZNODE_PATH = Text(r"(/[^/\s]+)+", "an absolute znode path without a trailing '/'")
 PORT = Range(0, 65535)
+
+
+_BOOL = Choice(("true", "false"))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOption:
+    """One setting: ``key`` (dotted kebab-case), its type, default, the scopes that read it, a doc and the
+    values it allows (None only for bool, whose type is its range)."""
+
+    key: str
+    type: str  # duration | size | int | float | bool | str | list
+    default: Any
+    roles: tuple[str, ...]
+    doc: str
+    allowed: Allowed | None = None
+
+    def parse(self, raw: Any) -> Any:
+        """The typed value of ``raw``; ConfigError (naming key, value and what is allowed) when it is not
+        one or is out of range."""
+        parsers: dict[str, Callable[[Any], Any]] = {
+            "duration": lambda v: parse_duration(v, bare_unit_ms=self.key.endswith(".ms")),
+            "size": parse_size,
+            "int": parse_int,
+            "float": parse_float,
+            "bool": parse_bool,
+            "str": lambda v: "" if v is None else str(v),
+            "list": parse_list,
+        }
+        try:
+            value = parsers[self.type](raw)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise ConfigError(self.key, f"invalid {self.type} value {raw!r}: {e}") from None
+        if self.allowed is not None and not self.admits(value):
+            verdict = "out of range" if isinstance(self.allowed, Range) else "not allowed"
+            raise ConfigError(self.key, f"{raw!r} is {verdict} (allowed: {self.allowed_text()})")
+        return value
+
+    def admits(self, value: Any) -> bool:
+        if self.allowed is None:
+            return True
+        if self.type == "list" and not isinstance(self.allowed, Items):
+            return all(self.allowed.admits(v) for v in value)
+        return self.allowed.admits(value)
+
+    def show(self, value: Any) -> str:
+        """``value`` (of this option's type) as a person writes it."""
+        if self.type == "size" and isinstance(value, int):
+            return show_size(value)
+        if self.type == "duration" and isinstance(value, int | float):
+            return show_duration(float(value))
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    def allowed_text(self) -> str:
+        return (self.allowed or _BOOL).describe(self.show)
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A rule between options of one role, e.g. ``replica.fetch.wait.max.ms < replica.lag.time.max.ms``."""
+
+    rule: str
+    options: tuple[ConfigOption, ...]
+    holds: Callable[..., bool]

@@ -6,7 +6,8 @@ Knows nothing of asyncio, gRPC or kazoo. See docs/storage.md for file formats an
 from fluss_py.log.config import LogConfig
 from fluss_py.log.epoch_cache import LeaderEpochCache
 from fluss_py.log.manager import LogManager
-from fluss_py.log.tablet import FetchDataInfo, LogAppendInfo, LogTablet
+from fluss_py.log.results import FetchDataInfo, LogAppendInfo
+from fluss_py.log.tablet import LogTablet
 from fluss_py.log.writer_state import BatchMetadata, WriterStateEntry
 
 __all__ = [

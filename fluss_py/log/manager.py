@@ -29,7 +29,8 @@ from fluss_py.log.checkpoint import (
     write_clean_shutdown_marker,
 )
 from fluss_py.log.config import LogConfig
-from fluss_py.log.tablet import FlushJob, LogTablet
+from fluss_py.log.results import FlushJob
+from fluss_py.log.tablet import LogTablet
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)

@@ -19,11 +19,9 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +33,7 @@ from fluss_py.errors import (
 )
 from fluss_py.log.config import LogConfig
 from fluss_py.log.loader import LoadedLog, LogLoader, rebuild_writer_state, reset_log
+from fluss_py.log.results import FetchDataInfo, FlushJob, LogAppendInfo
 from fluss_py.log.segment import MAX_SEGMENT_POSITION, BatchMeta, LogSegment
 from fluss_py.log.validator import validate_follower_append, validate_leader_append
 from fluss_py.log.writer_state import WriterStateEntry, snapshot_path
@@ -63,27 +62,6 @@ def _disk_io(method: _F) -> _F:
             raise
 
     return wrapper  # type: ignore[return-value]
-
-
-@dataclass(slots=True)
-class LogAppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    append_time_ms: int
-    record_count: int
-    valid_bytes: int
-    duplicate: bool = False
-    leader_epoch: int = -1
-
-
-@dataclass(slots=True)
-class FetchDataInfo:
-    fetch_offset: int
-    records: bytes
-    log_start_offset: int
-    high_watermark: int
-    log_end_offset: int
 
 
 class LogTablet:
@@ -497,37 +475,3 @@ class LogTablet:
 
     def __repr__(self) -> str:
         return f"LogTablet({self.table_bucket}, [{self._log_start}, {self._leo}), hw={self._hw})"
-
-
-@dataclass(eq=False)
-class FlushJob:
-    """One log's flush between ``begin_flush`` and ``end_flush``: the target offset, the truncation count at
-    the start, the segments with their write versions, and the descriptors to fsync (then ``close``)."""
-
-    tablet: LogTablet
-    target: int
-    truncations: int
-    segments: list[tuple[LogSegment, int]] = field(default_factory=list)
-    descriptors: list[int] = field(default_factory=list)
-    error: OSError | None = None  # the fsync failure, if any
-
-    def sync(self) -> None:
-        """fsync every descriptor (any thread); raises StorageError naming the log on failure (kept in
-        ``error`` for the loop to report to the log's data dir: ``report_failure``)."""
-        try:
-            for fd in self.descriptors:
-                os.fsync(fd)
-        except OSError as e:
-            self.error = e
-            raise StorageError(f"{self.tablet.dir}: flush failed: {e}") from e
-
-    def report_failure(self) -> None:
-        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §10)."""
-        tablet = self.tablet
-        if self.error is not None and tablet.io_error is not None and not tablet.closed:
-            tablet.io_error(tablet, self.error)
-
-    def close(self) -> None:
-        for fd in self.descriptors:
-            os.close(fd)
-        self.descriptors = []

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable
 
 from fluss_py.errors import ApiError, StorageError
 from fluss_py.log.manager import sync_and_close
-from fluss_py.log.tablet import FlushJob, LogTablet
+from fluss_py.log.results import FlushJob
+from fluss_py.log.tablet import LogTablet
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from fluss_py.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from fluss_py.log.tablet import LogAppendInfo, LogTablet
+from fluss_py.log.results import LogAppendInfo
+from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import isr as isr_rules
 from fluss_py.replica.isr import FollowerProgress
 from fluss_py.replica.messages import NO_EPOCH, EpochEndOffset

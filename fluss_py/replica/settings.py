@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fluss_py import config as cfg
-from fluss_py.replica.fetcher.fetcher import FetchSettings
+from fluss_py.replica.fetcher.state import FetchSettings
 
 
 @dataclass(frozen=True, slots=True)

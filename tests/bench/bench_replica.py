@@ -13,7 +13,7 @@ from pathlib import Path
 
 import uvloop
 
-from fluss_py.replica.fetcher.fetcher import FetchSettings
+from fluss_py.replica.fetcher.state import FetchSettings
 from fluss_py.replica.manager import ReplicaSettings
 from fluss_py.replica.messages import FetchBucketRequest, FetchRequest, FetchSessionRequest
 from fluss_py.types import TableBucket

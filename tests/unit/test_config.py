@@ -7,10 +7,9 @@ from fluss_py.config import (
     TABLET,
     ZK_SESSION_TIMEOUT,
     load_config,
-    parse_duration,
     parse_overrides,
-    parse_size,
 )
+from fluss_py.config_values import parse_duration, parse_size
 from fluss_py.errors import ConfigError
 
 

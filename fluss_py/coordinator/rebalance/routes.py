@@ -20,6 +20,7 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.common.http import Request, RequestHandler, Response, json_response
+from fluss_py.config_values import parse_bool
 from fluss_py.coordinator.events import CancelRebalance, GetRebalance, StartRebalance
 from fluss_py.coordinator.rebalance.planner import PlanOptions
 from fluss_py.errors import ApiError, ErrorCode
@@ -55,7 +56,7 @@ def query_flags(request: Request, names: tuple[str, ...]) -> dict[str, bool]:
         if len(values) != 1:
             raise ValueError(f"query parameter {name!r} given {len(values)} times")
         try:
-            flags[name] = cfg.parse_bool(values[0])
+            flags[name] = parse_bool(values[0])
         except ValueError:
             raise ValueError(f"{name}={values[0]!r} is not a boolean (use true or false)") from None
     return flags

@@ -33,13 +33,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from enum import Enum
 
 from fluss_py.common import latency_trace as trace
 from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.log.tablet import LogTablet
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
+from fluss_py.replica.fetcher.state import SESSION_ERRORS, BucketFetchState, FetchPhase, FetchSettings, FollowerSession
 from fluss_py.replica.isr import truncation_offset
 from fluss_py.replica.messages import (
     NO_EPOCH,
@@ -58,58 +57,6 @@ log = logging.getLogger(__name__)
 
 FlushLogs = Callable[[list[LogTablet]], Awaitable[None]]
 """Flush (fsync) these logs and return when done: ``GroupFlusher.flush``."""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchSettings:
-    """replica.fetch.* options (seconds and bytes)."""
-
-    wait_max_s: float = 0.5
-    min_bytes: int = 1
-    max_bytes: int = 10 * 1024**2
-    backoff_s: float = 0.05
-
-
-class FetchPhase(Enum):
-    TRUNCATING = "Truncating"
-    FETCHING = "Fetching"
-
-
-@dataclass(eq=False, slots=True)
-class BucketFetchState:
-    leader_epoch: int
-    phase: FetchPhase = FetchPhase.TRUNCATING
-    retry_at: float = 0.0
-
-
-SESSION_ERRORS = (ErrorCode.FETCH_SESSION_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-
-
-class FollowerSession:
-    """The follower's side of one fetch session: its id and next epoch, and ``sent`` — what the leader's
-    session holds (bucket -> the last request sent for it and the fetch state it was sent for)."""
-
-    __slots__ = ("epoch", "id", "sent")
-
-    def __init__(self) -> None:
-        self.id = NO_SESSION
-        self.epoch = 0
-        self.sent: dict[TableBucket, tuple[FetchBucketRequest, BucketFetchState]] = {}
-
-    def reset(self) -> None:
-        """Forget the session: the next request is a full one that opens a new session."""
-        self.id = NO_SESSION
-        self.epoch = 0
-        self.sent.clear()
-
-    def answered(self, session_id: int) -> None:
-        """A request was answered: the session (new or continued) expects the next epoch."""
-        if session_id == NO_SESSION:  # the leader keeps no session: every request stays full
-            self.reset()
-        elif session_id != self.id:
-            self.id, self.epoch = session_id, 1
-        else:
-            self.epoch += 1
 
 
 class ReplicaFetcher:

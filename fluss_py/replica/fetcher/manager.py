@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from fluss_py.replica.fetcher.fetcher import FetchSettings, FlushLogs, ReplicaFetcher
+from fluss_py.replica.fetcher.fetcher import FlushLogs, ReplicaFetcher
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
+from fluss_py.replica.fetcher.state import FetchSettings
 from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
-from fluss_py.replica.fetcher.fetcher import FetchSettings
+from fluss_py.replica.fetcher.state import FetchSettings
 from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
 from fluss_py.replica.messages import LeaderAndIsrItem
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket

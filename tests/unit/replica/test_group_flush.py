@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 from fluss_py.errors import ApiError, StorageError
-from fluss_py.log.tablet import FlushJob
+from fluss_py.log.results import FlushJob
 from fluss_py.replica.group_flush import GroupFlusher
 
 

@@ -8,7 +8,7 @@ import dataclasses
 from fluss_py import config as cfg
 from fluss_py.log.manager import LogManager
 from fluss_py.record import RecordBatchBuilder
-from fluss_py.replica.fetcher.fetcher import FetchPhase
+from fluss_py.replica.fetcher.state import FetchPhase
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import (
     EpochEndOffset,
