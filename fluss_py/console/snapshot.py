@@ -19,7 +19,7 @@ from typing import Any
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView
 from fluss_py.types import TableBucket
-from fluss_py.zk.paths import TabletServerRegistration
+from fluss_py.zk.codecs import TabletServerRegistration
 
 TIMELINE_WINDOW_S = 3600.0
 TIMELINE_MAX_EVENTS = 5000  # a mass failover of thousands of buckets still fits; older events are dropped

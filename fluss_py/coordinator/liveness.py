@@ -40,7 +40,7 @@ import grpc.aio
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.types import TableBucket
-from fluss_py.zk.paths import TabletServerRegistration
+from fluss_py.zk.codecs import TabletServerRegistration
 
 log = logging.getLogger(__name__)
 

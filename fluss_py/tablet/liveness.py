@@ -26,7 +26,7 @@ from typing import Any
 
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
-from fluss_py.zk.paths import TabletServerRegistration
+from fluss_py.zk.codecs import TabletServerRegistration
 
 log = logging.getLogger(__name__)
 

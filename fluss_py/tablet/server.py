@@ -76,14 +76,10 @@ from fluss_py.zk.client import (
     ZnodeStat,
     retry_session_lost,
 )
+from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.metrics import ZkSessionCollector
-from fluss_py.zk.paths import (
-    CoordinatorLeaderZNode,
-    TabletServerRegistration,
-    TabletServerZNode,
-    persistent_parents,
-)
+from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from fluss_py.zk.client import (
     WatchEvent,
     ZkClient,
 )
-from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode, sequence_of
+from fluss_py.zk.codecs import sequence_of
+from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the candidate node line)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorLeaderElection")

@@ -26,62 +26,19 @@ Who may call: anyone (pure functions, no I/O).
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass, field
-from typing import Any
-
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.scram import MECHANISM, ScramCredential
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
-
-SEQUENCE_DIGITS = 10  # ZooKeeper appends a 10-digit zero-padded counter to sequential nodes
-
-
-def _dump(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-
-def _load(data: bytes) -> dict[str, Any]:
-    value = json.loads(data.decode("utf-8"))
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _versioned_encode(obj: dict[str, Any]) -> bytes:
-    """A JSON object with ``"version": 1`` added (the format of every free-form metadata node)."""
-    return _dump({"version": 1, **obj})
-
-
-def _versioned_decode(data: bytes) -> dict[str, Any]:
-    d = _load(data)
-    d.pop("version", None)
-    return d
-
-
-def _int_encode(value: int) -> bytes:
-    return str(int(value)).encode("ascii")
-
-
-def _int_decode(data: bytes) -> int:
-    return int(data.decode("ascii").strip() or "0")
-
-
-def sequence_of(name: str) -> int:
-    """The ZooKeeper sequence number at the end of a sequential node's name (``candidate_0000000007`` -> 7)."""
-    return int(name[-SEQUENCE_DIGITS:])
-
-
-# ---------------------------------------------------------------- coordinator
-@dataclass(frozen=True, slots=True)
-class CoordinatorRegistration:
-    """What a running coordinator (Standby or Leader) registers under ``coordinator/servers``."""
-
-    server_id: int
-    host: str
-    port: int
-    http_port: int = 0
+from fluss_py.zk.codecs import (
+    CoordinatorRegistration,
+    TabletServerRegistration,
+    dump_json,
+    int_decode,
+    int_encode,
+    load_json,
+    versioned_decode,
+    versioned_encode,
+)
 
 
 class CoordinatorServerZNode:
@@ -99,12 +56,12 @@ class CoordinatorServerZNode:
 
     @staticmethod
     def encode(reg: CoordinatorRegistration) -> bytes:
-        return _dump({"version": 1, "server_id": reg.server_id, "host": reg.host, "port": reg.port,
+        return dump_json({"version": 1, "server_id": reg.server_id, "host": reg.host, "port": reg.port,
                       "http_port": reg.http_port})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> CoordinatorRegistration:
-        d = _load(data)
+        d = load_json(data)
         return CoordinatorRegistration(int(d["server_id"]), str(d["host"]), int(d["port"]), int(d.get("http_port", 0)))
 
 
@@ -124,8 +81,8 @@ class CandidateZNode:
     def prefix_path(cls, root: str) -> str:
         return f"{cls.parent(root)}/{cls.PREFIX}"
 
-    encode = staticmethod(_int_encode)
-    decode = staticmethod(_int_decode)
+    encode = staticmethod(int_encode)
+    decode = staticmethod(int_decode)
 
 
 class CoordinatorLeaderZNode:
@@ -144,13 +101,13 @@ class CoordinatorLeaderZNode:
 
     @staticmethod
     def encode(info: CoordinatorLeaderInfo) -> bytes:
-        return _dump({"version": 1, "server_id": info.server_id, "epoch": info.epoch, "host": info.host,
+        return dump_json({"version": 1, "server_id": info.server_id, "epoch": info.epoch, "host": info.host,
                       "port": info.port, "http_port": info.http_port, "address": info.address,
                       "token": info.token})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> CoordinatorLeaderInfo:
-        d = _load(data)
+        d = load_json(data)
         return CoordinatorLeaderInfo(
             int(d["server_id"]),
             int(d["epoch"]),
@@ -173,30 +130,8 @@ class CoordinatorEpochZNode:
     def path(root: str) -> str:
         return f"{root}/coordinator/epoch"
 
-    encode = staticmethod(_int_encode)
-    decode = staticmethod(_int_decode)
-
-
-# ---------------------------------------------------------------- tablet servers
-@dataclass(frozen=True, slots=True)
-class TabletServerRegistration:
-    """What a live tablet server registers under ``tabletservers/ids/<id>``."""
-
-    host: str
-    port: int
-    http_port: int = 0
-    rack: str = ""
-    registered_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    # Random id of the registering process (one per process start): two registrations of one server id
-    # with different incarnations are two lives of the server (docs/failure-detection.md).
-    incarnation: str = ""
-    # Secret of this process (docs/peer-trust.md): its follower fetches present it, the coordinator hands it
-    # to the other servers. Unlike the incarnation it is shown nowhere (not in repr, heartbeats or /health).
-    replica_token: str = field(default="", repr=False)
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
+    encode = staticmethod(int_encode)
+    decode = staticmethod(int_decode)
 
 
 class TabletServerZNode:
@@ -213,13 +148,13 @@ class TabletServerZNode:
 
     @staticmethod
     def encode(reg: TabletServerRegistration) -> bytes:
-        return _dump({"version": 1, "host": reg.host, "port": reg.port, "http_port": reg.http_port,
+        return dump_json({"version": 1, "host": reg.host, "port": reg.port, "http_port": reg.http_port,
                       "rack": reg.rack, "registered_ms": reg.registered_ms,
                       "incarnation": reg.incarnation, "replica_token": reg.replica_token})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> TabletServerRegistration:
-        d = _load(data)
+        d = load_json(data)
         return TabletServerRegistration(
             str(d["host"]), int(d["port"]), int(d.get("http_port", 0)), str(d.get("rack", "")),
             int(d.get("registered_ms", 0)), str(d.get("incarnation", "")), str(d.get("replica_token", "")),
@@ -240,11 +175,11 @@ class DatabaseZNode:
 
     @staticmethod
     def encode(created_ms: int) -> bytes:
-        return _dump({"version": 1, "created_ms": created_ms})
+        return dump_json({"version": 1, "created_ms": created_ms})
 
     @staticmethod
     def decode(data: bytes) -> int:
-        return int(_load(data).get("created_ms", 0)) if data else 0
+        return int(load_json(data).get("created_ms", 0)) if data else 0
 
 
 class TableZNode:
@@ -259,8 +194,8 @@ class TableZNode:
     def path(cls, root: str, database: str, table: str) -> str:
         return f"{cls.parent(root, database)}/{table}"
 
-    encode = staticmethod(_versioned_encode)
-    decode = staticmethod(_versioned_decode)
+    encode = staticmethod(versioned_encode)
+    decode = staticmethod(versioned_decode)
 
 
 class SchemaZNode:
@@ -270,8 +205,8 @@ class SchemaZNode:
     def path(root: str, database: str, table: str, schema_id: int) -> str:
         return f"{TableZNode.path(root, database, table)}/schemas/{schema_id}"
 
-    encode = staticmethod(_versioned_encode)
-    decode = staticmethod(_versioned_decode)
+    encode = staticmethod(versioned_encode)
+    decode = staticmethod(versioned_decode)
 
 
 class TableIdCounterZNode:
@@ -281,8 +216,8 @@ class TableIdCounterZNode:
     def path(root: str) -> str:
         return f"{root}/metadata/table_seqid"
 
-    encode = staticmethod(_int_encode)
-    decode = staticmethod(_int_decode)
+    encode = staticmethod(int_encode)
+    decode = staticmethod(int_decode)
 
 
 class WriterIdCounterZNode:
@@ -292,8 +227,8 @@ class WriterIdCounterZNode:
     def path(root: str) -> str:
         return f"{root}/metadata/writer_id"
 
-    encode = staticmethod(_int_encode)
-    decode = staticmethod(_int_decode)
+    encode = staticmethod(int_encode)
+    decode = staticmethod(int_decode)
 
 
 # ---------------------------------------------------------------- assignment and per-bucket state
@@ -311,11 +246,11 @@ class TableAssignmentZNode:
 
     @staticmethod
     def encode(buckets: dict[int, tuple[int, ...]]) -> bytes:
-        return _dump({"version": 1, "buckets": {str(b): list(r) for b, r in sorted(buckets.items())}})
+        return dump_json({"version": 1, "buckets": {str(b): list(r) for b, r in sorted(buckets.items())}})
 
     @staticmethod
     def decode(data: bytes) -> dict[int, tuple[int, ...]]:
-        return {int(b): tuple(int(x) for x in r) for b, r in _load(data)["buckets"].items()}
+        return {int(b): tuple(int(x) for x in r) for b, r in load_json(data)["buckets"].items()}
 
 
 class LeaderIsrZNode:
@@ -328,12 +263,12 @@ class LeaderIsrZNode:
 
     @staticmethod
     def encode(lai: LeaderAndIsr) -> bytes:
-        return _dump({"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch, "isr": list(lai.isr),
+        return dump_json({"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch, "isr": list(lai.isr),
                       "coordinator_epoch": lai.coordinator_epoch, "bucket_epoch": lai.bucket_epoch})  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> LeaderAndIsr:
-        d = _load(data)
+        d = load_json(data)
         return LeaderAndIsr(
             int(d["leader"]), int(d["leader_epoch"]), tuple(int(x) for x in d["isr"]),
             int(d["coordinator_epoch"]), int(d["bucket_epoch"]),
@@ -358,11 +293,11 @@ class ConsumerOffsetZNode:
 
     @staticmethod
     def encode(offset: int, committed_ms: int) -> bytes:
-        return _dump({"version": 1, "offset": offset, "committed_ms": committed_ms})
+        return dump_json({"version": 1, "offset": offset, "committed_ms": committed_ms})
 
     @staticmethod
     def decode(data: bytes) -> tuple[int, int]:
-        d = _load(data)
+        d = load_json(data)
         return int(d["offset"]), int(d.get("committed_ms", 0))
 
 
@@ -383,8 +318,8 @@ class RebalanceZNode:
     def path(root: str) -> str:
         return f"{root}/cluster/rebalance"
 
-    encode = staticmethod(_versioned_encode)
-    decode = staticmethod(_versioned_decode)
+    encode = staticmethod(versioned_encode)
+    decode = staticmethod(versioned_decode)
 
 
 # ---------------------------------------------------------------- security (docs/security.md)
@@ -402,7 +337,7 @@ class UserZNode:
 
     @staticmethod
     def encode(credential: ScramCredential) -> bytes:
-        return _dump(
+        return dump_json(
             {
                 "version": 1,
                 "mechanism": MECHANISM,
@@ -415,7 +350,7 @@ class UserZNode:
 
     @staticmethod
     def decode(data: bytes) -> ScramCredential:
-        d = _load(data)
+        d = load_json(data)
         if d.get("mechanism") != MECHANISM:
             raise ValueError(f"unknown mechanism {d.get('mechanism')!r}")
         salt, stored, server = (bytes.fromhex(d[k]) for k in ("salt", "stored_key", "server_key"))
@@ -446,7 +381,7 @@ class AclZNode:
 
     @staticmethod
     def encode(acls: list[Acl]) -> bytes:
-        return _dump(
+        return dump_json(
             {
                 "version": 1,
                 "acls": [
@@ -461,7 +396,7 @@ class AclZNode:
         kind, pattern, name = cls.parse_child(child)
         return [
             Acl(e["principal"], kind, pattern, name, Operation(e["operation"]), Permission(e["permission"]))
-            for e in _load(data)["acls"]
+            for e in load_json(data)["acls"]
         ]
 
 
@@ -497,11 +432,11 @@ class DynamicConfigZNode:
 
     @staticmethod
     def encode(entries: dict[str, str]) -> bytes:
-        return _dump({"version": 1, "config": {str(k): str(v) for k, v in entries.items()}})
+        return dump_json({"version": 1, "config": {str(k): str(v) for k, v in entries.items()}})
 
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
-        d = _load(data)
+        d = load_json(data)
         config = d.get("config", {})
         if not isinstance(config, dict):
             raise ValueError("config must be a JSON object")

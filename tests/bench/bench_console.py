@@ -28,7 +28,7 @@ from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.paths import TabletServerRegistration
+from fluss_py.zk.codecs import TabletServerRegistration
 from tests.bench.common import row
 
 BUCKETS = 2000

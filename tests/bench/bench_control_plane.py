@@ -25,8 +25,9 @@ from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 from fluss_py.types import TableBucket, TablePath
 from fluss_py.zk.client import ZkClient
+from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.election import fence_become_leader
-from fluss_py.zk.paths import CandidateZNode, DatabaseZNode, TabletServerRegistration, persistent_parents
+from fluss_py.zk.paths import CandidateZNode, DatabaseZNode, persistent_parents
 
 BUCKETS = 1000
 SERVERS = 6

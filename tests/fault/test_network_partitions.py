@@ -21,7 +21,8 @@ from fluss_py.types import TableBucket
 from fluss_py.verify.checker import check
 from fluss_py.verify.client import WorkloadClient
 from fluss_py.verify.runner import replica_logs
-from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TabletServerRegistration, TabletServerZNode
+from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TabletServerZNode
 from tests.fault.replication_support import (
     FAULT_OVERRIDES,
     ReplicaFiles,

@@ -8,7 +8,7 @@ from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snap
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.paths import TabletServerRegistration
+from fluss_py.zk.codecs import TabletServerRegistration
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,8 @@ from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
 from fluss_py.zk.client import EpochFence
-from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TabletServerRegistration, persistent_parents
+from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, persistent_parents
 
 from .fakes import FakeGateway, FakeZk
 

@@ -12,7 +12,8 @@ from fluss_py.errors import (
     InvalidDatabaseNameError,
 )
 from fluss_py.zk.client import EpochFencedError
-from fluss_py.zk.paths import DatabaseZNode, TabletServerRegistration, TabletServerZNode, TableZNode, persistent_parents
+from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.paths import DatabaseZNode, TabletServerZNode, TableZNode, persistent_parents
 
 from .fake_zk import FakeStore
 

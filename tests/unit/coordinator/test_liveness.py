@@ -12,7 +12,8 @@ from fluss_py.coordinator.handlers import MetadataHandlers
 from fluss_py.coordinator.liveness import LivenessMonitor, ProbeResult, classify_connect_error, decide
 from fluss_py.tablet.liveness import is_own_stale_registration
 from fluss_py.testing.procs import async_wait_until as wait_until
-from fluss_py.zk.paths import TabletServerRegistration, TabletServerZNode, persistent_parents
+from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.paths import TabletServerZNode, persistent_parents
 
 from .fake_zk import FakeStore
 

@@ -16,7 +16,7 @@ from fluss_py.coordinator.predecessor import (
     takeover_ops,
 )
 from fluss_py.zk.client import DeleteOp, ZnodeStat
-from fluss_py.zk.paths import CoordinatorRegistration
+from fluss_py.zk.codecs import CoordinatorRegistration
 
 ROOT = "/fluss"
 REG = CoordinatorRegistration(7, "127.0.0.1", 9123, 9124)

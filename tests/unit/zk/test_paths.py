@@ -1,6 +1,7 @@
 """Every znode codec round-trips and every path sits under the configured root."""
 
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
+from fluss_py.zk import codecs
 from fluss_py.zk import paths as p
 
 
@@ -37,9 +38,9 @@ def test_codecs_round_trip():
     assert b'"address":"127.0.0.1:9123"' in p.CoordinatorLeaderZNode.encode(leader)
     assert p.CoordinatorEpochZNode.decode(p.CoordinatorEpochZNode.encode(12)) == 12
     assert p.CoordinatorEpochZNode.encode(3) == b"3"
-    reg = p.TabletServerRegistration("127.0.0.1", 9122, 9125, "r1", 1234)
+    reg = codecs.TabletServerRegistration("127.0.0.1", 9122, 9125, "r1", 1234)
     assert p.TabletServerZNode.decode(p.TabletServerZNode.encode(reg)) == reg
-    creg = p.CoordinatorRegistration(1, "h", 1, 2)
+    creg = codecs.CoordinatorRegistration(1, "h", 1, 2)
     assert p.CoordinatorServerZNode.decode(p.CoordinatorServerZNode.encode(creg)) == creg
     lai = LeaderAndIsr(1, 3, (1, 2, 3), 5, 7)
     assert p.LeaderIsrZNode.decode(p.LeaderIsrZNode.encode(lai)) == lai
@@ -51,5 +52,5 @@ def test_codecs_round_trip():
 
 
 def test_sequence_of():
-    assert p.sequence_of("candidate_0000000042") == 42
-    assert p.sequence_of("server_0000000001") == 1
+    assert codecs.sequence_of("candidate_0000000042") == 42
+    assert codecs.sequence_of("server_0000000001") == 1
