@@ -34,8 +34,9 @@ from fluss_py.security.acl import CLUSTER_NAME, Acl, Operation, PatternType, Per
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, delete_user, list_acls, list_users, put_user, remove_acls
 from fluss_py.testing.layout import DEFAULT_DIR
-from fluss_py.zk.client import ZkClient, ZkError
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.credentials import zk_credentials
+from fluss_py.zk.values import ZkError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 NEW_PASSWORD_ENV = "FLUSS_NEW_PASSWORD"

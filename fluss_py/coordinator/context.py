@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fluss_py.common.state_machine import check_transition
-from fluss_py.zk.client import EpochFence
 from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.values import EpochFence
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator state lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")

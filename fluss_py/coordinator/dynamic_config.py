@@ -26,8 +26,9 @@ from fluss_py.common.http import Request, RequestHandler, Response, json_respons
 from fluss_py.coordinator.events import AlterConfig, DescribeConfig, Event, LoadClusterConfig
 from fluss_py.errors import InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.types import CoordinatorLeaderInfo, TablePath
-from fluss_py.zk.client import CreateOp, SetOp, ZkClient
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
+from fluss_py.zk.values import CreateOp, SetOp
 
 log = logging.getLogger(__name__)
 

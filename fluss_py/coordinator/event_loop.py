@@ -24,7 +24,7 @@ from typing import Any
 
 from fluss_py.coordinator.events import Event
 from fluss_py.errors import NotCoordinatorLeaderError
-from fluss_py.zk.client import EpochFencedError
+from fluss_py.zk.values import EpochFencedError
 
 log = logging.getLogger(__name__)
 

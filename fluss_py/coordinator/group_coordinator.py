@@ -41,8 +41,8 @@ from fluss_py.errors import (
     UnknownMemberIdError,
 )
 from fluss_py.types import TableBucket
-from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
+from fluss_py.zk.values import CreateOp, DeleteOp, EpochFence, Op, SetOp
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from fluss_py.coordinator.group_coordinator import GroupCoordinator, GroupLimits
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
-from fluss_py.zk.client import CreateOp, EpochFence, NoNodeError, Op, SetOp
 from fluss_py.zk.paths import ConsumerOffsetZNode
+from fluss_py.zk.values import CreateOp, EpochFence, NoNodeError, Op, SetOp
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from fluss_py.errors import (
     DatabaseNotExistError,
 )
 from fluss_py.types import validate_name
-from fluss_py.zk.client import CreateOp, DeleteOp, EpochFence, NodeExistsError, NoNodeError, Op, ZnodeStat
 from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import DatabaseZNode, TabletServerZNode, TableZNode
+from fluss_py.zk.values import CreateOp, DeleteOp, EpochFence, NodeExistsError, NoNodeError, Op, ZnodeStat
 
 # not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")

@@ -47,8 +47,9 @@ from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.peer import new_token
 from fluss_py.types import CoordinatorLeaderInfo, TableBucket
-from fluss_py.zk.client import CreateOp, NodeExistsError, SetOp, ZkClient
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode
+from fluss_py.zk.values import CreateOp, NodeExistsError, SetOp
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the leader services lines)
 log = logging.getLogger("fluss_py.coordinator.initCoordinatorLeader")

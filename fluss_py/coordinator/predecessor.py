@@ -34,9 +34,10 @@ import grpc.aio
 
 from fluss_py.coordinator.liveness import Prober, ProbeResult, probe_port
 from fluss_py.rpc.channels import ChannelPool
-from fluss_py.zk.client import DeleteOp, Op, ZkClient, ZkError, ZnodeStat
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.codecs import CoordinatorRegistration
 from fluss_py.zk.paths import CandidateZNode, CoordinatorLeaderZNode, CoordinatorServerZNode
+from fluss_py.zk.values import DeleteOp, Op, ZkError, ZnodeStat
 
 log = logging.getLogger(__name__)
 

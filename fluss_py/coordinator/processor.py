@@ -75,15 +75,8 @@ from fluss_py.errors import (
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath, split_partition
-from fluss_py.zk.client import (
-    BadVersionError,
-    CreateOp,
-    NodeExistsError,
-    NoNodeError,
-    Op,
-    SetOp,
-)
 from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
+from fluss_py.zk.values import BadVersionError, CreateOp, NodeExistsError, NoNodeError, Op, SetOp
 
 # not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")

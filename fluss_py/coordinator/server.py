@@ -58,12 +58,13 @@ from fluss_py.rpc.peer import replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import SessionEvent, SessionState, WatchEvent, ZkClient, ZkError, retry_session_lost
+from fluss_py.zk.client import ZkClient, retry_session_lost
 from fluss_py.zk.codecs import CoordinatorRegistration
 from fluss_py.zk.credentials import zk_credentials
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import CoordinatorLeaderZNode, CoordinatorServerZNode, TabletServerZNode, persistent_parents
+from fluss_py.zk.values import SessionEvent, SessionState, WatchEvent, ZkError
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")

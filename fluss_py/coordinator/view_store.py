@@ -19,7 +19,8 @@ from typing import Any
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import (
+from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TableAssignmentZNode, TableZNode
+from fluss_py.zk.values import (
     BadVersionError,
     CreateOp,
     DeleteOp,
@@ -31,7 +32,6 @@ from fluss_py.zk.client import (
     SetOp,
     ZkError,
 )
-from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TableAssignmentZNode, TableZNode
 
 # not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")

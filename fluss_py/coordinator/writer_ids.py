@@ -16,8 +16,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from fluss_py.zk.client import BadVersionError, CreateOp, EpochFence, NodeExistsError, Op, SetOp, ZnodeStat
 from fluss_py.zk.paths import WriterIdCounterZNode
+from fluss_py.zk.values import BadVersionError, CreateOp, EpochFence, NodeExistsError, Op, SetOp, ZnodeStat
 
 log = logging.getLogger(__name__)
 

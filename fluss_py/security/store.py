@@ -20,8 +20,9 @@ from functools import partial
 
 from fluss_py.security.acl import Acl, PatternType, ResourceType
 from fluss_py.security.scram import ScramCredential
-from fluss_py.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZnodeStat
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import AclZNode, UserZNode
+from fluss_py.zk.values import BadVersionError, NodeExistsError, NoNodeError, ZnodeStat
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fluss_py.zk.client import ZkClient, ZnodeStat
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
+from fluss_py.zk.values import ZnodeStat
 
 log = logging.getLogger(__name__)
 

@@ -65,21 +65,20 @@ from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
 from fluss_py.tablet.storage_health import StorageCollector, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import (
+from fluss_py.zk.client import ZkClient, retry_session_lost
+from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.zk.credentials import zk_credentials
+from fluss_py.zk.metrics import ZkSessionCollector
+from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
+from fluss_py.zk.values import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
     SessionEvent,
     SessionState,
-    ZkClient,
     ZkError,
     ZnodeStat,
-    retry_session_lost,
 )
-from fluss_py.zk.codecs import TabletServerRegistration
-from fluss_py.zk.credentials import zk_credentials
-from fluss_py.zk.metrics import ZkSessionCollector
-from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,10 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from fluss_py.zk.client import (
+from fluss_py.zk.client import ZkClient
+from fluss_py.zk.codecs import sequence_of
+from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode
+from fluss_py.zk.values import (
     BadVersionError,
     CheckOp,
     EpochFence,
@@ -31,10 +34,7 @@ from fluss_py.zk.client import (
     NoNodeError,
     SetOp,
     WatchEvent,
-    ZkClient,
 )
-from fluss_py.zk.codecs import sequence_of
-from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the candidate node line)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorLeaderElection")

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fluss_py.zk.client import SessionEvent, SessionState, ZkClient
+from fluss_py.zk.client import ZkClient
+from fluss_py.zk.values import SessionEvent, SessionState
 
 EVENTS = ("new_session", "reconnected", "suspended", "lost")
 

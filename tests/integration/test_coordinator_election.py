@@ -22,9 +22,10 @@ from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.ports import free_port
 from fluss_py.testing.procs import async_wait_until
 from fluss_py.testing.zkview import ZkView, parse_wchc
-from fluss_py.zk.client import CreateOp, EpochFencedError, ZkClient
+from fluss_py.zk.client import ZkClient
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode, CoordinatorLeaderZNode, DatabaseZNode
+from fluss_py.zk.values import CreateOp, EpochFencedError
 
 pytestmark = pytest.mark.integration
 

@@ -38,8 +38,8 @@ from fluss_py.coordinator.state import ReplicaState
 from fluss_py.coordinator.view_store import leader_isr_set_op
 from fluss_py.errors import InvalidRebalancePlanError, RebalanceInProgressError
 from fluss_py.types import LeaderAndIsr, TableBucket
-from fluss_py.zk.client import CreateOp, EpochFencedError, Op, SetOp, ZkError
 from fluss_py.zk.paths import RebalanceZNode, TableAssignmentZNode
+from fluss_py.zk.values import CreateOp, EpochFencedError, Op, SetOp, ZkError
 
 log = logging.getLogger(__name__)
 

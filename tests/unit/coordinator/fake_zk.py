@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fluss_py.zk.client import (
+from fluss_py.zk.values import (
     BadVersionError,
     CheckOp,
     CreateOp,

@@ -15,7 +15,7 @@ from typing import Any
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.types import ServerNode
-from fluss_py.zk.client import EpochFence, Op, SetOp, ZnodeStat
+from fluss_py.zk.values import EpochFence, Op, SetOp, ZnodeStat
 
 from .fake_zk import FakeStore
 

@@ -6,9 +6,9 @@ from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
-from fluss_py.zk.client import EpochFence
 from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, persistent_parents
+from fluss_py.zk.values import EpochFence
 
 from .fakes import FakeGateway, FakeZk
 

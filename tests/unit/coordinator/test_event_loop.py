@@ -8,7 +8,7 @@ import pytest
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import Event
 from fluss_py.errors import DatabaseNotExistError, NotCoordinatorLeaderError
-from fluss_py.zk.client import EpochFencedError
+from fluss_py.zk.values import EpochFencedError
 
 
 @dataclass(eq=False)

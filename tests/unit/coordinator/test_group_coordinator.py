@@ -19,8 +19,8 @@ from fluss_py.errors import (
     TableNotExistError,
     UnknownMemberIdError,
 )
-from fluss_py.zk.client import EpochFencedError
 from fluss_py.zk.paths import GroupMembersZNode
+from fluss_py.zk.values import EpochFencedError
 from tests.unit.coordinator.fake_zk import FakeStore
 
 TABLES = {1: 12}

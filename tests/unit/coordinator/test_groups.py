@@ -9,8 +9,8 @@ from fluss_py.coordinator.events import CommitOffsets, FetchOffsets, ListGroups
 from fluss_py.coordinator.groups import GroupOffsets, validate_commit
 from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
-from fluss_py.zk.client import EpochFencedError
 from fluss_py.zk.paths import ConsumerOffsetZNode
+from fluss_py.zk.values import EpochFencedError
 from tests.unit.coordinator.fake_zk import FakeStore
 
 TABLES = {1: 3, 2: 1}  # table id -> buckets

@@ -11,9 +11,9 @@ from fluss_py.errors import (
     DatabaseNotExistError,
     InvalidDatabaseNameError,
 )
-from fluss_py.zk.client import EpochFencedError
 from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import DatabaseZNode, TabletServerZNode, TableZNode, persistent_parents
+from fluss_py.zk.values import EpochFencedError
 
 from .fake_zk import FakeStore
 

@@ -6,7 +6,7 @@ from fluss_py.coordinator.leader_balance import imbalance, plan
 from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.coordinator.tables import BucketInfo, TableRegistration
 from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import EpochFence
+from fluss_py.zk.values import EpochFence
 
 from .fake_zk import FakeStore
 

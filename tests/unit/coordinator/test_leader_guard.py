@@ -8,7 +8,7 @@ import pytest
 from fluss_py import config as cfg
 from fluss_py.coordinator.server import CoordinatorServer, stable_coordinator_id
 from fluss_py.errors import NotCoordinatorLeaderError
-from fluss_py.zk.client import SessionLostError
+from fluss_py.zk.values import SessionLostError
 
 
 def server(session_id: int = 7, connected: bool = True, sync_error: Exception | None = None):

@@ -15,8 +15,8 @@ from fluss_py.coordinator.predecessor import (
     registration_for,
     takeover_ops,
 )
-from fluss_py.zk.client import DeleteOp, ZnodeStat
 from fluss_py.zk.codecs import CoordinatorRegistration
+from fluss_py.zk.values import DeleteOp, ZnodeStat
 
 ROOT = "/fluss"
 REG = CoordinatorRegistration(7, "127.0.0.1", 9123, 9124)

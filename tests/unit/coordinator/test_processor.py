@@ -31,9 +31,9 @@ from fluss_py.errors import (
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import NO_LEADER, LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import EpochFencedError, SessionLostError
 from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode, WriterIdCounterZNode
+from fluss_py.zk.values import EpochFencedError, SessionLostError
 
 from .harness import ROOT, Harness, fresh_zk, registration
 

@@ -20,8 +20,8 @@ from fluss_py.tablet.metrics import follower_lag, render, replica_metrics_text
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import TableBucket
-from fluss_py.zk.client import SessionEvent, SessionState
 from fluss_py.zk.metrics import ZkSessionCollector
+from fluss_py.zk.values import SessionEvent, SessionState
 from tests.unit.replica.fakes import FakeClock, batch
 from tests.unit.replica.harness import LAG_S, ReplicaCluster
 

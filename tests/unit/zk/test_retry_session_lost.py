@@ -2,7 +2,8 @@
 
 import pytest
 
-from fluss_py.zk.client import NoNodeError, SessionLostError, retry_session_lost
+from fluss_py.zk.client import retry_session_lost
+from fluss_py.zk.values import NoNodeError, SessionLostError
 
 
 async def test_retried_after_session_lost_until_it_succeeds():

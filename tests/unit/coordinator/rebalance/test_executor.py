@@ -15,7 +15,7 @@ from fluss_py.coordinator.rebalance.planner import MoveKind, spread
 from fluss_py.coordinator.rebalance.progress import MoveStatus, RebalanceStatus
 from fluss_py.errors import InvalidRebalancePlanError, RebalanceInProgressError
 from fluss_py.rpc.pb import common_pb2
-from fluss_py.zk.client import EpochFencedError
+from fluss_py.zk.values import EpochFencedError
 
 from ..harness import registration
 from .rig import Rig, T, adjust, check_invariants, make
