@@ -16,7 +16,7 @@ Lifecycle (states and legal moves in ``context.py``; design in ``docs/coordinato
     SIGTERM: Down, tear down, close the session (our ephemeral nodes vanish at once), exit 0
 
 One lifecycle task applies every step (the single writer of the coordinator state); ZooKeeper session
-events, the predecessor watch and the event loop's fencing only enqueue ``_Signal``s for it.
+events, the predecessor watch and the event loop's fencing only enqueue ``Signal``s for it.
 
 Who may call: the CLI (``run`` on the process's loop, ``request_stop`` from a signal handler).
 """
@@ -28,7 +28,6 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -39,19 +38,17 @@ from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.console.routes import ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource
-from fluss_py.coordinator.context import CoordinatorContext, CoordinatorState, StateMachine
+from fluss_py.coordinator.context import CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.dynamic_config import config_routes
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.leader import LeaderServices
-from fluss_py.coordinator.leader_balance import LeaderBalanceOptions
-from fluss_py.coordinator.predecessor import PredecessorWatch, Proof, take_over
-from fluss_py.coordinator.processor import options_from_config
+from fluss_py.coordinator.lifecycle import CoordinatorLifecycle, Signal
+from fluss_py.coordinator.predecessor import PredecessorWatch
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
-from fluss_py.coordinator.rebalance.routes import executor_options, leader_call, rebalance_routes
+from fluss_py.coordinator.rebalance.routes import leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
-from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.rpc.channels import set_server_identity
 from fluss_py.rpc.pb import coordinator_pb2_grpc
 from fluss_py.rpc.peer import replica_verifier
@@ -59,12 +56,11 @@ from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import ZkClient, retry_session_lost
-from fluss_py.zk.codecs import CoordinatorRegistration
 from fluss_py.zk.credentials import zk_credentials
-from fluss_py.zk.election import LeaderElection, fence_become_leader
+from fluss_py.zk.election import LeaderElection
 from fluss_py.zk.metrics import ZkSessionCollector
-from fluss_py.zk.paths import CoordinatorLeaderZNode, CoordinatorServerZNode, TabletServerZNode, persistent_parents
-from fluss_py.zk.values import SessionEvent, SessionState, WatchEvent, ZkError
+from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
+from fluss_py.zk.values import ZkError
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorServer")
@@ -73,7 +69,6 @@ standby_log = logging.getLogger("fluss_py.coordinator.initCoordinatorStandby")
 
 DEFAULT_RPC_PORT = 9123
 DEFAULT_HTTP_PORT = 9124
-RETRY_BACKOFF = 1.0
 
 
 def stable_coordinator_id(host: str, port: int) -> int:
@@ -81,15 +76,7 @@ def stable_coordinator_id(host: str, port: int) -> int:
     return zlib.crc32(f"{host}:{port}".encode()) % 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class _Signal:
-    kind: str  # elect | suspended | suspend-timeout | lost | connected | fenced | predecessor-dead | stop
-    session_id: int = 0
-    token: int = 0
-    proof: Proof | None = None
-
-
-class CoordinatorServer:
+class CoordinatorServer(CoordinatorLifecycle):
     """Owns the ZooKeeper session, the RPC/HTTP servers, the election and (when leader) LeaderServices."""
 
     def __init__(self, config: cfg.Config) -> None:
@@ -110,11 +97,11 @@ class CoordinatorServer:
         )
         self.root = self.zk.root
         self.state = StateMachine(on_change=self._on_state_change)
-        self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(_Signal("elect")))
-        self._signals: asyncio.Queue[_Signal] = asyncio.Queue()
+        self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(Signal("elect")))
+        self._signals: asyncio.Queue[Signal] = asyncio.Queue()
         self._fast_failover = bool(config[cfg.PROOF_OF_DEATH])
         self.predecessor = PredecessorWatch(
-            self.zk, self.root, lambda proof: self._signal(_Signal("predecessor-dead", proof=proof))
+            self.zk, self.root, lambda proof: self._signal(Signal("predecessor-dead", proof=proof))
         )
         self._leader: LeaderServices | None = None
         self._leader_session = 0
@@ -309,7 +296,7 @@ class CoordinatorServer:
             await self._register_server_node()
             self.state.transition(CoordinatorState.STANDBY, "standby services started")
             self._spawn(self._tick(), "coordinator-tick")
-            self._signal(_Signal("elect"))
+            self._signal(Signal("elect"))
             self._in_lifecycle = True
             await self._lifecycle()
         finally:
@@ -319,7 +306,7 @@ class CoordinatorServer:
         """Graceful stop (signal handler): Down, tear down, close the ZooKeeper session."""
         log.info("Stop requested")
         if self._in_lifecycle:
-            self._signal(_Signal("stop"))
+            self._signal(Signal("stop"))
         elif self._run_task is not None:
             self._run_task.cancel()
 
@@ -346,241 +333,6 @@ class CoordinatorServer:
     def reload_certificates(self) -> None:
         """SIGHUP: re-read the TLS files (docs/security.md)."""
         self.security.reload_certificates()
-
-    # ---------------------------------------------------------------- signals
-    def _signal(self, signal: _Signal) -> None:
-        self._signals.put_nowait(signal)
-
-    def _later(self, delay: float, signal: _Signal) -> None:
-        async def fire() -> None:
-            await asyncio.sleep(delay)
-            self._signal(signal)
-
-        self._spawn(fire(), f"later {signal.kind}")
-
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _on_session(self, event: SessionEvent) -> None:
-        if event.state is SessionState.CONNECTED:
-            self._signal(_Signal("connected", session_id=event.session_id))
-        elif event.state is SessionState.SUSPENDED:
-            self._signal(_Signal("suspended"))
-        else:
-            self._signal(_Signal("lost"))
-
-    async def _tick(self) -> None:
-        while True:
-            self._last_tick = time.monotonic()
-            await asyncio.sleep(0.1)
-
-    # ---------------------------------------------------------------- the lifecycle task
-    async def _lifecycle(self) -> None:
-        while True:
-            signal = await self._signals.get()
-            if signal.kind == "stop":
-                return
-            try:
-                await self._handle(signal)
-            except Exception:
-                log.exception("Coordinator lifecycle step %r failed; retrying the election", signal.kind)
-                if self._leader is not None:
-                    await self._lose_leadership("lifecycle failure")
-                if self.state.current is CoordinatorState.ELECTING:
-                    self.state.transition(CoordinatorState.STANDBY, "lifecycle failure")
-                self._later(RETRY_BACKOFF, _Signal("elect"))
-
-    async def _handle(self, signal: _Signal) -> None:
-        kind = signal.kind
-        if kind == "elect":
-            if self.state.current is CoordinatorState.STANDBY and self.zk.connected:
-                await self._elect()
-        elif kind == "suspended":
-            self._suspend_token += 1
-            self._suspended = True
-            log.warning("ZooKeeper connection suspended; the session may still be alive")
-            if self._leader is not None:
-                self._later(self.session_timeout, _Signal("suspend-timeout", token=self._suspend_token))
-        elif kind == "suspend-timeout":
-            if signal.token == self._suspend_token and not self.zk.connected and self._leader is not None:
-                await self._lose_leadership("ZooKeeper connection suspended for longer than the session timeout")
-                self._stale_nodes = True
-        elif kind == "lost":
-            self.predecessor.stop()
-            self._suspend_token += 1
-            log.warning("ZooKeeper session expired: this coordinator's ephemeral nodes are gone")
-            if self._leader is not None:
-                await self._lose_leadership("ZooKeeper session expired")
-            self.election.forget()
-            self._stale_nodes = False
-        elif kind == "connected":
-            await self._on_connected(signal.session_id)
-        elif kind == "fenced" and self._leader is not None:
-            await self._lose_leadership("fenced by a newer coordinator epoch")
-            await self._release()
-            self._later(RETRY_BACKOFF, _Signal("elect"))
-        elif kind == "predecessor-dead":
-            await self._take_over(signal.proof)
-
-    async def _take_over(self, proof: Proof | None) -> None:
-        """A standby proved its predecessor dead: delete what its session still holds, then look again."""
-        if proof is None or self.state.current is not CoordinatorState.STANDBY or not self.zk.connected:
-            return
-        if self.election.watching != proof.predecessor.candidate:
-            return  # the election moved on meanwhile; the proof is about a node we no longer follow
-        await take_over(self.zk, self.root, proof.predecessor)
-        self._signal(_Signal("elect"))
-
-    async def _on_connected(self, session_id: int) -> None:
-        self._suspend_token += 1
-        if session_id == self._session:
-            if self._stale_nodes:  # we stepped down while suspended; the session survived after all
-                self._stale_nodes = False
-                await self._release()
-            if self._suspended:  # kazoo dropped our predecessor watch on disconnect: re-arm it
-                self._signal(_Signal("elect"))
-                candidate = self.election.candidate_path
-                if self._leader is not None and candidate is not None:
-                    await self._watch_own_candidate(candidate)
-            self._suspended = False
-            return
-        self._suspended = False
-        self.predecessor.stop()
-        log.info("New ZooKeeper session 0x%x: rejoining as standby", session_id)
-        self._session = session_id
-        self._stale_nodes = False
-        if self._leader is not None:
-            await self._lose_leadership("ZooKeeper session replaced")
-        self.election.forget()
-        await self._register_server_node()
-        self._signal(_Signal("elect"))
-
-    async def _register_server_node(self) -> None:
-        reg = CoordinatorRegistration(self.server_id, self.host, self.rpc_port, self.http_port)
-        path = await self.zk.create(
-            CoordinatorServerZNode.prefix_path(self.root),
-            CoordinatorServerZNode.encode(reg),
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
-        )
-        standby_log.info("Registered coordinator server node: %s", path.rsplit("/", 1)[1])
-
-    async def _elect(self) -> None:
-        self.state.transition(CoordinatorState.ELECTING, "checking the election")
-        try:
-            decision = await self.election.check()
-        except ZkError as e:
-            log.warning("Election check failed (%s); waiting to retry", e)
-            self.state.transition(CoordinatorState.STANDBY, "election check failed")
-            self._later(RETRY_BACKOFF, _Signal("elect"))
-            return
-        if decision.missing:
-            self.state.transition(CoordinatorState.STANDBY, "candidate node missing")
-            self._signal(_Signal("elect"))
-        elif not decision.leader:
-            self.state.transition(CoordinatorState.STANDBY, f"watching predecessor {decision.predecessor}")
-            if self._fast_failover and decision.predecessor is not None:
-                self.predecessor.follow(decision.predecessor)
-        else:
-            self.predecessor.stop()
-            await self._become_leader()
-
-    async def _become_leader(self) -> None:
-        candidate = self.election.candidate_path
-        assert candidate is not None
-        try:
-            fence = await fence_become_leader(self.zk, self.root, candidate)
-        except ZkError as e:
-            log.warning("Could not fence the coordinator epoch (%s); releasing leadership", e)
-            await self._release()
-            self.state.transition(CoordinatorState.STANDBY, "fence failed")
-            self._later(RETRY_BACKOFF, _Signal("elect"))
-            return
-        log.info("Became coordinator leader with epoch %d", fence.epoch)
-        context = CoordinatorContext(self.server_id, fence, self.host, self.rpc_port)
-        leader = LeaderServices(
-            self.zk,
-            context,
-            self.http_port,
-            self._leader_guard,
-            self._on_fenced,
-            options_from_config(self.config),
-            proof_of_death=self.config[cfg.PROOF_OF_DEATH],
-            rebalance_options=executor_options(self.config),
-            leader_balance=LeaderBalanceOptions.from_config(self.config),
-            static_config=self.config,
-            auto_partition_interval=float(self.config[cfg.AUTO_PARTITION_CHECK_INTERVAL]),
-        )
-        self._leader, self._leader_session = leader, self.zk.session_id
-        try:
-            await leader.start()
-        except Exception as e:
-            log.error("Failed to initialise coordinator leader services (%s); releasing leadership", e, exc_info=True)
-            self._leader = None
-            await leader.stop()
-            await self._release()
-            self.state.transition(CoordinatorState.STANDBY, "leader initialisation failed")
-            self._later(RETRY_BACKOFF, _Signal("elect"))
-            return
-        self._known_leader = None
-        self.state.transition(CoordinatorState.LEADER, f"epoch {fence.epoch}")
-        log.info("Coordinator leader services started (server %d, epoch %d)", self.server_id, fence.epoch)
-        await self._watch_own_candidate(candidate)
-
-    async def _watch_own_candidate(self, candidate: str) -> None:
-        """While leader, our candidate disappears with a live session only when a standby proved this process
-        dead (a forged refusal): step down at once, as when fenced (docs/coordinator-ha.md)."""
-
-        def on_change(event: WatchEvent) -> None:
-            if event.type == "DELETED" and self.election.candidate_path == candidate and self._leader is not None:
-                log.warning("Our candidate node %s was deleted by a standby that proved us dead", candidate)
-                self._signal(_Signal("fenced"))
-
-        if await self.zk.exists(candidate, watch=on_change) is None:
-            on_change(WatchEvent("DELETED", candidate))
-
-    async def _lose_leadership(self, reason: str) -> None:
-        leader, self._leader = self._leader, None
-        log.warning("Lost coordinator leadership (%s); tearing down leader services in reverse order", reason)
-        if leader is not None:
-            await leader.stop()
-        if self.state.current in (CoordinatorState.LEADER, CoordinatorState.ELECTING):
-            self.state.transition(CoordinatorState.STANDBY, reason)
-
-    async def _release(self) -> None:
-        """Voluntary release with a live session: delete our leader node (if ours) and our candidate."""
-        try:
-            path = CoordinatorLeaderZNode.path(self.root)
-            got = await self.zk.get(path)
-            if got is not None and got[1].ephemeral_owner == self.zk.session_id and self.zk.session_id:
-                await self.zk.delete(path, got[1].version)
-                log.info("Deleted our coordinator leader node")
-            await self.election.resign()
-        except ZkError as e:
-            log.warning("Releasing leadership nodes failed (%s); they go with the session", e)
-            self.election.forget()
-
-    def _on_fenced(self) -> None:
-        self._signal(_Signal("fenced"))
-
-    async def _leader_guard(self) -> None:
-        """Raise unless this process may still act as leader (called before every event)."""
-        if self._leader is None:
-            raise NotCoordinatorLeaderError("not the coordinator leader")
-        if not self.zk.connected or self.zk.session_id != self._leader_session:
-            raise NotCoordinatorLeaderError("the ZooKeeper session of this leadership is gone")
-        stalled = time.monotonic() - self._last_tick
-        if stalled > self.session_timeout / 3:
-            log.warning("Event loop was stalled for %.1fs; verifying the ZooKeeper session first", stalled)
-            try:
-                await asyncio.wait_for(self.zk.sync(self.root), self.session_timeout)
-            except (ZkError, TimeoutError) as e:
-                raise NotCoordinatorLeaderError(f"ZooKeeper session unverified after a stall: {e}") from None
-            if self.zk.session_id != self._leader_session:
-                raise NotCoordinatorLeaderError("the ZooKeeper session of this leadership is gone")
 
 
 class _RefusalCollector:
