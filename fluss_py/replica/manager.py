@@ -37,16 +37,7 @@ from fluss_py.replica.group_flush import GroupFlusher
 from fluss_py.replica.isr_changes import IsrChanges
 from fluss_py.replica.log_faults import LogFaultHandler
 from fluss_py.replica.messages import (
-    EpochRequest,
-    EpochResult,
-    FetchBucketRequest,
-    FetchBucketResult,
-    FetchRequest,
-    FetchResponse,
     LeaderAndIsrItem,
-    ListOffsetsRequest,
-    ListOffsetsResult,
-    ProduceResult,
     StopReplicaItem,
     as_api_error,
 )
@@ -104,6 +95,14 @@ class ReplicaManager:
             self, self._replicas, self.settings.throttle_bytes_per_s, self.settings.fetch.max_bytes, clock
         )
         self.isr = IsrChanges(self, self._replicas)
+        # routing: the rooms answer these requests themselves (the tablet service calls them on the manager)
+        self.append = self.writes.append  # ProduceLog
+        self.fetch = self.reads.fetch  # a sessionless FetchLog
+        self.fetch_in_session = self.reads.fetch_in_session  # a FetchLog in an incremental fetch session
+        self.list_offsets = self.reads.list_offsets
+        self.offsets_for_leader_epoch = self.reads.offsets_for_leader_epoch
+        self.maybe_shrink_isr = self.isr.maybe_shrink_isr  # one ISR shrink scan now
+        self.send_isr_changes = self.isr.send_isr_changes  # the queued AdjustIsr proposals, now
         self.group_flush = GroupFlusher(self.writes.group_flushed, self.writes.group_flush_failed)  # flush.on-ack
         self.fetchers = FetcherManager(
             server_id, leader_endpoint_factory, self._replicas.get, self.settings.fetch, self.group_flush.flush
@@ -413,43 +412,6 @@ class ReplicaManager:
                 errors[tb] = as_api_error(e, f"stop replica {tb}")
         await self.fetchers.remove_buckets(stopped)
         return errors
-
-    # ------------------------------------------------------------ routing: produce, fetch, offsets, ISR
-
-    async def append(
-        self, acks: int, timeout_s: float, batches: Mapping[TableBucket, bytes]
-    ) -> dict[TableBucket, ProduceResult]:
-        """ProduceLog (``WritePath.append``)."""
-        return await self.writes.append(acks, timeout_s, batches)
-
-    async def fetch(
-        self,
-        replica_id: int,
-        max_wait_s: float,
-        min_bytes: int,
-        max_bytes: int,
-        requests: Sequence[FetchBucketRequest],
-    ) -> dict[TableBucket, FetchBucketResult]:
-        """A sessionless FetchLog (``ReadPath.fetch``)."""
-        return await self.reads.fetch(replica_id, max_wait_s, min_bytes, max_bytes, requests)
-
-    async def fetch_in_session(self, request: FetchRequest) -> FetchResponse:
-        """A FetchLog in an incremental fetch session (``ReadPath.fetch_in_session``)."""
-        return await self.reads.fetch_in_session(request)
-
-    async def list_offsets(self, requests: Sequence[ListOffsetsRequest]) -> dict[TableBucket, ListOffsetsResult]:
-        return await self.reads.list_offsets(requests)
-
-    async def offsets_for_leader_epoch(self, requests: Sequence[EpochRequest]) -> dict[TableBucket, EpochResult]:
-        return await self.reads.offsets_for_leader_epoch(requests)
-
-    def maybe_shrink_isr(self) -> int:
-        """One ISR shrink scan now (``IsrChanges.maybe_shrink_isr``)."""
-        return self.isr.maybe_shrink_isr()
-
-    async def send_isr_changes(self) -> int:
-        """Send the queued AdjustIsr proposals now (``IsrChanges.send_isr_changes``)."""
-        return await self.isr.send_isr_changes()
 
     # ------------------------------------------------------------ wake-ups (HW, durable offset, role)
 
