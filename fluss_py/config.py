@@ -202,6 +202,8 @@ REPLICA_FETCH_WAIT_MAX = option("replica.fetch.wait.max.ms", "duration", 0.5, [T
                                 "longest a follower fetch waits at the leader", Range(0.001, MINUTE))  # fmt: skip
 REPLICA_FETCH_BACKOFF = option("replica.fetch.backoff.ms", "duration", 0.05, [TABLET],
                                "pause after a failed follower fetch", Range(0.001, MINUTE))  # fmt: skip
+REPLICA_FETCH_STREAM = option("replica.fetch.stream", "bool", True, [TABLET],
+                             "followers fetch on one stream per leader (false: a FetchLog call each)")  # fmt: skip
 FETCH_RESPONSE_MAX_BYTES = option(
     "fetch.response.max-bytes", "size", 16 * MiB, [TABLET],
     "largest FetchLog answer built here: a request's max_bytes (whole and per bucket) is cut to it "

@@ -101,6 +101,11 @@ class TokenReplicaVerifier:
     def known(self) -> list[int]:
         return sorted(self._tokens)
 
+    def still_current(self, claimed: int, token: str) -> bool:
+        """Is ``token`` still the one known for ``claimed`` (no ZooKeeper read)? A stream proven at open asks
+        this per message: a server that restarted with a new token, or was dropped, loses its old stream."""
+        return same_token(token, self._tokens.get(claimed, ""))
+
     async def verify(self, claimed: int, context: Any) -> str | None:
         if claimed == self.own_id:
             return "that is this server's own id"

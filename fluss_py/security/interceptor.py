@@ -88,20 +88,21 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
                     _PRINCIPAL.reset(token)
 
             return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
-            inner_stream = handler.unary_stream
+        streaming = handler.unary_stream or handler.stream_stream
+        if streaming is not None and inspect.isasyncgenfunction(streaming):
+            # a stream of requests is checked once, before its first message: its rule may not depend on them
+            one_request = handler.unary_stream is not None
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                token = await check(method, request, context)
+                token = await check(method, request if one_request else None, context)
                 try:
-                    async for item in inner_stream(request, context):
+                    async for item in streaming(request, context):
                         yield item
                 finally:
                     _PRINCIPAL.reset(token)
 
-            return grpc.unary_stream_rpc_method_handler(
-                stream, handler.request_deserializer, handler.response_serializer
-            )
+            make = grpc.unary_stream_rpc_method_handler if one_request else grpc.stream_stream_rpc_method_handler
+            return make(stream, handler.request_deserializer, handler.response_serializer)
         return _refuse(f"{method}: call type not supported by the security interceptor")
 
     async def _check(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> contextvars.Token:

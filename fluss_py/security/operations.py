@@ -69,6 +69,7 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     ),
     _T + "GetMetadata": _metadata,
     # tablet servers: replication and coordinator control
+    _T + "FetchLogStream": lambda r, names: INTERNAL,  # followers only; checked at open (no request yet)
     _T + "OffsetsForLeaderEpoch": lambda r, names: INTERNAL,
     _T + "NotifyLeaderAndIsr": lambda r, names: INTERNAL,
     _T + "StopReplica": lambda r, names: INTERNAL,

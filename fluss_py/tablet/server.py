@@ -220,7 +220,9 @@ class TabletServer:
         # start trust logs that were never recovered
         self.log_manager = log_manager
         self._gateway = GrpcCoordinatorEndpoint(self._coordinator_address, replica_token=self.replica_token)
-        endpoints = functools.partial(GrpcLeaderEndpoint, replica_token=self.replica_token)
+        endpoints = functools.partial(
+            GrpcLeaderEndpoint, replica_token=self.replica_token, stream=bool(self.config[cfg.REPLICA_FETCH_STREAM])
+        )
         self.replica_manager = ReplicaManager(self.server_id, self.log_manager, self.config, self._gateway, endpoints)
         self.replica_manager.start()
         self.metrics.register(StorageCollector(log_manager, self.replica_manager, load_s))

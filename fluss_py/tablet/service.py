@@ -18,6 +18,7 @@ Who may call: grpc.aio on the process's loop; ``ReplicaLayer`` methods are calle
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import grpc.aio
@@ -27,9 +28,16 @@ from fluss_py.errors import (
     InvalidRequestError,
     ReplicaNotAuthenticatedError,
 )
+from fluss_py.replica.fetch_stream import FetchStreamGuard
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
-from fluss_py.rpc.peer import COORDINATOR_TOKEN_KEY, RefusalLog, TokenReplicaVerifier, presented
+from fluss_py.rpc.peer import (
+    COORDINATOR_TOKEN_KEY,
+    REPLICA_TOKEN_KEY,
+    RefusalLog,
+    TokenReplicaVerifier,
+    presented,
+)
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
 
@@ -57,6 +65,7 @@ class ReplicaLayer(Protocol):
 
 
 REPLICA_NOT_AUTHENTICATED = "replica_not_authenticated"
+FETCH_STREAM_REFUSED = "fetch_stream_refused"  # a proven replica's stream broke a binding (a bug or a forgery)
 
 
 class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
@@ -131,15 +140,61 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
             error = InvalidRequestError(f"replica_id {claimed}: -1 (a client) or a tablet server id")
             return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
         if claimed >= 0:
-            why = await self.replicas.verify(claimed, context)
-            if why is not None:
-                self.refusals.refuse(
-                    REPLICA_NOT_AUTHENTICATED, str(claimed),
-                    f"Refused FetchLog claiming replica {claimed} from {_peer(context)}: {why}",
-                )  # fmt: skip
-                error = ReplicaNotAuthenticatedError(f"fetch as replica {claimed} refused: {why}")
-                return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
+            refused = await self._unproven_replica("FetchLog", claimed, context)
+            if refused is not None:
+                return refused
         return await self.layer.fetch_log(request)
+
+    async def FetchLogStream(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        """A follower's fetch session on one stream (docs/replication.md "Streamed follower fetches"): the
+        first message's replica id is proven like a follower FetchLog's, then each message must keep to the
+        stream's bindings (``FetchStreamGuard``) and the token presented at open must still be current. Each
+        admitted message is handled as a FetchLog; lockstep: the next is read only after this answer."""
+        guard: FetchStreamGuard | None = None
+        token = ""
+        async for request in requests:
+            claimed = request.replica_id
+            if guard is None:
+                if claimed < 0:
+                    error: Any = InvalidRequestError(f"replica_id {claimed}: a fetch stream is for followers only")
+                    yield tablet_pb2.FetchLogResponse(error=convert.error_info(error))
+                    return
+                refused = await self._unproven_replica("FetchLogStream", claimed, context)
+                if refused is not None:
+                    yield refused
+                    return
+                guard = FetchStreamGuard(claimed)
+                token = presented(context, REPLICA_TOKEN_KEY)
+            elif not self.replicas.still_current(guard.replica_id, token):
+                why = "its replica token is no longer the server's current one"
+                yield self._refuse_replica("FetchLogStream", guard.replica_id, context, why)
+                return
+            error = guard.admit(
+                claimed,
+                request.session.id if request.HasField("session") else None,
+                (((b.table_bucket.table_id, b.table_bucket.bucket), b.current_leader_epoch) for b in request.buckets),
+            )
+            if error is not None:
+                self.refusals.refuse(
+                    FETCH_STREAM_REFUSED, str(claimed), f"Ended the fetch stream of replica {claimed}: {error}"
+                )
+                yield tablet_pb2.FetchLogResponse(error=convert.error_info(error))
+                return
+            response = await self.layer.fetch_log(request)
+            yield response
+            if not guard.answered(response.session_id, not convert.is_ok(response.error)):
+                return
+
+    async def _unproven_replica(self, what: str, claimed: int, context: Any) -> Any:
+        """None when the caller proves it is tablet server ``claimed``, else the refusal to answer."""
+        why = await self.replicas.verify(claimed, context)
+        return None if why is None else self._refuse_replica(what, claimed, context, why)
+
+    def _refuse_replica(self, what: str, claimed: int, context: Any, why: str) -> Any:
+        message = f"Refused {what} claiming replica {claimed} from {_peer(context)}: {why}"
+        self.refusals.refuse(REPLICA_NOT_AUTHENTICATED, str(claimed), message)
+        error = ReplicaNotAuthenticatedError(f"fetch as replica {claimed} refused: {why}")
+        return tablet_pb2.FetchLogResponse(error=convert.error_info(error))
 
     async def ListOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self.layer.list_offsets(request)

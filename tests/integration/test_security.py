@@ -208,20 +208,40 @@ def test_a_client_claiming_the_server_identity_is_refused(cluster: LocalCluster)
         assert "only this cluster's servers" in info.value.details()
 
 
-def test_rogue_follower_fetch_is_refused(cluster: LocalCluster) -> None:
-    """A process with a client certificate (not a server's) asking for a follower's fetch."""
+def _follower_fetch() -> tablet_pb2.FetchLogRequest:
+    bucket = tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=1, bucket=0), max_bytes=1 << 20)
+    return tablet_pb2.FetchLogRequest(replica_id=2, max_wait_ms=0, max_bytes=1 << 20, buckets=[bucket])
+
+
+def _as_a_client(cluster: LocalCluster, address: str, call) -> object:
+    """``call(stub)`` on a channel to ``address`` with the client certificate (not a server's)."""
     tls = admin_identity(cluster).tls
     assert tls is not None
     ca, cert, key = tls.read()
+    with grpc.secure_channel(address, grpc.ssl_channel_credentials(ca, key, cert)) as channel:
+        return call(tablet_pb2_grpc.TabletServiceStub(channel))
+
+
+def test_rogue_follower_fetch_is_refused(cluster: LocalCluster) -> None:
+    """A process with a client certificate (not a server's) asking for a follower's fetch."""
     leader = cluster.get(cluster.names(TABLET_SERVER)[0])
-    with grpc.secure_channel(leader.rpc_address, grpc.ssl_channel_credentials(ca, key, cert)) as channel:
-        stub = tablet_pb2_grpc.TabletServiceStub(channel)
-        bucket = tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=1, bucket=0), max_bytes=1 << 20)
-        request = tablet_pb2.FetchLogRequest(replica_id=2, max_wait_ms=0, max_bytes=1 << 20, buckets=[bucket])
-        with pytest.raises(grpc.RpcError) as info:
-            stub.FetchLog(request, timeout=5)
+    with pytest.raises(grpc.RpcError) as info:
+        _as_a_client(cluster, leader.rpc_address, lambda stub: stub.FetchLog(_follower_fetch(), timeout=5))
     assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
     assert "DENIED principal=fluss-client operation=INTERNAL" in cluster.log_text(leader.name)
+
+
+def test_rogue_follower_fetch_stream_is_refused(cluster: LocalCluster) -> None:
+    """The same on the follower's FetchLogStream: the interceptor checks the stream before its first
+    message, and the servers' own followers (internal principals) fetch on streams."""
+    leader = cluster.get(cluster.names(TABLET_SERVER)[0])
+    request = _follower_fetch()
+    request.session.SetInParent()  # a stream carries a session
+    with pytest.raises(grpc.RpcError) as info:
+        _as_a_client(cluster, leader.rpc_address, lambda stub: list(stub.FetchLogStream(iter([request]), timeout=5)))
+    assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert "may not call FetchLogStream" in info.value.details()
+    assert "has no FetchLogStream" not in server_logs(cluster)  # no follower fell back to unary calls
 
 
 # ---------------------------------------------------------------- authorization

@@ -86,6 +86,7 @@ class ReplicaFetcher:
         self._backing_off: set[TableBucket] = set()  # retry_at not reached at the last look
         self._touched: set[TableBucket] = set()  # may differ from what the leader's session holds
         self.session = FollowerSession()
+        self._new_session = False  # buckets were added: the next request opens a new session
         self._changed = asyncio.Event()
         self._inflight: asyncio.Task[FetchResponse] | None = None  # the FetchLog call; add_buckets cancels it
         self._task: asyncio.Task[None] | None = None
@@ -100,13 +101,16 @@ class ReplicaFetcher:
     # ------------------------------------------------------------ membership
 
     def add_buckets(self, buckets: Mapping[TableBucket, int]) -> None:
-        """Follow ``{bucket: leader_epoch}`` from this leader, each starting in Truncating."""
+        """Follow ``{bucket: leader_epoch}`` from this leader, each starting in Truncating. Ends the fetch
+        session (and the stream carrying it, bound to the epochs it was opened with: docs/replication.md
+        "Streamed follower fetches") even when no call is in flight: the next request is a full one."""
         for tb, epoch in buckets.items():
             self._states[tb] = BucketFetchState(epoch)
             self._truncating.add(tb)
             self._backing_off.discard(tb)
             self._touched.add(tb)
         self._changed.set()
+        self._new_session = True  # (not a reset here: an answer already on its way is still applied in order)
         if self._inflight is not None:  # end a long poll in flight: the next round fetches these with the others
             self._inflight.cancel()
 
@@ -296,6 +300,9 @@ class ReplicaFetcher:
         """The session's next request: every fetched bucket when it opens one, else the buckets touched since
         the last request whose position changed, and those to forget. None when nothing is fetched."""
         session = self.session
+        if self._new_session:
+            self._new_session = False
+            session.reset()
         if session.id == NO_SESSION:
             session.sent.clear()
             candidates: Iterable[TableBucket] = list(self._states)

@@ -3,16 +3,24 @@
 ``LeaderEndpoint`` is the Protocol the ``ReplicaFetcher`` uses (an in-memory fake in unit tests);
 ``GrpcLeaderEndpoint`` implements it over one grpc.aio channel to the leader's TabletService; its calls
 present this server's replica token (docs/peer-trust.md), without which the leader refuses a follower fetch.
+A fetch session travels on one ``FetchLogStream`` (``replica/fetch_stream.py``, docs/replication.md "Streamed
+follower fetches") unless the leader has none (UNIMPLEMENTED: unary FetchLog calls for ``STREAM_RETRY_S``)
+or ``stream`` is off; sessionless fetches are always unary.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import grpc
 
+from fluss_py.errors import NetworkExceptionError
+from fluss_py.replica.fetch_stream import STREAM_RETRY_S, FetchStreamClient
 from fluss_py.replica.messages import (
+    NO_SESSION,
     EpochEndOffset,
     EpochRequest,
     EpochResult,
@@ -22,10 +30,12 @@ from fluss_py.replica.messages import (
     FetchResult,
 )
 from fluss_py.rpc import convert
-from fluss_py.rpc.channels import open_channel
+from fluss_py.rpc.channels import open_channel, server_identity
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
 from fluss_py.types import ServerNode, TableBucket
+
+log = logging.getLogger(__name__)
 
 
 class LeaderEndpoint(Protocol):
@@ -70,44 +80,106 @@ def fetch_request_pb(request: FetchRequest) -> Any:
     return pb
 
 
-class GrpcLeaderEndpoint:
-    """FetchLog / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one ReplicaFetcher task."""
+def fetch_response_of(response: Any) -> FetchResponse:
+    """The plain FetchResponse of a FetchLogResponse without a whole-request error."""
+    results: FetchResult = {}
+    for r in response.buckets:
+        tb = convert.table_bucket_from_pb(r.table_bucket)
+        diverging = (
+            EpochEndOffset(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
+            if r.HasField("diverging_epoch")
+            else None
+        )
+        results[tb] = FetchBucketResult(
+            tb, convert.error_of(r.error), r.high_watermark, r.log_start_offset, r.log_end_offset, r.records, diverging
+        )
+    return FetchResponse(results, response.session_id)
 
-    def __init__(self, leader: ServerNode, *, rpc_timeout_s: float = 30.0, replica_token: str = "") -> None:
+
+class _GrpcFetchStream:
+    """A ``FetchStream`` over one FetchLogStream call (``read`` raises when the leader ended it)."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    async def write(self, message: Any) -> None:
+        await self._call.write(message)
+
+    async def read(self) -> Any:
+        answer = await self._call.read()
+        if answer is grpc.aio.EOF:
+            raise NetworkExceptionError("the leader ended the fetch stream")
+        return answer
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class GrpcLeaderEndpoint:
+    """FetchLog / FetchLogStream / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one
+    ReplicaFetcher task."""
+
+    def __init__(
+        self, leader: ServerNode, *, rpc_timeout_s: float = 30.0, replica_token: str = "", stream: bool = True
+    ) -> None:
         self.leader = leader
         self._timeout_s = rpc_timeout_s
-        self._metadata = call_metadata(REPLICA_TOKEN_KEY, replica_token)
+        # the server's own credentials (a password, when it has one) with every call, the stream included (the
+        # channel's credentials interceptor would cost a task per call and does not cover streams of requests)
+        identity = server_identity()
+        self._metadata = (identity.metadata() or ()) + call_metadata(REPLICA_TOKEN_KEY, replica_token)
         # big messages, short reconnect backoff: a restarted leader is reached again quickly
-        self._channel = open_channel(leader.address)
+        self._channel = open_channel(leader.address, identity, send_credentials=False)
         self._stub = tablet_pb2_grpc.TabletServiceStub(self._channel)
+        self.streams: FetchStreamClient | None = FetchStreamClient(self._open_stream) if stream else None
+        self._unary_until = 0.0  # the leader had no FetchLogStream: unary calls until then (loop time)
+        self._streamed = False  # the current session travels on the stream
+
+    def _open_stream(self) -> _GrpcFetchStream:
+        return _GrpcFetchStream(self._stub.FetchLogStream(metadata=self._metadata))
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
         pb = fetch_request_pb(request)
-        try:
-            response = await self._stub.FetchLog(
-                pb, timeout=request.max_wait_s + self._timeout_s, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as e:
-            raise convert.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
+        session = request.session
+        opens = session is not None and session.id == NO_SESSION
+        if opens:
+            self._streamed = self.streams is not None and asyncio.get_running_loop().time() >= self._unary_until
+        response = None
+        if self._streamed and session is not None:
+            response = await self._fetch_streamed(pb, opens, request.max_wait_s + self._timeout_s)
+        if response is None:
+            try:
+                response = await self._stub.FetchLog(
+                    pb, timeout=request.max_wait_s + self._timeout_s, metadata=self._metadata
+                )
+            except grpc.aio.AioRpcError as e:
+                raise convert.network_error(e, f"FetchLog from leader {self.leader.id} at {self.leader.address}") from e
         convert.raise_for(response.error)
-        results: FetchResult = {}
-        for r in response.buckets:
-            tb = convert.table_bucket_from_pb(r.table_bucket)
-            diverging = (
-                EpochEndOffset(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
-                if r.HasField("diverging_epoch")
-                else None
-            )
-            results[tb] = FetchBucketResult(
-                tb,
-                convert.error_of(r.error),
-                r.high_watermark,
-                r.log_start_offset,
-                r.log_end_offset,
-                r.records,
-                diverging,
-            )
-        return FetchResponse(results, response.session_id)
+        return fetch_response_of(response)
+
+    async def _fetch_streamed(self, pb: Any, opens: bool, timeout_s: float) -> Any:
+        """The answer on the session's stream; None: the leader has no FetchLogStream, send it unary."""
+        assert self.streams is not None
+        what = f"FetchLogStream from leader {self.leader.id} at {self.leader.address}"
+        try:
+            async with asyncio.timeout(timeout_s):
+                response = await self.streams.exchange(pb, opens_session=opens)
+        except grpc.aio.AioRpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED and opens:  # handled nothing: the same request, unary
+                log.info("leader %d has no FetchLogStream: unary FetchLog for %.0fs", self.leader.id, STREAM_RETRY_S)
+                self._unary_until = asyncio.get_running_loop().time() + STREAM_RETRY_S
+                self._streamed = False
+                return None
+            raise convert.network_error(e, what) from e
+        except TimeoutError:
+            raise NetworkExceptionError(f"{what}: no answer within {timeout_s}s") from None
+        except asyncio.InvalidStateError as e:  # written to a call that had already finished
+            raise NetworkExceptionError(f"{what}: the stream ended ({e})") from e
+        if response.error.code != 0:  # a whole-request error ends the stream on both sides
+            self.streams.drop()
+        return response
 
     async def offsets_for_leader_epoch(
         self, replica_id: int, requests: Sequence[EpochRequest]
@@ -136,4 +208,6 @@ class GrpcLeaderEndpoint:
         }
 
     async def close(self) -> None:
+        if self.streams is not None:
+            self.streams.drop()
         await self._channel.close()

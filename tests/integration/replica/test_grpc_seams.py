@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc.aio
 import pytest
 
-from fluss_py.errors import ErrorCode, NetworkExceptionError
+from fluss_py.errors import (
+    ErrorCode,
+    FetchSessionNotFoundError,
+    NetworkExceptionError,
+    ReplicaNotAuthenticatedError,
+)
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorEndpoint
 from fluss_py.replica.messages import (
@@ -17,8 +24,9 @@ from fluss_py.replica.messages import (
     FetchSessionRequest,
 )
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2, tablet_pb2_grpc
-from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, presented
+from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, TokenReplicaVerifier, presented
 from fluss_py.rpc.server import start_rpc_server
+from fluss_py.tablet.service import TabletServicer
 from fluss_py.testing.ports import free_port
 from fluss_py.types import ServerNode, TableBucket
 
@@ -165,3 +173,109 @@ async def test_gateway_follows_the_named_coordinator_leader() -> None:
         await gateway.close()
         await real_server.stop(None)
         await standby_server.stop(None)
+
+
+# ---------------------------------------------------------------- FetchLogStream through the real servicer
+
+
+class StreamLayer:
+    """The replica layer behind a real TabletServicer: answers every fetch in session 41, or parks it until
+    ``release`` is set when ``park`` is (and records a cancelled park)."""
+
+    def __init__(self) -> None:
+        self.handled: list = []
+        self.park = False
+        self.release = asyncio.Event()
+        self.cancelled = 0
+
+    async def fetch_log(self, request):
+        self.handled.append(request)
+        if self.park:
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return tablet_pb2.FetchLogResponse(
+            error=common_pb2.ErrorInfo(code=0),
+            session_id=41,
+            buckets=[tablet_pb2.FetchBucketResult(table_bucket=PB_TB, high_watermark=len(self.handled))],
+        )
+
+
+def session_fetch(session_id: int, epoch: int) -> FetchRequest:
+    bucket = FetchBucketRequest(TB, 3, 512, 2, 1)
+    return FetchRequest(7, 0.25, 1, 1024, (bucket,), FetchSessionRequest(session_id, epoch))
+
+
+async def stream_leader() -> tuple[grpc.aio.Server, int, StreamLayer, TokenReplicaVerifier]:
+    verifier = TokenReplicaVerifier(1)
+    verifier.update({7: "secret-of-7"})
+    layer = StreamLayer()
+    servicer = TabletServicer(None, layer, verifier)  # type: ignore[arg-type]  (no control requests here)
+    server, port = await serve(lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(servicer, s))
+    return server, port, layer, verifier
+
+
+async def test_a_session_travels_on_one_stream_bound_to_the_proven_replica() -> None:
+    server, port, layer, verifier = await stream_leader()
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port), replica_token="secret-of-7")
+    try:
+        assert (await endpoint.fetch(session_fetch(0, 0))).session_id == 41
+        for epoch in (1, 2, 3):
+            answer = await endpoint.fetch(session_fetch(41, epoch))
+            assert answer.buckets[TB].high_watermark == epoch + 1  # each answer is its own request's
+        assert endpoint.streams is not None and endpoint.streams.opened == 1 and len(layer.handled) == 4
+        # server 7 restarted since (a new token handed out): its old process loses the stream at once
+        verifier.update({7: "secret-of-7-restarted"})
+        with pytest.raises(ReplicaNotAuthenticatedError):
+            await endpoint.fetch(session_fetch(41, 4))
+        with pytest.raises(FetchSessionNotFoundError):  # the session ended with its stream
+            await endpoint.fetch(session_fetch(41, 5))
+        with pytest.raises(ReplicaNotAuthenticatedError):  # a new stream is proven afresh: refused
+            await endpoint.fetch(session_fetch(0, 0))
+        assert len(layer.handled) == 4
+    finally:
+        await endpoint.close()
+        await server.stop(None)
+
+
+async def test_an_abandoned_exchange_cancels_the_leaders_long_poll_and_the_next_session_gets_a_new_stream() -> None:
+    server, port, layer, _ = await stream_leader()
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port), replica_token="secret-of-7")
+    try:
+        await endpoint.fetch(session_fetch(0, 0))
+        layer.park = True
+        parked = asyncio.ensure_future(endpoint.fetch(session_fetch(41, 1)))
+        await wait_until_async(lambda: len(layer.handled) == 2)
+        parked.cancel()  # as the fetcher does when buckets are added during a long poll
+        with pytest.raises(asyncio.CancelledError):
+            await parked
+        await wait_until_async(lambda: layer.cancelled == 1)  # the leader stopped handling it
+        layer.park = False
+        answer = await endpoint.fetch(session_fetch(0, 0))
+        assert answer.buckets[TB].high_watermark == 3 and endpoint.streams.opened == 2
+    finally:
+        await endpoint.close()
+        await server.stop(None)
+
+
+async def test_a_leader_without_fetch_streams_is_fetched_from_with_unary_calls() -> None:
+    leader = Leader()  # an older server: no FetchLogStream (UNIMPLEMENTED)
+    server, port = await serve(lambda s: tablet_pb2_grpc.add_TabletServiceServicer_to_server(leader, s))
+    endpoint = GrpcLeaderEndpoint(ServerNode(1, "127.0.0.1", port), replica_token="secret-of-7")
+    try:
+        assert (await endpoint.fetch(session_fetch(0, 0))).session_id == 77
+        assert (await endpoint.fetch(session_fetch(77, 1))).session_id == 77
+        assert (await endpoint.fetch(session_fetch(0, 0))).session_id == 77  # a new session: still unary
+        assert len(leader.requests) == 3 and endpoint.streams.opened == 1  # tried once, then unary
+    finally:
+        await endpoint.close()
+        await server.stop(None)
+
+
+async def wait_until_async(cond, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)

@@ -8,12 +8,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fluss_py.errors import (
+    ApiError,
     FencedLeaderEpochError,
     InvalidUpdateVersionError,
     NetworkExceptionError,
 )
 from fluss_py.record import RecordBatchBuilder, iter_batches
-from fluss_py.replica.messages import AdjustIsrItem, AdjustIsrResult, EpochRequest, FetchRequest, FetchResponse
+from fluss_py.replica.fetch_stream import FetchStreamClient, FetchStreamGuard
+from fluss_py.replica.messages import (
+    NO_SESSION,
+    AdjustIsrItem,
+    AdjustIsrResult,
+    EpochRequest,
+    FetchRequest,
+    FetchResponse,
+)
 from fluss_py.types import LeaderAndIsr, TableBucket
 
 
@@ -42,8 +51,60 @@ def values_of(records: bytes) -> list[tuple[int, bytes]]:
 # ---------------------------------------------------------------- network seams
 
 
+class LocalFetchStream:
+    """A FetchLogStream to a leader ReplicaManager in this process, like the servicer's: a leader-side task
+    reads requests in order, checks each against a ``FetchStreamGuard``, and answers into a queue; a refusal
+    or a whole-request error is the last answer (then the stream reads as ended). ``cancel`` stops the task."""
+
+    def __init__(self, endpoint: LocalLeaderEndpoint) -> None:
+        self._endpoint = endpoint
+        self._requests: asyncio.Queue[FetchRequest] = asyncio.Queue()
+        self._answers: asyncio.Queue[FetchResponse | BaseException] = asyncio.Queue()
+        self._task = asyncio.create_task(self._serve())
+
+    async def write(self, request: FetchRequest) -> None:
+        self._requests.put_nowait(request)
+
+    async def read(self) -> FetchResponse:
+        answer = await self._answers.get()
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def cancel(self) -> None:
+        self._task.cancel()
+
+    async def _serve(self) -> None:
+        guard: FetchStreamGuard | None = None
+        try:
+            while True:
+                request = await self._requests.get()
+                guard = guard or FetchStreamGuard(request.replica_id)
+                session = request.session.id if request.session is not None else None
+                error = guard.admit(
+                    request.replica_id, session, ((r.table_bucket, r.current_leader_epoch) for r in request.buckets)
+                )
+                if error is not None:
+                    self._endpoint.stream_refusals.append(error)
+                    self._answers.put_nowait(error)
+                    return
+                try:
+                    answer = await self._endpoint._target().fetch_in_session(request)
+                    self._endpoint._target()  # cut off while the fetch was parked: the answer is lost
+                except ApiError as e:
+                    self._answers.put_nowait(e)
+                    return
+                self._answers.put_nowait(answer)
+                if not guard.answered(answer.session_id, failed=False):
+                    return
+        finally:
+            self._answers.put_nowait(NetworkExceptionError("the leader ended the fetch stream"))
+
+
 class LocalLeaderEndpoint:
-    """A LeaderEndpoint that calls the leader's ReplicaManager directly; ``down`` makes calls fail."""
+    """A LeaderEndpoint that calls the leader's ReplicaManager directly; ``down`` makes calls fail.
+    With ``cluster.streams`` a fetch session travels on a ``LocalFetchStream`` (through a
+    ``FetchStreamClient``, as ``GrpcLeaderEndpoint`` does)."""
 
     def __init__(self, cluster: Cluster, leader_id: int) -> None:
         self.cluster = cluster
@@ -52,6 +113,8 @@ class LocalLeaderEndpoint:
         self.closed = False
         self.epoch_answers: list[dict] = []  # every OffsetsForLeaderEpoch answer, in order
         self.fetch_answers: list[FetchResponse] = []  # every FetchLog answer, in order
+        self.streams = FetchStreamClient(lambda: LocalFetchStream(self))
+        self.stream_refusals: list[ApiError] = []  # every binding a stream's leader side refused
 
     def _target(self):
         if self.leader_id in self.cluster.down or self.leader_id not in self.cluster.managers:
@@ -61,6 +124,10 @@ class LocalLeaderEndpoint:
     async def fetch(self, request: FetchRequest) -> FetchResponse:
         self.calls += 1
         await asyncio.sleep(0)
+        if self.cluster.streams and request.session is not None:
+            response = await self.streams.exchange(request, opens_session=request.session.id == NO_SESSION)
+            self.fetch_answers.append(response)
+            return response
         if request.session is None:
             args = (request.replica_id, request.max_wait_s, request.min_bytes, request.max_bytes, request.buckets)
             response = FetchResponse(await self._target().fetch(*args))
@@ -79,6 +146,7 @@ class LocalLeaderEndpoint:
 
     async def close(self) -> None:
         self.closed = True
+        self.streams.drop()
 
 
 @dataclass
@@ -128,6 +196,7 @@ class Cluster:
     def __init__(self) -> None:
         self.managers: dict = {}
         self.down: set[int] = set()
+        self.streams = False  # followers fetch on LocalFetchStreams (else one call per request)
         self.coordinator = FakeCoordinator()
         self.endpoints: list[LocalLeaderEndpoint] = []
 

@@ -1,6 +1,7 @@
 """Random fault schedules over 3 replicas (seeded): appends with acks=all/1, kills, restarts, clean elections
 from the live ISR, ISR shrinks by lag, leaders cut off from their followers (so acks=1 tails diverge).
-At the end every server is back and in the ISR, an acks=all write succeeds, and:
+Followers fetch with one call per request or on fetch streams (``transport``); on streams no follower may
+ever break a stream's binding. At the end every server is back and in the ISR, an acks=all write succeeds, and:
 - every acks=all-acknowledged record is at its acknowledged offset on every replica (nothing acked is lost);
 - all replicas hold byte-identical logs (they never diverge)."""
 
@@ -73,10 +74,14 @@ class Model:
             await wait_until(lambda: leader.replica(TB) is None or leader.replica(TB).pending_isr is None)
 
 
+@pytest.mark.parametrize("transport", ["unary", "stream"])
 @pytest.mark.parametrize("seed", range(int(os.environ.get("FLUSS_MODEL_SEEDS", "8"))))
-async def test_random_faults_lose_no_acknowledged_write_and_never_diverge(seed: int, clock, tmp_path) -> None:
+async def test_random_faults_lose_no_acknowledged_write_and_never_diverge(
+    seed: int, transport: str, clock, tmp_path
+) -> None:
     rng = random.Random(seed)
     c = ReplicaCluster(3, clock, tmp_path)
+    c.streams = transport == "stream"  # followers' sessions on FetchLogStreams (docs/replication.md)
     m = Model(c)
     try:
         await c.create(TB, R3, {"min.insync.replicas": "2"})
@@ -127,5 +132,7 @@ async def test_random_faults_lose_no_acknowledged_write_and_never_diverge(seed: 
         by_offset = {o: v for o, _, v in logs[0]}
         for offset, value in m.acked.items():
             assert by_offset.get(offset) == value, f"seed {seed}: acked record at {offset} lost"
+        refused = [e for endpoint in c.endpoints for e in endpoint.stream_refusals]
+        assert not refused, f"seed {seed}: a follower broke a fetch stream's binding: {refused[0]}"
     finally:
         await c.close()

@@ -34,6 +34,8 @@ def test_data_path_needs_table_operations() -> None:
     assert operations.required("/fluss.v1.TabletService/FetchLog", fetch, names) == [(Operation.READ, table("db", "t"))]
     fetch.replica_id = 3
     assert operations.required("/fluss.v1.TabletService/FetchLog", fetch, names) == operations.INTERNAL
+    # a follower's stream is checked once, before its first message: internal principals only
+    assert operations.required("/fluss.v1.TabletService/FetchLogStream", None, names) == operations.INTERNAL
     with pytest.raises(UnknownTableOrBucketError):
         operations.required("/fluss.v1.TabletService/ProduceLog", produce, {}.get)
 
