@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse netns-tools browser up down test test-unit chaos lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse netns-tools browser bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
 
 install: $(VENV)/.installed zookeeper fuse netns-tools browser
 
@@ -71,7 +71,11 @@ proto-check: $(VENV)/.installed
 config-doc: $(VENV)/.installed
 	$(BIN)/fluss-py config --markdown > docs/configuration.md
 
-bench: install
+# Debian's nats-server, the benchmarks' peer (without it the peer columns stay empty)
+bench-tools:
+	@bash deploy/install-bench-tools.sh || echo "bench-tools: nats-server not installed; the peer columns stay empty"
+
+bench: install bench-tools
 	$(BIN)/python -m tests.bench
 
 clean:
