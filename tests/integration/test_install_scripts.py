@@ -42,6 +42,24 @@ def test_fuse_install_is_a_no_op_when_present():
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
 
+def test_bench_tools_install_without_apt_get_explains_what_to_do(tmp_path):
+    r = subprocess.run(
+        ["bash", str(DEPLOY / "install-bench-tools.sh")],
+        env={"PATH": _bin_without_apt(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1
+    assert "no apt-get" in r.stderr and "nats-server" in r.stderr
+
+
+def test_bench_tools_install_is_a_no_op_when_present():
+    if not shutil.which("nats-server"):
+        pytest.skip("nats-server is not installed")
+    r = subprocess.run(["bash", str(DEPLOY / "install-bench-tools.sh")], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
 def test_check_python_rejects_an_old_interpreter(tmp_path):
     bindir = _bin_without_apt(tmp_path)
     fake = Path(bindir) / "python3"
