@@ -5,8 +5,11 @@ coordinator leader: ``tablet/coordinator_fence.py``'s ``CoordinatorFence`` check
 ZooKeeper and the leader token they present (docs/peer-trust.md); with mutual TLS the caller's certificate
 must first name the coordinator the request claims (``fluss://coordinator/<id>``). A follower fetch
 (``replica_id`` >= 0) is passed on only when the ``ReplicaVerifier`` (``rpc/peer.py``) says the caller
-proved it is that server; the replica tokens it checks come with each accepted UpdateMetadata. Refusals are
-whole-request errors, logged and counted by a ``RefusalLog`` (``fluss_tablet_peer_refusals_total{kind}``).
+proved it is that server; the replica tokens it checks come with each accepted UpdateMetadata. A follower's
+``FetchLogStream`` is proven the same way at its first message, then bound to that replica, one fetch session
+and one leader epoch per bucket (``replica/fetch_stream.py``, docs/replication.md "Streamed follower fetches").
+Refusals are whole-request errors, logged and counted by a ``RefusalLog``
+(``fluss_tablet_peer_refusals_total{kind}``).
 
 Everything else is the replica layer's job, plugged in through the narrow ``ReplicaLayer`` Protocol
 (one coroutine per RPC, request in, response out). The server plugs in ``tablet/replica_layer.py``'s
