@@ -12,13 +12,14 @@ import pytest
 from fluss_py.errors import ErrorCode, FetchSessionNotFoundError
 from fluss_py.replica.fetch_stream import FetchStreamClient, FetchStreamGuard
 from fluss_py.replica.fetcher.fetcher import ReplicaFetcher
-from fluss_py.replica.messages import NO_SESSION, BucketState
+from fluss_py.replica.messages import NO_SESSION, LeaderAndIsrItem
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, TokenReplicaVerifier
 from fluss_py.tablet.service import FETCH_STREAM_REFUSED, REPLICA_NOT_AUTHENTICATED, TabletServicer
+from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import TableBucket
 from tests.unit.replica.fakes import LocalLeaderEndpoint, batch
-from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node, wait_until
+from tests.unit.replica.harness import SETTINGS, TB, ReplicaCluster, node
 
 pytestmark = pytest.mark.unit
 
@@ -161,7 +162,7 @@ async def test_a_new_leader_epoch_is_fetched_on_a_new_stream(clock, tmp_path) ->
         fetcher = c.managers[2].fetchers.fetcher_of(TB)
         lai = c.coordinator.state[TB].with_leader(1, (1, 2), c.coordinator_epoch)
         c.coordinator.state[TB] = lai
-        state = [BucketState(TB, lai, (1, 2), MIN1)]
+        state = [LeaderAndIsrItem(TB, lai, (1, 2), MIN1)]
         await c.managers[1].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
         await wait_until(lambda: TB in fetcher._backing_off and fetcher._inflight is None)
         await c.managers[2].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
@@ -188,7 +189,7 @@ async def test_a_follower_told_of_a_new_epoch_between_rounds_fetches_it_on_a_new
         await fetcher.maybe_truncate()
         assert await fetcher.maybe_fetch() and endpoint.streams.opened == 1
         lai = c.coordinator.state[TB] = c.coordinator.state[TB].with_leader(1, (1, 2), c.coordinator_epoch)
-        state = [BucketState(TB, lai, (1, 2), MIN1)]
+        state = [LeaderAndIsrItem(TB, lai, (1, 2), MIN1)]
         for s in (1, 2):
             await c.managers[s].become_leader_or_follower(c.coordinator_epoch, state, [node(1), node(2)])
         fetcher.add_buckets({TB: lai.leader_epoch})
