@@ -3,7 +3,9 @@
 ``SecurityCache`` keeps every ``UserZNode`` and ``AclZNode`` of the cluster in memory: a children watch on
 each parent and a data watch on each child, so a ``fluss-py user|acl`` change reaches every server within
 a watch round trip and no request ever waits on ZooKeeper. ``generation`` grows with every change (the
-authenticator drops verified passwords of an older generation).
+authenticator drops verified passwords of an older generation). The first read at start-up waits out a
+lost ZooKeeper session like the servers' other start-up reads (``retry_session_lost``): it changes nothing,
+so it starts over from empty until ``zookeeper.connection-timeout`` has passed.
 
 The write helpers (``put_user``, ``delete_user``, ``add_acls``, ``remove_acls``) change one znode by
 compare-and-set on its version and retry on a concurrent change.
@@ -17,43 +19,71 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Protocol
 
 from fluss_py.security.acl import Acl, PatternType, ResourceType
 from fluss_py.security.scram import ScramCredential
-from fluss_py.zk.client import ZkClient
+from fluss_py.zk.client import ZkClient, retry_session_lost
 from fluss_py.zk.paths import AclZNode, UserZNode
 from fluss_py.zk.values import BadVersionError, NodeExistsError, NoNodeError, ZnodeStat
 
 log = logging.getLogger(__name__)
 
 
+class Watch(Protocol):
+    def cancel(self) -> None: ...
+
+
+class SecurityZk(Protocol):
+    """What ``SecurityCache`` uses of ``ZkClient`` (an in-memory fake in unit tests)."""
+
+    connection_timeout: float
+
+    async def ensure_path(self, path: str) -> None: ...
+
+    async def get_children(self, path: str) -> list[str]: ...
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None: ...
+
+    def watch_children(self, path: str, on_change: Callable[[list[str] | None], None]) -> Watch: ...
+
+    def watch_data(self, path: str, on_change: Callable[[tuple[bytes, ZnodeStat] | None], None]) -> Watch: ...
+
+
 class SecurityCache:
     """Owns the in-memory copy of users and ACLs and the ZooKeeper watches that keep it current."""
 
-    def __init__(self, zk: ZkClient, root: str) -> None:
+    def __init__(self, zk: SecurityZk, root: str) -> None:
         self._zk = zk
         self._root = root
         self._users: dict[str, ScramCredential] = {}
         self._acl_nodes: dict[str, list[Acl]] = {}
         self._acls: tuple[Acl, ...] = ()
-        self._watchers: dict[str, object] = {}
-        self._parents: list[object] = []
+        self._watchers: dict[str, Watch] = {}
+        self._parents: list[Watch] = []
         self.generation = 0
 
     async def start(self) -> None:
-        """Read every user and ACL once (so the first request already sees them), then keep them watched."""
-        for kind, parent in (("user", UserZNode.parent(self._root)), ("acl", AclZNode.parent(self._root))):
-            await self._zk.ensure_path(parent)
-            for child in await self._zk.get_children(parent):
-                self._apply(kind, child, await self._zk.get(f"{parent}/{child}"))
+        """Read every user and ACL once (so the first request already sees them), then keep them watched.
+        SessionLostError once ``zookeeper.connection-timeout`` has passed without a complete read."""
+        await retry_session_lost(self._load, self._zk.connection_timeout, "reading users and ACLs")
         self._parents = [
             self._zk.watch_children(UserZNode.parent(self._root), partial(self._on_children, "user")),
             self._zk.watch_children(AclZNode.parent(self._root), partial(self._on_children, "acl")),
         ]
 
+    async def _load(self) -> None:
+        """One complete read, from empty: what an attempt cut short by a lost session read is dropped (a
+        user deleted before the next attempt must not stay behind: no watch would ever remove it)."""
+        self._users, self._acl_nodes, self._acls = {}, {}, ()
+        for kind, parent in (("user", UserZNode.parent(self._root)), ("acl", AclZNode.parent(self._root))):
+            await self._zk.ensure_path(parent)
+            for child in await self._zk.get_children(parent):
+                self._apply(kind, child, await self._zk.get(f"{parent}/{child}"))
+
     def stop(self) -> None:
         for w in [*self._parents, *self._watchers.values()]:
-            w.cancel()  # type: ignore[attr-defined]
+            w.cancel()
         self._parents, self._watchers = [], {}
 
     # ---------------------------------------------------------------- readers
@@ -71,7 +101,7 @@ class SecurityCache:
         parent = UserZNode.parent(self._root) if kind == "user" else AclZNode.parent(self._root)
         wanted = {f"{kind}/{c}" for c in children or ()}
         for key in [k for k in self._watchers if k.startswith(f"{kind}/") and k not in wanted]:
-            self._watchers.pop(key).cancel()  # type: ignore[attr-defined]
+            self._watchers.pop(key).cancel()
             self._apply(kind, key.split("/", 1)[1], None)
         for key in sorted(wanted - set(self._watchers)):
             child = key.split("/", 1)[1]
