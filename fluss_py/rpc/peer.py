@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from fluss_py.security import call_context
 from fluss_py.security.server_names import TABLET_SERVER, certificate_refusal
 
 REPLICA_TOKEN_KEY = "fluss-replica-token"
@@ -53,7 +54,7 @@ def call_metadata(key: str, token: str) -> CallMetadata:
 
 def presented(context: Any, key: str) -> str:
     """The value the caller sent under ``key`` in its call metadata ('' when absent)."""
-    for k, v in context.invocation_metadata() or ():
+    for k, v in call_context.metadata(context):
         if k == key:
             return v if isinstance(v, str) else v.decode("ascii", "replace")
     return ""

@@ -4,8 +4,14 @@ Super users (``security.super-users``) and the cluster's own servers (``security
 do everything; anyone else needs an ACL (``acl.decide``: DENY wins, nothing allowing it means no). When the
 authorizer is off every authenticated principal may do everything except the servers' internal RPCs.
 
+Decisions are remembered per (principal, operation, resource) for one snapshot of the ACLs: the ACL source
+hands out an immutable tuple and replaces it on every change (``SecurityCache``: the ZooKeeper watch), and
+a different tuple starts an empty cache; a source returning anything else (a list) is asked every time.
+At most ``MAX_DECISIONS`` are kept (the cache starts over when full), so forged names cannot grow it.
+
 A denial is counted (``fluss_authorization_denials_total{operation,resource_type}``) and logged as an audit
 line at most once per minute per principal and resource, so a client retrying in a loop cannot flood the log.
+A remembered denial is still counted and audited on every request it refuses.
 
 Who may call: the security interceptor and the HTTP guard, on the server's loop.
 """
@@ -24,10 +30,12 @@ from fluss_py.security.acl import Acl, Operation, Resource, decide
 audit = logging.getLogger("fluss_py.security.audit")
 
 AUDIT_INTERVAL_S = 60.0
+MAX_DECISIONS = 10_000
 
 
 class Authorizer:
-    """Owns the denial counters and the audit rate limit; reads ACLs through ``acls()``."""
+    """Owns the denial counters, the audit rate limit and the decisions of the current ACL snapshot; reads
+    ACLs through ``acls()``."""
 
     def __init__(
         self,
@@ -45,6 +53,8 @@ class Authorizer:
         self.internal_principals = frozenset(internal_principals)
         self._clock = clock
         self._last_audit: dict[tuple[str, str], float] = {}
+        self._snapshot: object = None  # the ACL tuple the decisions below were made with
+        self._decisions: dict[tuple[str, Operation, Resource], bool] = {}
         self.denials = Counter(
             "fluss_authorization_denials",
             "requests refused because no ACL allowed them (or one denied them)",
@@ -64,15 +74,30 @@ class Authorizer:
 
     def visible(self, principal: str, resource: Resource) -> bool:
         """May ``principal`` DESCRIBE ``resource``? (filtering answers: no audit line, no count)"""
-        return self.allows_all(principal) or decide(self._acls(), principal, Operation.DESCRIBE, resource)
+        return self.allows_all(principal) or self._decide(principal, Operation.DESCRIBE, resource)
 
     def allowed(self, principal: str, operation: Operation, resource: Resource) -> bool:
         if self.allows_all(principal):
             return True
-        if decide(self._acls(), principal, operation, resource):
+        if self._decide(principal, operation, resource):
             return True
         self.denied(principal, operation.value, resource)
         return False
+
+    def _decide(self, principal: str, operation: Operation, resource: Resource) -> bool:
+        """``acl.decide`` against the current ACLs, remembered while they stay the same snapshot."""
+        acls = self._acls()
+        if not isinstance(acls, tuple):  # not an immutable snapshot: it may change in place
+            return decide(acls, principal, operation, resource)
+        if acls is not self._snapshot:
+            self._snapshot, self._decisions = acls, {}
+        key = (principal, operation, resource)
+        decision = self._decisions.get(key)
+        if decision is None:
+            if len(self._decisions) >= MAX_DECISIONS:
+                self._decisions = {}
+            decision = self._decisions[key] = decide(acls, principal, operation, resource)
+        return decision
 
     def denied(self, principal: str, operation: str, resource: Resource | str) -> None:
         """Count a denial and write its audit line unless one for the same principal + resource was

@@ -25,27 +25,21 @@ import grpc
 import grpc.aio
 
 from fluss_py.errors import AuthenticationFailedError, UnknownTableOrBucketError
-from fluss_py.security import operations
+from fluss_py.security import call_context, operations
 from fluss_py.security.authn import ANONYMOUS, Authenticator
 from fluss_py.security.authz import Authorizer
 from fluss_py.security.identity import USER_HEADER
 
 _PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("fluss_principal", default=ANONYMOUS)
 # the call's metadata as gRPC already decoded it for the interceptor (``context.invocation_metadata()`` would
-# decode it again: ~20 us a call); gRPC runs the interceptor and the handler in the same task
-_METADATA: contextvars.ContextVar[Any] = contextvars.ContextVar("fluss_call_metadata", default=())
+# decode it again); gRPC runs the interceptor and the handler in the same task, where ``_check`` binds it
+# to the call's context for the handler's readers (``call_context``)
+_METADATA: contextvars.ContextVar[Any] = contextvars.ContextVar("fluss_intercepted_metadata", default=())
 
 
 def current_principal() -> str:
     """The authenticated principal of the request being handled (ANONYMOUS without authentication)."""
     return _PRINCIPAL.get()
-
-
-def certificate_cn(context: grpc.aio.ServicerContext) -> str | None:
-    """The common name of the peer's verified TLS client certificate, if it presented one."""
-    auth = context.auth_context()
-    names = auth.get("x509_common_name")
-    return names[0].decode("utf-8", "replace") if names else None
 
 
 class SecurityInterceptor(grpc.aio.ServerInterceptor):
@@ -107,9 +101,12 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
 
     async def _check(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> contextvars.Token:
         """The principal, set as current; aborts the call (raises) when it may not go on."""
-        metadata = {k: v for k, v in _METADATA.get() if isinstance(v, str)}
+        intercepted = _METADATA.get()
+        call_context.bind_metadata(context, intercepted)
+        metadata = {k: v for k, v in intercepted if isinstance(v, str)}
         try:
-            cn = None if USER_HEADER in metadata else certificate_cn(context)  # a password names the principal
+            # a password names the principal; else the certificate does
+            cn = None if USER_HEADER in metadata else call_context.certificate_cn(context)
             principal = await self._authn.principal(metadata, cn)
         except AuthenticationFailedError as e:
             self._authz.authentication_failures.inc()

@@ -8,10 +8,10 @@ A server certificate carries two names (docs/security.md §2, docs/peer-trust.md
 
 A certificate names at most one server: one with several ``fluss://`` URIs names none (it could otherwise
 be used as any of them). ``peer_server`` reads the URIs gRPC verified in the peer's certificate from
-``context.auth_context()`` (property ``peer_uri``, one value per URI SAN); no certificate parsing per
-request. ``certificate_refusal`` is the check both the leader (follower fetches), the coordinator
-(AdjustIsr, ControlledShutdown, ReportReplicaFaults) and a tablet server (control requests) apply when
-mutual TLS is on.
+the call's auth context (property ``peer_uri``, one value per URI SAN; read once per call and shared with
+the interceptor, ``call_context.py``); no certificate parsing per request. ``certificate_refusal`` is
+the check both the leader (follower fetches), the coordinator (AdjustIsr, ControlledShutdown,
+ReportReplicaFaults) and a tablet server (control requests) apply when mutual TLS is on.
 
 Who may call: anyone; pure functions (``peer_server`` only reads the request context).
 """
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from fluss_py.security.call_context import auth_properties
 
 SCHEME = "fluss://"
 TABLET_SERVER = "tablet-server"
@@ -72,7 +74,7 @@ def peer_server(context: Any) -> ServerName | None:
     """The server named by the peer's verified TLS certificate (None: no certificate, or it names none)."""
     if context is None:
         return None
-    values = context.auth_context().get(_URI_PROPERTY) or ()
+    values = auth_properties(context).get(_URI_PROPERTY) or ()
     return named_server([v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values])
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 
 def row(name: str, value: float, unit: str, target: str = "", ok: bool = True, peer: float | None = None) -> dict:
@@ -31,3 +33,19 @@ async def paced(rate: float, n: int) -> AsyncIterator[int]:
         if delay > 0:
             await asyncio.sleep(delay)
         yield i
+
+
+@contextmanager
+def servers_from(tree: str | None) -> Iterator[None]:
+    """Inside: processes started get ``PYTHONPATH=tree`` (servers running another checkout's code, for
+    A/B runs); nothing changes when ``tree`` is None."""
+    before = os.environ.get("PYTHONPATH")
+    if tree:
+        os.environ["PYTHONPATH"] = tree
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before

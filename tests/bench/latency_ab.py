@@ -24,7 +24,7 @@ from fluss_py.client import Admin
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from tests.bench.bench_cluster import E2E_TABLE, LATENCY_TABLE, SETTINGS, _e2e, _latency, _ready, _throughput
-from tests.bench.common import p50_p99_ms
+from tests.bench.common import p50_p99_ms, servers_from
 from tests.bench.scale import cpu_seconds
 
 TP_TABLE = "fluss.ab_throughput"
@@ -32,18 +32,10 @@ TP_BUCKETS = int(os.environ.get("FLUSS_AB_TP_BUCKETS", "3"))
 
 
 def _start(root: Path, pythonpath: str | None) -> tuple[LocalCluster, str, list[int]]:
-    env_before = os.environ.get("PYTHONPATH")
-    if pythonpath:
-        os.environ["PYTHONPATH"] = pythonpath
-    try:
+    with servers_from(pythonpath):
         cluster = LocalCluster(root, coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True)
         cluster.start(timeout=90)
         cluster.wait_for_leader(30)
-    finally:
-        if env_before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = env_before
     names = cluster.names(TABLET_SERVER)
     return cluster, ",".join(cluster.get(n).rpc_address for n in names), [cluster.get(n).pid for n in names]
 
