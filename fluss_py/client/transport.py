@@ -11,6 +11,8 @@ themselves). Subchannels are local to each channel for the same reason (gRPC sha
 gRPC failures become ``ApiError``s (``rpc.convert.map_grpc_error``, with its table) so callers branch on
 ``retriable``/``invalid_metadata`` only. Application errors travel inside responses (``ErrorInfo``);
 ``rpc.convert.raise_for_client`` turns one into an exception carrying the server's leader hint.
+A connection that fails while our own certificate is expired or not yet valid is AUTHENTICATION_FAILED
+naming its dates (a server refusing a client certificate only closes the connection: ``tls.validity_problem``).
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
-from fluss_py.errors import (
-    NetworkExceptionError,
-)
+from fluss_py.errors import AuthenticationFailedError, NetworkExceptionError
 from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS, open_channel
 from fluss_py.rpc.convert import map_grpc_error
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
+from fluss_py.security.tls import validity_problem
 
 COORDINATOR_SERVICE = "CoordinatorService"
 TABLET_SERVICE = "TabletService"
@@ -141,6 +142,9 @@ class GrpcTransport:
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNAVAILABLE:
                 await self._drop_if_unreachable(address)
+                problem = validity_problem(self._identity.tls) if self._identity.tls else None
+                if problem is not None:
+                    raise AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}") from None
             raise map_grpc_error(address, rpc.name, e.code(), e.details()) from None
 
     async def _drop_if_unreachable(self, address: str) -> None:

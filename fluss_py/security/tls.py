@@ -12,11 +12,17 @@ Connections already open keep the certificate they were set up with and drain as
 file that does not parse (or a key that does not match its certificate) is logged and the previous
 certificate stays in use. Outgoing channels (``channel_credentials``) read the files when a channel is made.
 
+A server that refuses a client's certificate (expired, not yet valid) only closes the connection: gRPC tells
+the client "Socket closed", like a server that died. ``validity_problem`` lets the client say why instead:
+whether its own certificate is outside its validity window (the client transport asks after a failed
+connection; nothing is checked on the request path).
+
 Who may call: the server wiring at start; gRPC's threads call ``_fetch`` (guarded by a lock).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import ssl
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from cryptography import x509
 
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError
@@ -79,6 +86,24 @@ def channel_credentials(files: TlsFiles) -> grpc.ChannelCredentials:
     """Credentials for a new outgoing channel: trust ``ca_file``, present the certificate if there is one."""
     ca, cert, key = files.read()
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def validity_problem(files: TlsFiles, now: dt.datetime | None = None) -> str | None:
+    """Why this process's own certificate cannot be accepted now (expired, not yet valid), or None (valid,
+    none, or unreadable: that is reported where the file is loaded)."""
+    if not files.cert_file:
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(Path(files.cert_file).read_bytes())
+    except (OSError, ValueError):
+        return None
+    now = now or dt.datetime.now(dt.UTC)
+    if now > cert.not_valid_after_utc:
+        return f"the certificate {files.cert_file} expired at {cert.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC"
+    if now < cert.not_valid_before_utc:
+        since = f"{cert.not_valid_before_utc:%Y-%m-%d %H:%M:%S} UTC"
+        return f"the certificate {files.cert_file} is not valid before {since}"
+    return None
 
 
 def client_ssl_context(files: TlsFiles) -> ssl.SSLContext:
