@@ -96,6 +96,19 @@ def end_offsets(cluster: LocalCluster) -> dict[int, int]:
         return {b: o.log_end_offset for b, o in admin.list_offsets(TABLE).items()}
 
 
+def replica_state(cluster: LocalCluster) -> tuple[list[tuple[int | None, list[int]]], dict[int, int]]:
+    """Each bucket's leader and ISR, and the log end offsets: what a refused server request must not move."""
+    with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+        _, buckets = admin.get_table_placement(TABLE)
+    return [(b.leader, sorted(b.isr)) for b in buckets], end_offsets(cluster)
+
+
+def table_buckets(cluster: LocalCluster) -> list[common_pb2.TableBucket]:
+    with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+        _, buckets = admin.get_table_placement(TABLE)
+    return [common_pb2.TableBucket(table_id=b.table_bucket.table_id, bucket=b.table_bucket.bucket) for b in buckets]
+
+
 def server_logs(cluster: LocalCluster) -> str:
     return "".join(cluster.log_text(n) for n in cluster.names(COORDINATOR) + cluster.names(TABLET_SERVER))
 
@@ -201,13 +214,20 @@ def test_a_client_claiming_the_server_identity_is_refused(cluster: LocalCluster)
     assert tls is not None
     ca, cert, key = tls.read()
     creds = grpc.ssl_channel_credentials(ca, key, cert)
-    leader = cluster.get(cluster.names(TABLET_SERVER)[0])
-    with grpc.secure_channel(leader.rpc_address, creds) as channel:
-        stub = tablet_pb2_grpc.TabletServiceStub(channel)
-        with pytest.raises(grpc.RpcError) as info:
-            stub.StopReplica(tablet_pb2.StopReplicaRequest(coordinator_epoch=1_000_000), timeout=5)
+    before = replica_state(cluster)
+    stop = [
+        tablet_pb2.StopReplicaBucket(table_bucket=b, leader_epoch=1_000_000, delete=True)
+        for b in table_buckets(cluster)
+    ]
+    for name in cluster.names(TABLET_SERVER):  # every replica of the table, deleted, at a huge epoch
+        with grpc.secure_channel(cluster.get(name).rpc_address, creds) as channel:
+            stub = tablet_pb2_grpc.TabletServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as info:
+                stub.StopReplica(tablet_pb2.StopReplicaRequest(coordinator_epoch=1_000_000, buckets=stop), timeout=5)
         assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
         assert "only this cluster's servers" in info.value.details()
+        assert "DENIED principal=fluss-client operation=INTERNAL" in cluster.log_text(name)
+    assert replica_state(cluster) == before  # every replica still there and serving
 
 
 def _follower_fetch() -> tablet_pb2.FetchLogRequest:
@@ -244,6 +264,31 @@ def test_rogue_follower_fetch_stream_is_refused(cluster: LocalCluster) -> None:
     assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
     assert "may not call FetchLogStream" in info.value.details()
     assert "has no FetchLogStream" not in server_logs(cluster)  # no follower fell back to unary calls
+
+
+def test_rogue_server_with_a_certificate_of_another_ca_cannot_fetch(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A process posing as tablet server 2 with a server-like certificate (CN fluss-server, the URI of
+    server 2) that the cluster's CA did not sign: the leader refuses the handshake; no replica moves."""
+    assert cluster.security is not None
+    rogue = CertificateAuthority.create(tmp_path / "rogue-ca")
+    cert = rogue.issue(tmp_path / "rogue-server", "fluss-server", uris=["fluss://tablet-server/2"])
+    creds = grpc.ssl_channel_credentials(
+        cluster.security.ca.cert_file.read_bytes(), cert.key_file.read_bytes(), cert.cert_file.read_bytes()
+    )
+    before = replica_state(cluster)
+    leader = cluster.get(cluster.names(TABLET_SERVER)[0])
+    buckets = [  # as if it held everything: would move the high watermark
+        tablet_pb2.FetchBucket(table_bucket=b, fetch_offset=1_000_000, max_bytes=1 << 20)
+        for b in table_buckets(cluster)
+    ]
+    with grpc.secure_channel(leader.rpc_address, creds) as channel:
+        stub = tablet_pb2_grpc.TabletServiceStub(channel)
+        request = tablet_pb2.FetchLogRequest(replica_id=2, max_wait_ms=0, max_bytes=1 << 20, buckets=buckets)
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.FetchLog(request, timeout=5)
+    assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "Handshake failed" in Path(leader.stdout_file).read_text()  # gRPC's line names the reason
+    assert replica_state(cluster) == before
 
 
 # ---------------------------------------------------------------- authorization
