@@ -27,7 +27,7 @@ Who may call: anyone (pure functions, no I/O).
 from __future__ import annotations
 
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
-from fluss_py.security.scram import MECHANISM, ScramCredential
+from fluss_py.security.scram import MECHANISM, ScramCredential, checked
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
 from fluss_py.zk.codecs import (
     CoordinatorRegistration,
@@ -354,7 +354,7 @@ class UserZNode:
         if d.get("mechanism") != MECHANISM:
             raise ValueError(f"unknown mechanism {d.get('mechanism')!r}")
         salt, stored, server = (bytes.fromhex(d[k]) for k in ("salt", "stored_key", "server_key"))
-        return ScramCredential(salt, int(d["iterations"]), stored, server)
+        return checked(ScramCredential(salt, int(d["iterations"]), stored, server))
 
 
 class AclZNode:

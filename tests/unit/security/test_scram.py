@@ -1,5 +1,7 @@
 """Salted keys: only the right password verifies; the stored form holds no password; codecs round-trip."""
 
+import json
+
 import pytest
 
 from fluss_py.security.scram import make_credential, verify
@@ -28,3 +30,16 @@ def test_weak_settings_are_refused() -> None:
         make_credential("")
     with pytest.raises(ValueError):
         make_credential("x", iterations=1000)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"iterations": 1}, {"iterations": 10**10}, {"salt": "00"}, {"stored_key": "00" * 16}, {"server_key": ""}],
+)
+def test_a_user_znode_with_unsound_parameters_is_refused(change: dict) -> None:
+    """A user's znode is input: a count of 1 would make the keys cheap to brute-force, 10**10 would stall
+    every login (PBKDF2 on the server); short salts or keys are not what this server wrote."""
+    d = json.loads(UserZNode.encode(make_credential("pw")))
+    d.update(change)
+    with pytest.raises(ValueError):
+        UserZNode.decode(json.dumps(d).encode())
