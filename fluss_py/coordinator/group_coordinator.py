@@ -2,10 +2,11 @@
 
 The decisions are ``GroupMembers`` (coordinator/group_members.py, pure); this module is the I/O around them:
 it validates requests (group name, session timeout within ``group.min/max-session-timeout``, a joining
-member's subscribed tables exist), loads a group from ``GroupMembersZNode`` on its first use in this
-leadership (every member gets a fresh session then: docs/consumer-groups.md, "Where the state lives"), and
-writes the group back,
-fenced by the coordinator epoch, before the request that changed it is answered. A heartbeat that changes
+member's subscribed tables exist), resolves the subscribed tables into their layout on every heartbeat (a
+partitioned table stands for the buckets of its live partitions: ``bucket_layout``), loads a group from
+``GroupMembersZNode`` on its first use in this leadership (every member gets a fresh session then:
+docs/consumer-groups.md, "Where the state lives"), and writes the group back, fenced by the coordinator
+epoch, before the request that changed it is answered. A heartbeat that changes
 nothing writes nothing; session deadlines are kept in memory only (monotonic clock).
 
 Who may call: the CoordinatorEventLoop task (handlers registered through ``GroupOffsets``), so one writer
@@ -17,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fluss_py.common.auto_partition import routing_unit
 from fluss_py.coordinator.events import ConsumerHeartbeat, DeleteGroup, DescribeGroup, Event, GroupSummaries
 from fluss_py.coordinator.group_members import (
     JOIN_EPOCH,
@@ -32,6 +34,7 @@ from fluss_py.coordinator.group_members import (
     Member,
 )
 from fluss_py.coordinator.handlers import MetadataStore, znode_subtree
+from fluss_py.coordinator.tables import TableRegistration
 from fluss_py.errors import (
     GroupNotEmptyError,
     GroupNotExistError,
@@ -40,7 +43,7 @@ from fluss_py.errors import (
     TableNotExistError,
     UnknownMemberIdError,
 )
-from fluss_py.types import TableBucket
+from fluss_py.types import TableBucket, split_partition
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
 from fluss_py.zk.values import CreateOp, DeleteOp, EpochFence, Op, SetOp
 
@@ -93,6 +96,23 @@ def validate_group_name(group: str) -> None:
         raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
 
 
+def bucket_layout(tables: Mapping[int, TableRegistration], table_id: int) -> dict[int, int] | None:
+    """What a subscription to ``table_id`` stands for (pure): ``{table_id: num_buckets}`` for a plain table or
+    a partition, ``{partition table id: num_buckets}`` over the live partitions (``<table>$<slot>`` in the
+    same database) for the logical table of a partitioned table, None if the table does not exist."""
+    info = tables.get(table_id)
+    if info is None:
+        return None
+    if routing_unit(info.path.table, info.properties) is None:
+        return {table_id: info.num_buckets}
+    return {
+        t.table_id: t.num_buckets
+        for t in tables.values()
+        if t.path.database == info.path.database and split_partition(t.path.table)[0] == info.path.table
+        and t.table_id != table_id
+    }  # fmt: skip
+
+
 def _member_view(m: Member, target: set[TableBucket], now_ms: int) -> MemberView:
     return MemberView(
         m.member_id,
@@ -118,14 +138,17 @@ class GroupCoordinator:
         self,
         store: MetadataStore,
         fence: Callable[[], EpochFence],
-        num_buckets: Callable[[int], Awaitable[int | None]],
+        layout: Callable[[int], Awaitable[dict[int, int] | None]],
         limits: GroupLimits | None = None,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
+        """``layout(table_id)``: the tables whose buckets a subscription to ``table_id`` stands for, with
+        their bucket counts (``{table_id: n}`` for a plain table, the live partitions for a partitioned
+        one), None if the table does not exist."""
         self._store = store
         self._root = store.root
         self._fence = fence
-        self._num_buckets = num_buckets
+        self._layout = layout
         self.limits = limits or GroupLimits()
         self._clock = clock
         self._groups: dict[str, GroupMembers] = {}
@@ -152,19 +175,19 @@ class GroupCoordinator:
                 raise InvalidRequestError("a member must subscribe to at least one table")
         if event.member_epoch == JOIN_EPOCH:  # later, a dropped table just has no buckets to assign
             for table_id in sorted(event.subscribed):
-                if await self._num_buckets(table_id) is None:
+                if await self._layout(table_id) is None:
                     raise TableNotExistError(f"table id {table_id} does not exist")
         if event.member_epoch == JOIN_EPOCH and event.instance_id and not event.instance_id.isprintable():
             raise InvalidRequestError("the instance id must be printable")
         group = await self._load(event.group, create=True)
         assert group is not None
-        counts = await self._counts(group.subscribed_tables() | event.subscribed)
+        layout = await self._layouts(group.subscribed_tables() | event.subscribed)
         hb = Heartbeat(
             event.member_id, event.member_epoch, event.instance_id, event.client_host, event.session_timeout_ms,
             event.subscribed, event.owned,
         )  # fmt: skip
         async with self._saving(event.group, group):
-            answer = group.heartbeat(hb, self._clock(), counts, lambda: uuid.uuid4().hex)
+            answer = group.heartbeat(hb, self._clock(), layout, lambda: uuid.uuid4().hex)
         if event.member_epoch == JOIN_EPOCH:
             log.info("Group %s: member %s joined (epoch %d)", event.group, answer.member_id, answer.member_epoch)
         return answer
@@ -227,13 +250,13 @@ class GroupCoordinator:
         return out
 
     # ---------------------------------------------------------------- state I/O
-    async def _counts(self, tables: Iterable[int]) -> dict[int, int]:
-        counts = {}
+    async def _layouts(self, tables: Iterable[int]) -> dict[int, dict[int, int]]:
+        out = {}
         for table_id in sorted(tables):
-            n = await self._num_buckets(table_id)
-            if n is not None:
-                counts[table_id] = n
-        return counts
+            layout = await self._layout(table_id)
+            if layout is not None:
+                out[table_id] = layout
+        return out
 
     async def _load(self, name: str, *, create: bool) -> GroupMembers | None:
         if name in self._groups:

@@ -6,6 +6,11 @@ recomputed (``group_assignor.assign``); a member's ownership ``A`` loses a bucke
 heartbeat shows it dropped it (or the member left or expired) and gains a bucket only when no other
 member's ``A`` holds it, so the ``A`` sets of a group are always disjoint.
 
+The subscribed tables are resolved by the caller into a **layout** (``subscribed table id -> {table id:
+bucket count}``): a plain table stands for its own buckets, the logical table of a partitioned table for
+the buckets of its live partitions. A heartbeat whose layout differs from the one the target was computed
+from (a partition created or dropped, a table dropped) moves the group epoch like a membership change.
+
 Every method validates first and raises before changing anything (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
 INVALID_SESSION_TIMEOUT, BUCKET_NOT_OWNED, INVALID_REQUEST). ``encode``/``decode`` give the ZooKeeper form
 (``GroupMembersZNode``); the time of each member's last heartbeat is kept only in memory (``decode`` sets
@@ -20,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 
-from fluss_py.coordinator.group_assignor import assign
+from fluss_py.coordinator.group_assignor import assign_units
 from fluss_py.errors import (
     BucketNotOwnedError,
     FencedMemberEpochError,
@@ -32,6 +37,15 @@ from fluss_py.types import TableBucket
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+
+# subscribed table id -> {table id whose buckets it stands for: bucket count}; a table that no longer
+# exists is absent. A plain table maps to itself, a partitioned table to its live partitions.
+Layout = Mapping[int, Mapping[int, int]]
+
+
+def plain_layout(counts: Mapping[int, int]) -> dict[int, dict[int, int]]:
+    """The layout of plain (unpartitioned) tables: table id -> its own bucket count."""
+    return {t: {t: n} for t, n in counts.items()}
 
 
 @dataclass
@@ -75,7 +89,7 @@ class GroupMembers:
 
     epoch: int = 0
     target_epoch: int = 0
-    counts: dict[int, int] = field(default_factory=dict)  # bucket counts the target was computed from
+    counts: dict[int, int] = field(default_factory=dict)  # table id -> bucket count the target was computed from
     members: dict[str, Member] = field(default_factory=dict)
     target: dict[str, set[TableBucket]] = field(default_factory=dict)
 
@@ -102,12 +116,12 @@ class GroupMembers:
         return gone
 
     def heartbeat(
-        self, hb: Heartbeat, now_ms: int, counts: Mapping[int, int], new_member_id: Callable[[], str]
+        self, hb: Heartbeat, now_ms: int, layout: Layout, new_member_id: Callable[[], str]
     ) -> HeartbeatAnswer:
         """Apply one heartbeat (join, leave, static leave or a regular one); see the docs for the steps.
 
-        ``counts``: the current bucket count of every table subscribed by the group or by ``hb`` (a table
-        missing from it no longer exists). Expired members are removed first.
+        ``layout``: the current layout (module docstring) of every table subscribed by the group or by
+        ``hb`` (a table missing from it no longer exists). Expired members are removed first.
         """
         if hb.member_epoch not in (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             self._check_member(hb.member_id, hb.member_epoch)
@@ -136,7 +150,7 @@ class GroupMembers:
             member.session_timeout_ms = hb.session_timeout_ms
         member.last_heartbeat_ms = now_ms
         member.leaving = False
-        self._refresh_target(counts)
+        self._refresh_target(layout)
         return self._reconcile(member, hb.owned)
 
     def check_commit(self, member_id: str, member_epoch: int, buckets: Set[TableBucket], now_ms: int) -> None:
@@ -180,14 +194,17 @@ class GroupMembers:
         self.target.pop(member_id, None)
         self.epoch += 1
 
-    def _refresh_target(self, counts: Mapping[int, int]) -> None:
-        wanted = {t: counts[t] for t in sorted(self.subscribed_tables()) if t in counts}
-        if wanted != self.counts:
-            self.counts = wanted
+    def _refresh_target(self, layout: Layout) -> None:
+        units = {t: layout[t] for t in sorted(self.subscribed_tables()) if t in layout}
+        wanted = {table: n for unit in units.values() for table, n in unit.items()}
+        if wanted != self.counts:  # a table or partition appeared or went, or a table grew
+            self.counts = dict(sorted(wanted.items()))
             self.epoch += 1
         if self.target_epoch != self.epoch:
             subscriptions = {mid: m.subscribed for mid, m in self.members.items()}
-            self.target = assign(subscriptions, self.counts, self.target)
+            buckets = {u: [TableBucket(t, b) for t, n in sorted(ts.items()) for b in range(n)]
+                       for u, ts in units.items()}  # fmt: skip
+            self.target = assign_units(subscriptions, buckets, self.target)
             self.target_epoch = self.epoch
 
     def _reconcile(self, member: Member, owned: frozenset[TableBucket]) -> HeartbeatAnswer:

@@ -29,7 +29,7 @@ from typing import Any
 from fluss_py.coordinator.events import CommitOffsets, Event, FetchOffsets, GroupSummaries, ListGroups
 from fluss_py.coordinator.group_coordinator import GroupCoordinator, GroupLimits, validate_group_name
 from fluss_py.coordinator.handlers import MetadataStore
-from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
+from fluss_py.errors import InvalidRequestError, TableNotExistError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
 from fluss_py.zk.paths import ConsumerOffsetZNode
 from fluss_py.zk.values import CreateOp, EpochFence, NoNodeError, Op, SetOp
@@ -38,14 +38,16 @@ log = logging.getLogger(__name__)
 
 
 def validate_commit(group: str, offsets: dict[TableBucket, int], buckets_of: dict[int, int | None]) -> None:
-    """Raise INVALID_REQUEST / UNKNOWN_TABLE_OR_BUCKET for a commit that must not be written (pure)."""
+    """Raise INVALID_REQUEST / TABLE_NOT_EXIST / UNKNOWN_TABLE_OR_BUCKET for a commit that must not be written
+    (pure). A table this leader does not have is TABLE_NOT_EXIST, not retriable: the leader's view is the
+    authority, and a member reading a partition that retention just dropped must not retry its commit."""
     validate_group_name(group)
     if not offsets:
         raise InvalidRequestError("a commit needs at least one bucket")
     for tb, offset in offsets.items():
         n = buckets_of.get(tb.table_id)
         if n is None:
-            raise UnknownTableOrBucketError(f"table id {tb.table_id} does not exist")
+            raise TableNotExistError(f"table id {tb.table_id} does not exist")
         if not 0 <= tb.bucket < n:
             raise UnknownTableOrBucketError(f"bucket {tb} does not exist (table has {n} buckets)")
         if offset < 0:
@@ -66,8 +68,15 @@ class GroupOffsets:
         fence: Callable[[], EpochFence],
         num_buckets: Callable[[int], Awaitable[int | None]],
         limits: GroupLimits | None = None,
+        layout: Callable[[int], Awaitable[dict[int, int] | None]] | None = None,
     ) -> None:
-        self.members = GroupCoordinator(store, fence, num_buckets, limits)
+        """``layout``: see ``GroupCoordinator``; without it every table is a plain one (its own buckets)."""
+
+        async def plain(table_id: int) -> dict[int, int] | None:
+            n = await num_buckets(table_id)
+            return None if n is None else {table_id: n}
+
+        self.members = GroupCoordinator(store, fence, layout or plain, limits)
         self._store = store
         self._root = store.root
         self._fence = fence

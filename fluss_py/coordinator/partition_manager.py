@@ -1,7 +1,9 @@
 """The AutoPartitionManager: creates partitions ahead of time and drops expired ones (design:
 docs/partitioning.md; the rules are ``auto_partition.py``).
 
-    tick (every coordinator.auto-partition.check-interval, and once when the leadership starts)
+    tick (every coordinator.auto-partition.check-interval, and once the leadership's first reconciliation
+    is done: ``on_started``; a tick before that is skipped, as no replica can be placed before the live
+    tablet servers are known)
       ──▶ AutoPartitionCheck on the event loop ──▶ per auto-partitioned table:
              wanted(now) - existing  ──▶ CreateTable <t>$<slot>   (one fenced transaction each)
              expired(existing, now)  ──▶ DropTable   <t>$<slot>
@@ -10,7 +12,8 @@ docs/partitioning.md; the rules are ``auto_partition.py``).
 Level-triggered on what exists in the view (loaded from ZooKeeper), so a leader that took over mid-way
 finishes what its predecessor started and nothing is done twice.
 
-Who may call: LeaderServices (``install``/``start``/``close``); ``check`` runs on the event loop task.
+Who may call: LeaderServices (``install``/``start``/``close``); ``check`` and ``on_started`` (a
+ProcessorListener of the TableProcessor) run on the event loop task.
 """
 
 from __future__ import annotations
@@ -55,6 +58,17 @@ class AutoPartitionManager:
 
     def install(self, loop: Any) -> None:
         loop.register(AutoPartitionCheck, self.check)
+        self._p.listeners.append(self)
+
+    # ProcessorListener: the first check of a leadership runs once the live servers are known
+    async def on_started(self) -> None:
+        await self.check()
+
+    async def on_isr_changed(self, buckets: list[Any]) -> None:
+        return None
+
+    async def on_servers_changed(self, joined: set[int], died: list[int]) -> None:
+        return None
 
     def start(self, loop: Any) -> None:
         self._ticker.start(loop)
@@ -72,6 +86,9 @@ class AutoPartitionManager:
         return out
 
     async def check(self, _event: AutoPartitionCheck | None = None) -> None:
+        if not self._p.started:
+            log.info("Partition check deferred: the leadership has not started yet (live servers unknown)")
+            return  # on_started runs it
         now = self._clock()
         view = self._p.view
         existing = self.partitions()

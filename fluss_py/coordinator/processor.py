@@ -51,7 +51,7 @@ from fluss_py.coordinator.events import (
     ReplicasFailed,
     ReplicasRecovered,
 )
-from fluss_py.coordinator.group_coordinator import GroupLimits
+from fluss_py.coordinator.group_coordinator import GroupLimits, bucket_layout
 from fluss_py.coordinator.groups import GroupOffsets
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.membership import MembershipHandlers
@@ -152,7 +152,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             ReplicasFailed: self.replicas_failed,
         }
         # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
-        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets, group_limits)
+        self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets, group_limits, self._bucket_layout)
         self.handlers.update(self.groups.handlers)
 
     def install(self, loop: Any, drop_database: Handler | None = None) -> None:
@@ -180,6 +180,11 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
     @property
     def epoch(self) -> int:
         return self.context.epoch
+
+    @property
+    def started(self) -> bool:
+        """The leadership's first reconciliation ran: the live servers are known, replicas can be placed."""
+        return self._started
 
     def live(self) -> set[int]:
         return set(self.context.tablet_servers) - self._not_live
@@ -408,3 +413,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         await self._ensure_loaded()
         info = self.view.tables.get(table_id)
         return None if info is None else info.num_buckets
+
+    async def _bucket_layout(self, table_id: int) -> dict[int, int] | None:
+        await self._ensure_loaded()
+        return bucket_layout(self.view.tables, table_id)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.groups import commit_offsets
@@ -43,15 +45,26 @@ class Member:
                 out.append((int(parts[0]), int(parts[1]), parts[2]))
         return out
 
-    def changes(self) -> list[tuple[str, set[int], str, int]]:
-        """(assigned|revoked, bucket numbers, member id, member epoch) in order."""
+    def table_changes(self) -> list[tuple[str, set[TableBucket], str, int]]:
+        """(assigned|revoked, table buckets, member id, member epoch) in order."""
         out = []
         for line in self.text().splitlines():
             m = _CHANGE.match(line.strip())
             if m:
-                buckets = {int(tb.split("-")[1]) for tb in m.group(2).split()}
+                buckets = {TableBucket(*map(int, tb.split("-"))) for tb in m.group(2).split()}
                 out.append((m.group(1), buckets, m.group(3) or "", int(m.group(4) or 0)))
         return out
+
+    def changes(self) -> list[tuple[str, set[int], str, int]]:
+        """(assigned|revoked, bucket numbers, member id, member epoch) in order (one table)."""
+        return [(what, {tb.bucket for tb in tbs}, mid, epoch) for what, tbs, mid, epoch in self.table_changes()]
+
+    def owns_table_buckets(self) -> set[TableBucket]:
+        """The table buckets the process reads now, by its own account."""
+        owned: set[TableBucket] = set()
+        for what, buckets, _, _ in self.table_changes():
+            owned = owned | buckets if what == "assigned" else owned - buckets
+        return owned
 
     def owns(self) -> set[int]:
         """The buckets the process reads now, by its own account."""
@@ -86,6 +99,17 @@ class Members:
             if member.handle.alive():
                 member.handle.kill()
                 member.handle.wait_exit(10.0)
+
+
+@pytest.fixture
+def members() -> Iterator[list[Members]]:
+    """Member groups a test starts (append each ``Members``): every process killed at teardown."""
+    made: list[Members] = []
+    try:
+        yield made
+    finally:
+        for m in made:
+            m.close()
 
 
 def commit_as(bootstrap: str, group: str, offsets: Mapping[TableBucket, int], member_id: str, epoch: int) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,16 +29,6 @@ TABLE = "fluss.shared"
 BUCKETS = 12
 GROUP = "workers"
 SESSION = 3.0
-
-
-@pytest.fixture
-def members(tmp_path: Path) -> Iterator[list[Members]]:
-    made: list[Members] = []
-    try:
-        yield made
-    finally:
-        for m in made:
-            m.close()
 
 
 def _setup(cluster_factory, made: list[Members], tmp_path: Path, coordinators: int = 1):

@@ -21,6 +21,10 @@ and calls ``on_assigned(buckets)``. Callbacks may be plain functions or coroutin
 carries the member id and epoch and is refused once the member was fenced (``UNKNOWN_MEMBER_ID`` /
 ``FENCED_MEMBER_EPOCH``: the consumer drops its buckets and joins again as a new member). ``instance_id``
 makes the member static: a restart within its session keeps its buckets. ``assign`` is not allowed then.
+A partitioned table may be subscribed (not assigned): the coordinator hands out the buckets of its
+partitions as they are created and revokes those of partitions retention drops. A member's commit that
+names a table dropped meanwhile (TABLE_NOT_EXIST) is split per table: the other tables' offsets are
+committed, the dropped table's skipped (there is nothing left to resume).
 
     async with Consumer(servers, group="g", subscribe=["db.events"], on_assigned=print) as consumer:
         while True:
@@ -114,10 +118,8 @@ class Consumer:
             self.membership.start()
 
     async def _table_ids(self, paths: list[TablePath]) -> set[int]:
-        return {
-            refuse_partitioned(await self.metadata.wait_for_table(p, self.options.request_timeout)).table_id
-            for p in paths
-        }
+        # a partitioned table is subscribed whole: the coordinator assigns the buckets of its partitions
+        return {(await self.metadata.wait_for_table(p, self.options.request_timeout)).table_id for p in paths}
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -227,9 +229,30 @@ class Consumer:
             except FlussError as e:
                 if m is not None and e.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
                     m.lost = True  # fenced: the next poll drops every bucket, the member joins again
-                raise
+                if m is None or e.code != ErrorCode.TABLE_NOT_EXIST:
+                    raise
+                offsets = await self._commit_per_table(offsets, *member)
             self._committed.update(offsets)
         return dict(offsets)
+
+    async def _commit_per_table(self, offsets: dict[TableBucket, int], member_id: str, epoch: int) -> dict:
+        """A member's commit named a dropped table (a partition retention dropped before the revocation
+        reached this member): commit each table on its own; a dropped one's positions are kept as if
+        committed (not sent again: the bucket is revoked on a next heartbeat). Returns what was written."""
+        assert self.group is not None
+        written: dict[TableBucket, int] = {}
+        for table_id in sorted({tb.table_id for tb in offsets}):
+            part = {tb: o for tb, o in offsets.items() if tb.table_id == table_id}
+            try:
+                await commit_offsets(self._gateway, self.group, part, member_id, epoch)
+            except FlussError as e:
+                if e.code != ErrorCode.TABLE_NOT_EXIST:
+                    raise
+                log.info("Group %s: table id %d no longer exists, its offsets are not committed", self.group, table_id)
+                self._committed.update(part)
+                continue
+            written.update(part)
+        return written
 
     async def committed(self, table_id: int = 0) -> dict[TableBucket, int]:
         """The group's committed offsets as the coordinator has them (one table, or all with 0)."""

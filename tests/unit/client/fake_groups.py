@@ -11,7 +11,7 @@ import itertools
 import time
 from typing import Any
 
-from fluss_py.coordinator.group_members import GroupMembers, Heartbeat
+from fluss_py.coordinator.group_members import GroupMembers, Heartbeat, plain_layout
 from fluss_py.errors import FlussError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.types import TableBucket
@@ -51,7 +51,7 @@ class FakeGroups:
             frozenset(TableBucket(tb.table_id, tb.bucket) for tb in request.owned),
         )  # fmt: skip
         try:
-            answer = g.heartbeat(hb, self._now(), self._counts(), lambda: f"m{next(self._ids)}")
+            answer = g.heartbeat(hb, self._now(), plain_layout(self._counts()), lambda: f"m{next(self._ids)}")
         except FlussError as e:
             return coordinator_pb2.ConsumerHeartbeatResponse(error=_err(e.code))
         return coordinator_pb2.ConsumerHeartbeatResponse(
@@ -66,6 +66,11 @@ class FakeGroups:
         offsets = {TableBucket(o.table_bucket.table_id, o.table_bucket.bucket): o.offset for o in request.offsets}
         g = self.groups.get(request.group)
         try:
+            live = {tid for tid, _, _ in self._cluster.tables.values()}
+            if any(tb.table_id not in live for tb in offsets):
+                from fluss_py.errors import TableNotExistError
+
+                raise TableNotExistError()
             if request.member_id:
                 if g is None:
                     from fluss_py.errors import UnknownMemberIdError

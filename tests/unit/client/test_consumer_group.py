@@ -120,3 +120,20 @@ async def test_a_member_that_is_not_joined_never_commits_without_its_member_id()
         )  # nothing sent as an offset-only commit
     finally:
         await a.close()
+
+
+async def test_a_commit_naming_a_dropped_table_commits_the_others() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=1)
+    cluster.create_table("fluss", "u", num_buckets=1)
+    a = Consumer(cluster.servers[0], ConsumerOptions(retry=FAST, fetch_max_wait=0.01), transport=cluster,
+                 group="g", subscribe=["t", "u"])  # fmt: skip
+    try:
+        await poll_until([a], lambda: len(a.assignment()) == 2, {})
+        t, u = sorted(a.assignment())
+        del cluster.tables[("fluss", "u")]  # dropped (a partition retention dropped) before the revocation
+        assert await a.commit({t: 3, u: 4}) == {t: 3}  # no error: the live table's offset is written
+        assert groups.offsets[("g", t)] == 3 and ("g", u) not in groups.offsets
+    finally:
+        await a.close()

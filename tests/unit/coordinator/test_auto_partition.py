@@ -24,7 +24,7 @@ from fluss_py.common.auto_partition import (
 from fluss_py.coordinator.events import CreateTable, DropTable
 from fluss_py.coordinator.partition_manager import AutoPartitionManager
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
-from fluss_py.errors import InvalidRequestError, InvalidTableNameError
+from fluss_py.errors import InvalidReplicationFactorError, InvalidRequestError, InvalidTableNameError
 from fluss_py.types import TablePath, split_partition
 
 NOW = datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
@@ -102,6 +102,8 @@ class FakeProcessor:
     def __init__(self, tables: dict[str, dict[str, str]]) -> None:
         self.view = ClusterView()
         self.next_id = 1
+        self.started = True  # the leadership's first reconciliation ran (live servers known)
+        self.listeners: list = []
         for name, props in tables.items():
             self._add(TablePath("db", name), props)
 
@@ -110,6 +112,8 @@ class FakeProcessor:
         self.next_id += 1
 
     async def create_table(self, event: CreateTable) -> int:
+        if not self.started:  # as the real one: no live server known, no replica can be placed
+            raise InvalidReplicationFactorError("replication factor 1 is larger than the number of live servers (0)")
         if event.path not in self.view.by_path:
             self._add(event.path, event.properties)
         return self.view.by_path[event.path]
@@ -180,3 +184,23 @@ async def test_the_manager_reports_its_lag_and_how_late_its_last_creation_was():
     assert manager.last_creation_late == 23 * 3600
     await manager.check()  # nothing to create: unchanged
     assert manager.last_creation_late == 23 * 3600
+
+
+async def test_a_check_before_the_leadership_started_waits_for_the_start():
+    # A new leader's first check may run before the live tablet servers are known: it must not fail (and
+    # wait for the next tick, an interval later) but run once the leadership's first reconciliation is done.
+    proc = FakeProcessor({"events": SPEC, "events$20261201": SPEC})
+    proc.started = False
+    manager = AutoPartitionManager(proc, 3600.0, clock=lambda: NOW)
+    manager.install(FakeLoop())
+    await manager.check()
+    assert proc.names() == {"events", "events$20261201"}  # nothing done yet, nothing raised
+    proc.started = True
+    for listener in proc.listeners:
+        await listener.on_started()
+    assert proc.names() == {"events", "events$20261231", "events$20270101"}
+
+
+class FakeLoop:
+    def register(self, event_type: type, handler: object) -> None:
+        pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from fluss_py.coordinator.group_assignor import assign
+from fluss_py.coordinator.group_assignor import assign, assign_units
 from fluss_py.types import TableBucket
 
 
@@ -110,3 +110,37 @@ def test_a_corrupt_previous_target_with_a_bucket_twice_is_repaired() -> None:
     prev = {"a": {TableBucket(1, 0)}, "b": {TableBucket(1, 0)}}
     target = assign({"a": {1}, "b": {1}}, {1: 2}, prev)
     _check_uniform(target, {"a": {1}, "b": {1}}, {1: 2})
+
+
+def _unit(*tables: tuple[int, int]) -> list[TableBucket]:
+    return [TableBucket(t, b) for t, n in tables for b in range(n)]
+
+
+def test_a_partitioned_unit_is_balanced_over_all_its_partitions() -> None:
+    subs = {"a": {1}, "b": {1}, "c": {1}}
+    target = assign_units(subs, {1: _unit((11, 2), (12, 2), (13, 2))}, {})
+    assert sorted(len(v) for v in target.values()) == [2, 2, 2]
+    assert set().union(*target.values()) == set(_unit((11, 2), (12, 2), (13, 2)))
+
+
+def test_partitions_appearing_and_going_move_no_bucket_the_shares_let_stay_exhaustively() -> None:
+    for n_members, n_parts, per_part in itertools.product(range(1, 5), range(0, 5), range(1, 4)):
+        subs = {f"m{i}": {1} for i in range(n_members)}
+        parts = [(100 + p, per_part) for p in range(n_parts)]
+        before = assign_units(subs, {1: _unit(*parts)}, {})
+        grown = assign_units(subs, {1: _unit(*parts, (200, per_part))}, before)
+        assert set().union(*grown.values()) == set(_unit(*parts, (200, per_part)))
+        assert max(map(len, grown.values())) - min(map(len, grown.values())) <= 1
+        assert all(before[m] <= grown[m] for m in subs)  # shares only grow: no existing bucket moves
+        if parts:
+            shrunk = assign_units(subs, {1: _unit(*parts[1:])}, before)
+            gone = set(_unit(parts[0]))
+            assert set().union(*shrunk.values()) == set(_unit(*parts[1:]))
+            for m in subs:  # a member keeps what it had, minus the dropped partition, up to its share
+                assert len((before[m] - gone) - shrunk[m]) <= 1
+
+
+def test_a_bucket_two_units_stand_for_goes_to_the_lower_unit_only() -> None:
+    # member a subscribes to the logical table 1 (partition 11), b to the partition 11 by name
+    target = assign_units({"a": {1}, "b": {11}}, {1: _unit((11, 3)), 11: _unit((11, 3))}, {})
+    assert target == {"a": set(_unit((11, 3))), "b": set()}

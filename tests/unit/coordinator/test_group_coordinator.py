@@ -165,3 +165,25 @@ async def test_a_dropped_subscribed_table_only_loses_its_buckets(store: FakeStor
         TABLES[1] = 12
     assert all(owned == frozenset() for _, owned in members.values())
     assert all(not m.assigned for m in groups.members._groups["g"].members.values())
+
+
+def test_a_partitioned_table_stands_for_the_buckets_of_its_live_partitions() -> None:
+    from fluss_py import config as cfg
+    from fluss_py.coordinator.group_coordinator import bucket_layout
+    from fluss_py.coordinator.tables import TableRegistration as TableInfo
+    from fluss_py.types import TablePath
+
+    spec = {cfg.TABLE_AUTO_PARTITION_UNIT.key: "day", cfg.TABLE_PARTITION_KEY.key: "dt"}
+    tables = {
+        1: TableInfo(1, TablePath("fluss", "events"), 3, 1, spec),
+        2: TableInfo(2, TablePath("fluss", "events$20261201"), 3, 1, spec),
+        3: TableInfo(3, TablePath("fluss", "events$20261202"), 3, 1, spec),
+        4: TableInfo(4, TablePath("other", "events$20261201"), 3, 1, spec),  # another database's table
+        5: TableInfo(5, TablePath("fluss", "events2"), 2, 1),
+    }
+    assert bucket_layout(tables, 1) == {2: 3, 3: 3}
+    assert bucket_layout(tables, 2) == {2: 3}  # a partition subscribed by name is a plain table
+    assert bucket_layout(tables, 5) == {5: 2}
+    assert bucket_layout(tables, 9) is None
+    del tables[2]  # retention dropped it
+    assert bucket_layout(tables, 1) == {3: 3}

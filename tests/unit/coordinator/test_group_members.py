@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from fluss_py.coordinator.group_members import GroupMembers, Heartbeat, HeartbeatAnswer
+from fluss_py.coordinator.group_members import GroupMembers, Heartbeat, HeartbeatAnswer, plain_layout
 from fluss_py.errors import (
     BucketNotOwnedError,
     FencedMemberEpochError,
@@ -31,6 +31,7 @@ class Sim:
     def __init__(self, buckets: int = 12) -> None:
         self.group = GroupMembers()
         self.counts = {T: buckets}
+        self.partitions: dict[int, int] | None = None  # set: T is a partitioned table with these partitions
         self.now = 0
         self.local: dict[str, set[TableBucket]] = {}
         self.epochs: dict[str, int] = {}
@@ -44,7 +45,8 @@ class Sim:
         epoch = self.epochs.get(member_id, 0) if epoch is None else epoch
         owned = self.local.get(member_id, set()) if owned is None else owned
         hb = Heartbeat(member_id, epoch, instance, "host", session, frozenset({T}), frozenset(owned))
-        answer = self.group.heartbeat(hb, self.now, self.counts, self._new_id)
+        layout = plain_layout(self.counts) if self.partitions is None else {T: dict(self.partitions)}
+        answer = self.group.heartbeat(hb, self.now, layout, self._new_id)
         if answer.member_epoch >= 0:
             self.local[answer.member_id] = set(answer.assignment)
             self.epochs[answer.member_id] = answer.member_epoch
@@ -68,6 +70,11 @@ class Sim:
             self.now += 1000
             self.settle(1, heartbeating)
         self.now += ms % 1000
+
+    def all_buckets(self) -> set[TableBucket]:
+        if self.partitions is None:
+            return {TableBucket(T, b) for b in range(self.counts[T])}
+        return {TableBucket(p, b) for p, n in self.partitions.items() for b in range(n)}
 
     def check_one_owner(self) -> None:
         seen: dict[TableBucket, str] = {}
@@ -253,4 +260,72 @@ def test_random_schedules_never_give_a_bucket_two_owners() -> None:
         if sim.group.members:
             assert sim.group.state == "STABLE"
             owned = {tb for m in sim.group.members.values() for tb in m.assigned}
-            assert owned == {TableBucket(T, b) for b in range(sim.counts[T])}
+            assert owned == sim.all_buckets()
+
+
+def _partitioned(partitions: dict[int, int], members: int) -> tuple[Sim, list[str]]:
+    sim = Sim()
+    sim.partitions = dict(partitions)
+    ids = [sim.join() for _ in range(members)]
+    sim.settle()
+    return sim, ids
+
+
+def test_a_partitioned_subscription_covers_every_partition_and_balances_over_all_of_them() -> None:
+    sim, ids = _partitioned({101: 2, 102: 2, 103: 2}, 3)
+    assert sim.group.state == "STABLE"
+    assert {tb for m in ids for tb in sim.local[m]} == sim.all_buckets()
+    assert sorted(len(sim.local[m]) for m in ids) == [2, 2, 2]  # over the whole table, not per partition
+    sim.check_one_owner()
+
+
+def test_a_new_partition_is_added_without_moving_an_existing_bucket() -> None:
+    sim, ids = _partitioned({101: 2, 102: 2}, 3)
+    before = {m: set(sim.local[m]) for m in ids}
+    epoch = sim.group.epoch
+    sim.partitions[103] = 2  # the AutoPartitionManager created a partition
+    sim.settle()
+    assert sim.group.epoch == epoch + 1 and sim.group.state == "STABLE"
+    assert all(before[m] <= sim.local[m] for m in ids)  # sticky: every owner kept its buckets
+    assert {tb for m in ids for tb in sim.local[m]} == sim.all_buckets()
+    assert sorted(len(sim.local[m]) for m in ids) == [2, 2, 2]
+    sim.check_one_owner()
+
+
+def test_a_dropped_partition_is_revoked_and_acknowledged_like_any_bucket() -> None:
+    sim, ids = _partitioned({101: 2, 102: 2, 103: 2}, 3)
+    holders = [m for m in ids if any(tb.table_id == 101 for tb in sim.local[m])]
+    del sim.partitions[101]  # retention dropped it
+    answer = sim.hb(holders[0], owned=sim.local[holders[0]] | sim.group.members[holders[0]].assigned)
+    assert not any(tb.table_id == 101 for tb in answer.assignment)  # told to stop reading it ...
+    assert any(tb.table_id == 101 for tb in sim.group.members[holders[0]].assigned)  # ... owned until it acks
+    sim.settle()
+    assert sim.group.state == "STABLE"
+    assert {tb for m in ids for tb in sim.group.members[m].assigned} == sim.all_buckets()
+    sim.check_one_owner()
+
+
+def test_random_partition_churn_never_gives_a_bucket_two_owners() -> None:
+    rng = random.Random(14)
+    for _ in range(80):
+        next_id = itertools.count(200)
+        sim = Sim()
+        sim.partitions = {next(next_id): rng.randrange(1, 4) for _ in range(rng.randrange(0, 3))}
+        for _step in range(60):
+            roll = rng.random()
+            live = sorted(sim.group.members)
+            if roll < 0.12 or not live:
+                sim.join()
+            elif roll < 0.17:
+                sim.hb(rng.choice(live), -1)
+            elif roll < 0.27:
+                sim.partitions[next(next_id)] = rng.randrange(1, 4)
+            elif roll < 0.35 and sim.partitions:
+                del sim.partitions[rng.choice(sorted(sim.partitions))]
+            else:
+                sim.hb(rng.choice(live))
+            sim.check_one_owner()
+        for _ in range(3):
+            sim.settle()
+        assert sim.group.state == "STABLE"
+        assert {tb for m in sim.group.members.values() for tb in m.assigned} == sim.all_buckets()

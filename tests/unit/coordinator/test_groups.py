@@ -7,7 +7,7 @@ import pytest
 
 from fluss_py.coordinator.events import CommitOffsets, FetchOffsets, ListGroups
 from fluss_py.coordinator.groups import GroupOffsets, validate_commit
-from fluss_py.errors import InvalidRequestError, UnknownTableOrBucketError
+from fluss_py.errors import InvalidRequestError, TableNotExistError, UnknownTableOrBucketError
 from fluss_py.types import TableBucket
 from fluss_py.zk.paths import ConsumerOffsetZNode
 from fluss_py.zk.values import EpochFencedError
@@ -60,9 +60,14 @@ async def test_a_deposed_leader_cannot_commit(store: FakeStore) -> None:
 async def test_an_invalid_commit_writes_nothing(store: FakeStore) -> None:
     groups = make(store, [store.bump_epoch()])
     before = dict(store.nodes)
-    for offsets in ({TableBucket(1, 0): 1, TableBucket(1, 3): 1}, {TableBucket(9, 0): 1}, {TableBucket(1, 0): -1}):
-        with pytest.raises((UnknownTableOrBucketError, InvalidRequestError)):
+    for offsets, error in (
+        ({TableBucket(1, 0): 1, TableBucket(1, 3): 1}, UnknownTableOrBucketError),  # no bucket 3
+        ({TableBucket(1, 0): 1, TableBucket(9, 0): 1}, TableNotExistError),  # no table 9 (dropped): not retriable
+        ({TableBucket(1, 0): -1}, InvalidRequestError),
+    ):
+        with pytest.raises(error) as refused:
             await groups.commit(CommitOffsets("g", offsets))
+        assert refused.value.retriable == (error is UnknownTableOrBucketError)
     assert store.nodes == before
 
 
