@@ -3,6 +3,7 @@
     fluss-py table create TABLE [--buckets N] [--replication-factor N] [--property K=V ...] [--comment TEXT]
                                 [--if-not-exists] [--json]
     fluss-py table drop TABLE [--if-exists]
+    fluss-py table alter TABLE --buckets N
     fluss-py table list [--database DB] [--json]
     fluss-py table describe TABLE [--under-replicated] [--json]
 
@@ -42,7 +43,7 @@ from fluss_py.types import NO_LEADER, PARTITION_SEPARATOR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("table", help="create, drop, list and describe tables")
+    parser = subparsers.add_parser("table", help="create, drop, alter, list and describe tables")
     sub = parser.add_subparsers(dest="table_command", metavar="SUBCOMMAND", required=True)
 
     create = add_connection_args(sub.add_parser("create", help="create a table"))
@@ -67,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drop.add_argument("table")
     drop.add_argument("--if-exists", action="store_true", help="succeed if the table does not exist")
     drop.set_defaults(func=client_command(cmd_drop))
+
+    alter = add_connection_args(sub.add_parser("alter", help="grow a table's bucket count"))
+    alter.add_argument("table")
+    alter.add_argument("--buckets", type=int_in(1, cfg.MAX_BUCKETS), required=True,
+                       help="the new bucket count, larger than the current one")  # fmt: skip
+    alter.set_defaults(func=client_command(cmd_alter))
 
     ls = add_connection_args(sub.add_parser("list", help="list tables"))
     ls.add_argument("--database", help="only this database (default: all)")
@@ -161,6 +168,13 @@ async def cmd_drop(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
     await (await ctx.admin()).drop_table(path, ignore_if_not_exists=args.if_exists)
     print(f"dropped table {path}")
+    return EXIT_OK
+
+
+async def cmd_alter(args: argparse.Namespace, ctx: Context) -> int:
+    path = table_path(args.table)
+    await (await ctx.admin()).add_buckets(path, args.buckets)
+    print(f"table {path} now has {args.buckets} buckets")
     return EXIT_OK
 
 

@@ -178,6 +178,12 @@ class Admin:
         )
         await self._gateway.call(rpcs.DROP_TABLE, request)
 
+    async def add_buckets(self, path: TablePath | str, num_buckets: int) -> None:
+        """Grow ``path`` to ``num_buckets`` buckets (never shrinks; docs/operations.md "Adding buckets"). Keys
+        hashed by producers that see the new count may land in other buckets than before."""
+        request = coordinator_pb2.AlterTableRequest(path=_path_pb(_as_path(path)), num_buckets=num_buckets)
+        await self._gateway.call(rpcs.ALTER_TABLE, request)
+
     async def list_tables(self, database: str) -> list[str]:
         response = await self._gateway.call(rpcs.LIST_TABLES, coordinator_pb2.ListTablesRequest(database=database))
         return list(response.tables)

@@ -61,6 +61,7 @@ DROP_DATABASE = Rpc(COORDINATOR_SERVICE, "DropDatabase", coordinator_pb2.SimpleR
 LIST_DATABASES = Rpc(COORDINATOR_SERVICE, "ListDatabases", coordinator_pb2.ListDatabasesResponse)
 CREATE_TABLE = Rpc(COORDINATOR_SERVICE, "CreateTable", coordinator_pb2.CreateTableResponse)
 DROP_TABLE = Rpc(COORDINATOR_SERVICE, "DropTable", coordinator_pb2.SimpleResponse)
+ALTER_TABLE = Rpc(COORDINATOR_SERVICE, "AlterTable", coordinator_pb2.SimpleResponse)
 LIST_TABLES = Rpc(COORDINATOR_SERVICE, "ListTables", coordinator_pb2.ListTablesResponse)
 ALLOCATE_WRITER_ID = Rpc(COORDINATOR_SERVICE, "AllocateWriterId", coordinator_pb2.AllocateWriterIdResponse)
 COMMIT_OFFSETS = Rpc(COORDINATOR_SERVICE, "CommitOffsets", coordinator_pb2.SimpleResponse)

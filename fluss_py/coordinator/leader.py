@@ -44,6 +44,7 @@ from fluss_py.coordinator.partition_manager import AutoPartitionManager
 from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
+from fluss_py.coordinator.table_alter import TableAlter
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.peer import new_token
 from fluss_py.types import CoordinatorLeaderInfo, TableBucket
@@ -166,6 +167,7 @@ class LeaderServices:
         self.dynamic_config.install(self.event_loop)
         self.auto_partition = AutoPartitionManager(self.tables, self._auto_partition_interval)
         self.auto_partition.install(self.event_loop)
+        TableAlter(self.tables).install(self.event_loop)  # AlterTable: grow a table (coordinator/table_alter.py)
         self.handlers.add_servers_listener(self.tables.on_servers_changed)
         self.event_loop.put(LoadTables())  # right after LoadContext, before any membership event
 

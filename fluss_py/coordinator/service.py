@@ -28,6 +28,7 @@ from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
+from fluss_py.coordinator.table_alter import AlterTableBuckets
 from fluss_py.errors import (
     ErrorCode,
     FlussError,
@@ -171,6 +172,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def DropTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         event = tables.DropTable(convert.table_path_from_pb(request.path), request.ignore_if_not_exists)
+        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
+
+    async def AlterTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        event = AlterTableBuckets(convert.table_path_from_pb(request.path), request.num_buckets)
         return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def ListTables(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -83,6 +83,7 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     _C + "ListDatabases": lambda r, names: [(Operation.DESCRIBE, CLUSTER)],
     _C + "CreateTable": lambda r, names: [(Operation.CREATE, _path(r.path))],
     _C + "DropTable": lambda r, names: [(Operation.DROP, _path(r.path))],
+    _C + "AlterTable": lambda r, names: [(Operation.ALTER, _path(r.path))],
     _C + "ListTables": lambda r, names: [(Operation.DESCRIBE, Resource(ResourceType.DATABASE, r.database))],
     _C + "AdjustIsr": lambda r, names: INTERNAL,
     _C + "ControlledShutdown": lambda r, names: INTERNAL,

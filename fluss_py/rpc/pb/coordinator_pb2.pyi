@@ -99,6 +99,14 @@ class DropTableRequest(_message.Message):
     ignore_if_not_exists: bool
     def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
 
+class AlterTableRequest(_message.Message):
+    __slots__ = ("path", "num_buckets")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NUM_BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    path: _common_pb2.TablePath
+    num_buckets: int
+    def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., num_buckets: _Optional[int] = ...) -> None: ...
+
 class ListTablesRequest(_message.Message):
     __slots__ = ("database",)
     DATABASE_FIELD_NUMBER: _ClassVar[int]

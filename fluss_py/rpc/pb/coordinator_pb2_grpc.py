@@ -70,6 +70,11 @@ class CoordinatorServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DropTableRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
                 _registered_method=True)
+        self.AlterTable = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/AlterTable',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterTableRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+                _registered_method=True)
         self.ListTables = channel.unary_unary(
                 '/fluss.v1.CoordinatorService/ListTables',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.ListTablesRequest.SerializeToString,
@@ -167,6 +172,12 @@ class CoordinatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DropTable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterTable(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -277,6 +288,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
             'DropTable': grpc.unary_unary_rpc_method_handler(
                     servicer.DropTable,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DropTableRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
+            ),
+            'AlterTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTable,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterTableRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
             ),
             'ListTables': grpc.unary_unary_rpc_method_handler(
@@ -523,6 +539,33 @@ class CoordinatorService:
             target,
             '/fluss.v1.CoordinatorService/DropTable',
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DropTableRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/AlterTable',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterTableRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,184 @@
+"""Growing a table's bucket count on the coordinator leader (``fluss-py table alter T --buckets N``).
+
+    AlterTable(path, N) ──▶ event loop ──▶ plan_growth (pure): replicas and first leaders of buckets old..N-1
+                                       ──▶ one fenced transaction: table node (num_buckets N), assignment
+                                           node (every bucket), buckets/<b> + leader_isr of each new bucket
+                                       ──▶ view, then NotifyLeaderAndIsr of the new buckets + UpdateMetadata
+
+Invariants (docs/operations.md "Adding buckets"):
+
+- **grow only**: N must not be smaller than the current count (and at most ``MAX_BUCKETS``); the same
+  count changes nothing and succeeds (so a retried alter whose first answer was lost succeeds); the
+  existing buckets, their replicas, leaders and data are untouched: nothing written is moved or lost;
+- **all or nothing**: the table node, the assignment and the new buckets' nodes change in ONE transaction
+  fenced by the coordinator epoch (so one alter adds at most ``max_added(max_ops)`` buckets: 255 with the
+  default 512 operations per transaction; run it again for more); a leader that dies before it commits
+  changed nothing, one that dies after leaves a complete table (a new leader loads it and tells the servers);
+- the logical table of a partitioned table has no buckets: only its count changes, which the partitions
+  created afterwards get (the existing partitions keep theirs).
+
+Who may call: the CoordinatorEventLoop task (``install`` registers ``alter``); unit tests with fakes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
+from typing import Any
+
+from fluss_py.common.auto_partition import routing_unit
+from fluss_py.config import MAX_BUCKETS
+from fluss_py.coordinator import election
+from fluss_py.coordinator.assignment import assign_replicas
+from fluss_py.coordinator.events import Event
+from fluss_py.coordinator.tables import TableInfo
+from fluss_py.errors import (
+    CoordinatorNotAvailableError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    TableNotExistError,
+)
+from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
+from fluss_py.zk.client import CreateOp, Op, SetOp
+from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode
+
+log = logging.getLogger("fluss_py.coordinator.TableAlter")
+
+
+@dataclass(eq=False)
+class AlterTableBuckets(Event):
+    path: TablePath
+    num_buckets: int
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What growing a table writes: its new registration, and the new buckets' replicas and first leaders."""
+
+    info: TableInfo
+    replicas: dict[int, tuple[int, ...]]
+    leaders: dict[int, LeaderAndIsr]
+
+
+def max_added(max_ops: int) -> int:
+    """Buckets one alter may add: the table and assignment nodes plus two nodes per bucket in one transaction."""
+    return (max_ops - 2) // 2
+
+
+def plan_growth(
+    info: TableInfo,
+    num_buckets: int,
+    servers: Mapping[int, str],
+    live: Set[int],
+    coordinator_epoch: int,
+    max_ops: int = 512,
+) -> Growth:
+    """The growth of ``info`` to ``num_buckets`` (pure). ``servers``: the tablet servers new replicas may go
+    to (id -> rack). The same count plans nothing. Raises INVALID_REQUEST (smaller, beyond MAX_BUCKETS, more
+    than one transaction holds) or INVALID_REPLICATION_FACTOR (fewer servers than replicas), writing nothing."""
+    old = info.num_buckets
+    if not old <= num_buckets <= MAX_BUCKETS:
+        raise InvalidRequestError(
+            f"{info.path} has {old} buckets: the new count must not be smaller (buckets are never removed) and "
+            f"at most {MAX_BUCKETS}, got {num_buckets}"
+        )
+    partitioned = routing_unit(info.path.table, info.properties) is not None
+    if not partitioned and num_buckets - old > max_added(max_ops):
+        raise InvalidRequestError(
+            f"one alter adds at most {max_added(max_ops)} buckets (one ZooKeeper transaction): grow {info.path} "
+            f"to {old + max_added(max_ops)} first"
+        )
+    grown = dataclasses.replace(info, num_buckets=num_buckets)
+    if partitioned:
+        return Growth(grown, {}, {})  # the logical table of a partitioned table: its partitions have buckets
+    # the layout a create of this many buckets would have; the existing buckets keep theirs
+    layout = assign_replicas(
+        servers, num_buckets, info.replication_factor, start_index=info.table_id,
+        first_shift=info.table_id // max(1, len(servers)),
+    )  # fmt: skip
+    replicas = {b: layout[b] for b in range(old, num_buckets)}
+    leaders = {}
+    for b, r in replicas.items():
+        lai = election.initial_leader(r, live, coordinator_epoch)
+        if lai is None:
+            raise InvalidReplicationFactorError(f"no live tablet server among the replicas {list(r)} of bucket {b}")
+        leaders[b] = lai
+    return Growth(grown, replicas, leaders)
+
+
+def growth_ops(
+    root: str,
+    growth: Growth,
+    assignment: Mapping[int, tuple[int, ...]],
+    table_version: int,
+    assignment_version: int | None,
+) -> list[Op]:
+    """The transaction of ``growth`` (pure): the table node and the assignment (conditional on the versions
+    read; ``assignment_version`` None for a table without an assignment node's buckets to add), then each
+    new bucket's nodes."""
+    info = growth.info
+    ops: list[Op] = [
+        SetOp(TableZNode.path(root, info.path.database, info.path.table), TableZNode.encode(info.registration()),
+              table_version),
+    ]  # fmt: skip
+    if not growth.replicas:
+        return ops
+    assert assignment_version is not None
+    base = TableAssignmentZNode.path(root, info.table_id)
+    ops.append(SetOp(base, TableAssignmentZNode.encode({**assignment, **growth.replicas}), assignment_version))
+    for b in sorted(growth.replicas):
+        leader_isr = LeaderIsrZNode.path(root, info.table_id, b)
+        ops.append(CreateOp(leader_isr.rsplit("/", 1)[0]))
+        ops.append(CreateOp(leader_isr, LeaderIsrZNode.encode(growth.leaders[b])))
+    return ops
+
+
+class TableAlter:
+    """Handles AlterTableBuckets on the event loop. Owns nothing: ``processor`` (the TableProcessor) owns the
+    view, the store and the requests to the tablet servers."""
+
+    def __init__(self, processor: Any) -> None:
+        self._p = processor
+
+    def install(self, loop: Any) -> None:
+        loop.register(AlterTableBuckets, self.alter)
+
+    async def alter(self, event: AlterTableBuckets) -> None:
+        p = self._p
+        if not p.started:  # the view is loaded and the live servers known only then
+            raise CoordinatorNotAvailableError("the coordinator leader is starting; retry")
+        table_id = p.view.by_path.get(event.path)
+        if table_id is None:
+            raise TableNotExistError(f"table {event.path} does not exist")
+        info = p.view.tables[table_id]
+        servers = {s: r.rack for s, r in p.context.tablet_servers.items() if s not in p.view.shutting_down}
+        growth = plan_growth(info, event.num_buckets, servers, p.live(), p.epoch, p.store.max_ops)
+        if growth.info == info:
+            return  # already this count: a retry whose first answer was lost
+        root = p.store.root
+        node = await p.store.get(TableZNode.path(root, info.path.database, info.path.table))
+        if node is None:
+            raise TableNotExistError(f"table {event.path} has no table node")
+        assignment = {tb.bucket: b.replicas for tb, b in p.view.table_buckets(table_id)}
+        version = None
+        if growth.replicas:
+            got = await p.store.get(TableAssignmentZNode.path(root, table_id))
+            if got is None:
+                raise TableNotExistError(f"table {event.path} has no assignment node")
+            version = got[1].version
+        await p.store.commit(growth_ops(root, growth, assignment, node[1].version, version))
+        p.view.add_table(growth.info, growth.replicas)  # the new registration and the new buckets
+        batch = p.new_batch()
+        for b, lai in sorted(growth.leaders.items()):
+            tb = TableBucket(table_id, b)
+            p.view.buckets[tb].leader_and_isr = lai
+            p.view.buckets[tb].zk_version = 0
+            p.refresh_states(tb)
+            p.notify(batch, tb)
+        batch.update_metadata(p.live())
+        p.send(batch)
+        log.info("Table %s (id %d) grew from %d to %d bucket(s); new buckets %s (coordinator epoch %d)", event.path,
+                 table_id, info.num_buckets, event.num_buckets, {b: list(r) for b, r in growth.replicas.items()},
+                 p.epoch)  # fmt: skip
