@@ -39,6 +39,7 @@ class AutoPartitionManager:
         self.check_interval = check_interval
         self._clock = clock or (lambda: datetime.now(UTC))
         self._ticker = Ticker("auto-partition-tick", check_interval, AutoPartitionCheck, immediately=True)
+        self._loop: Any = None  # the event loop (install)
         self.created = 0  # during this leadership (metrics, tests)
         self.dropped = 0
         # the latest check that created partitions: the most seconds after its slot started that one of them
@@ -59,10 +60,12 @@ class AutoPartitionManager:
     def install(self, loop: Any) -> None:
         loop.register(AutoPartitionCheck, self.check)
         self._p.listeners.append(self)
+        self._loop = loop
 
-    # ProcessorListener: the first check of a leadership runs once the live servers are known
+    # ProcessorListener: the first check of a leadership runs once the live servers are known, as an event
+    # of its own (its failure is the check's, logged by the loop, not the startup's)
     async def on_started(self) -> None:
-        await self.check()
+        self._loop.put(AutoPartitionCheck())
 
     async def on_isr_changed(self, buckets: list[Any]) -> None:
         return None

@@ -192,15 +192,25 @@ async def test_a_check_before_the_leadership_started_waits_for_the_start():
     proc = FakeProcessor({"events": SPEC, "events$20261201": SPEC})
     proc.started = False
     manager = AutoPartitionManager(proc, 3600.0, clock=lambda: NOW)
-    manager.install(FakeLoop())
+    loop = FakeLoop()
+    manager.install(loop)
     await manager.check()
     assert proc.names() == {"events", "events$20261201"}  # nothing done yet, nothing raised
     proc.started = True
     for listener in proc.listeners:
         await listener.on_started()
+    for event in loop.queued:  # the check the start queued, run as the loop would
+        await loop.handlers[type(event)](event)
     assert proc.names() == {"events", "events$20261231", "events$20270101"}
 
 
 class FakeLoop:
+    def __init__(self) -> None:
+        self.handlers: dict = {}
+        self.queued: list = []
+
     def register(self, event_type: type, handler: object) -> None:
-        pass
+        self.handlers[event_type] = handler
+
+    def put(self, event: object) -> None:
+        self.queued.append(event)
