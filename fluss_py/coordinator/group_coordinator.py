@@ -6,8 +6,8 @@ member's subscribed tables exist), resolves the subscribed tables into their lay
 partitioned table stands for the buckets of its live partitions: ``bucket_layout``), loads a group from
 ``GroupMembersZNode`` on its first use in this leadership (every member gets a fresh session then:
 docs/consumer-groups.md, "Where the state lives"), and writes the group back, fenced by the coordinator
-epoch, before the request that changed it is answered. A heartbeat that changes
-nothing writes nothing; session deadlines are kept in memory only (monotonic clock).
+epoch, before the request that changed it is answered. A heartbeat that changes nothing writes nothing;
+session deadlines are kept in memory only (monotonic clock).
 
 Who may call: the CoordinatorEventLoop task (handlers registered through ``GroupOffsets``), so one writer
 owns the cache and the versions; a failed write drops the group from the cache (reloaded on next use).

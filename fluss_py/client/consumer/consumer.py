@@ -235,7 +235,9 @@ class Consumer:
             self._committed.update(offsets)
         return dict(offsets)
 
-    async def _commit_per_table(self, offsets: dict[TableBucket, int], member_id: str, epoch: int) -> dict:
+    async def _commit_per_table(
+        self, offsets: dict[TableBucket, int], member_id: str, epoch: int
+    ) -> dict[TableBucket, int]:
         """A member's commit named a dropped table (a partition retention dropped before the revocation
         reached this member): commit each table on its own; a dropped one's positions are kept as if
         committed (not sent again: the bucket is revoked on a next heartbeat). Returns what was written."""
