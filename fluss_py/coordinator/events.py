@@ -111,6 +111,14 @@ class DropTable(Event):
 
 
 @dataclass(eq=False)
+class AlterTableBuckets(Event):
+    """Grow a table to ``num_buckets`` buckets (handler: table_alter.TableAlter)."""
+
+    path: TablePath
+    num_buckets: int
+
+
+@dataclass(eq=False)
 class ListTables(Event):
     database: str
 

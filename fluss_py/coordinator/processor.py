@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from fluss_py import config as cfg
@@ -239,6 +239,22 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
     def send(self, batch: RequestBatch) -> None:
         self._send(batch)
 
+    def announce_buckets(
+        self, info: TableRegistration, replicas: Mapping[int, tuple[int, ...]], leaders: Mapping[int, LeaderAndIsr]
+    ) -> None:
+        """After the transaction that created them: put ``info`` and its new buckets (their replicas and first
+        leaders, leader_isr nodes at version 0) in the view, tell their replicas and every server."""
+        self.view.add_table(info, replicas)
+        batch = self._batch()
+        for b, lai in sorted(leaders.items()):
+            tb = TableBucket(info.table_id, b)
+            self.view.buckets[tb].leader_and_isr = lai
+            self.view.buckets[tb].zk_version = 0
+            self._set_states(tb)
+            self._notify(batch, tb)
+        batch.update_metadata(self.live())
+        self._send(batch)
+
     def refresh_states(self, tb: TableBucket) -> None:
         self._set_states(tb)
 
@@ -336,16 +352,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             await self.store.commit([counter_op, *ops, table_node])
         except NodeExistsError as e:
             raise TableAlreadyExistError(f"table {path} already exists in ZooKeeper ({e})") from None
-        self.view.add_table(info, assignment)
-        batch = self._batch()
-        for b, lai in leaders.items():
-            tb = TableBucket(table_id, b)
-            self.view.buckets[tb].leader_and_isr = lai
-            self.view.buckets[tb].zk_version = 0
-            self._set_states(tb)
-            self._notify(batch, tb)
-        batch.update_metadata(self.live())
-        self._send(batch)
+        self.announce_buckets(info, assignment, leaders)
         log.info(
             "Created table %s (id %d): %d bucket(s), replication factor %d, assignment %s (coordinator epoch %d)",
             path,

@@ -26,9 +26,8 @@ from fluss_py.coordinator import group_coordinator as group_members
 from fluss_py.coordinator import groups
 from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
-from fluss_py.coordinator.events import CreateDatabase, DropDatabase, Event, ListDatabases
+from fluss_py.coordinator.events import AlterTableBuckets, CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
-from fluss_py.coordinator.table_alter import AlterTableBuckets
 from fluss_py.errors import (
     ErrorCode,
     FlussError,

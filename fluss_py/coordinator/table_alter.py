@@ -32,32 +32,26 @@ from fluss_py.common.auto_partition import routing_unit
 from fluss_py.config import MAX_BUCKETS
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
-from fluss_py.coordinator.events import Event
-from fluss_py.coordinator.tables import TableInfo
+from fluss_py.coordinator.events import AlterTableBuckets
+from fluss_py.coordinator.tables import TableRegistration
 from fluss_py.errors import (
     CoordinatorNotAvailableError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     TableNotExistError,
 )
-from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
-from fluss_py.zk.client import CreateOp, Op, SetOp
+from fluss_py.types import LeaderAndIsr
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode
+from fluss_py.zk.values import CreateOp, Op, SetOp
 
-log = logging.getLogger("fluss_py.coordinator.TableAlter")
-
-
-@dataclass(eq=False)
-class AlterTableBuckets(Event):
-    path: TablePath
-    num_buckets: int
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Growth:
     """What growing a table writes: its new registration, and the new buckets' replicas and first leaders."""
 
-    info: TableInfo
+    info: TableRegistration
     replicas: dict[int, tuple[int, ...]]
     leaders: dict[int, LeaderAndIsr]
 
@@ -68,7 +62,7 @@ def max_added(max_ops: int) -> int:
 
 
 def plan_growth(
-    info: TableInfo,
+    info: TableRegistration,
     num_buckets: int,
     servers: Mapping[int, str],
     live: Set[int],
@@ -169,16 +163,7 @@ class TableAlter:
                 raise TableNotExistError(f"table {event.path} has no assignment node")
             version = got[1].version
         await p.store.commit(growth_ops(root, growth, assignment, node[1].version, version))
-        p.view.add_table(growth.info, growth.replicas)  # the new registration and the new buckets
-        batch = p.new_batch()
-        for b, lai in sorted(growth.leaders.items()):
-            tb = TableBucket(table_id, b)
-            p.view.buckets[tb].leader_and_isr = lai
-            p.view.buckets[tb].zk_version = 0
-            p.refresh_states(tb)
-            p.notify(batch, tb)
-        batch.update_metadata(p.live())
-        p.send(batch)
+        p.announce_buckets(growth.info, growth.replicas, growth.leaders)  # the new count, the new buckets
         log.info("Table %s (id %d) grew from %d to %d bucket(s); new buckets %s (coordinator epoch %d)", event.path,
                  table_id, info.num_buckets, event.num_buckets, {b: list(r) for b, r in growth.replicas.items()},
                  p.epoch)  # fmt: skip

@@ -5,23 +5,18 @@ untouched; every refusal writes nothing; a new leader loads the grown table."""
 import pytest
 
 from fluss_py.coordinator.channel import NOTIFY, UPDATE
-from fluss_py.coordinator.processor import CreateTable
-from fluss_py.coordinator.table_alter import AlterTableBuckets, TableAlter, max_added, plan_growth
-from fluss_py.coordinator.tables import TableInfo
+from fluss_py.coordinator.events import AlterTableBuckets, CreateTable
+from fluss_py.coordinator.table_alter import TableAlter, max_added, plan_growth
+from fluss_py.coordinator.tables import TableRegistration as TableInfo
 from fluss_py.errors import InvalidReplicationFactorError, InvalidRequestError, TableNotExistError
 from fluss_py.types import TableBucket, TablePath
 from fluss_py.zk.paths import TableAssignmentZNode, TableZNode
 
-from .test_processor import ROOT, Harness, T, fresh_zk
+from . import test_processor
+from .harness import ROOT, Harness
 
-
-@pytest.fixture
-async def h():
-    zk, fence = fresh_zk()
-    harness = Harness(zk, {1: "", 2: "", 3: ""}, fence)
-    await harness.start()
-    yield harness
-    await harness.channel.close()
+T = test_processor.T
+h = test_processor.h  # the processor fixture: a started TableProcessor, three live servers
 
 
 async def test_growing_adds_buckets_with_leaders_and_leaves_the_old_ones_alone(h):
