@@ -34,7 +34,7 @@ from fluss_py.testing.procs import wait_until
 from fluss_py.types import TableBucket
 from tests.fault.group_support import Member, Members
 
-pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.fault
 
 TABLE = "fluss.events"
 BUCKETS = 2

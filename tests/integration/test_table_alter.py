@@ -18,7 +18,7 @@ from fluss_py.testing.procs import wait_until
 from fluss_py.types import TableBucket
 from tests.fault.group_support import FLUSS_PY, Members
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("servers_built")]
+pytestmark = pytest.mark.integration
 
 TABLE = "fluss.grow"
 GROUP = "growing"
