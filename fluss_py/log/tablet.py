@@ -86,6 +86,9 @@ class LogTablet:
         self._truncations = 0  # a flush begun before a truncation does not move the recovery point
         self._closed = False
         self.io_error: IoErrorHook | None = None  # set by the LogManager owning the data dir
+        # told after every change of the LEO, HW, recovery point or log start (the LogManager's flush and
+        # checkpoint rounds visit only the logs that changed: idle logs cost nothing)
+        self.on_change: Callable[[LogTablet], None] | None = None
         # the first offset of a batch found corrupt (CRC, header, continuity) below the log end; None: none
         # known. Set by the unclean-start check and the scrubber; cleared by a truncation to or below it.
         self.corrupt_from: int | None = None
@@ -124,6 +127,11 @@ class LogTablet:
         self._leo = self._log_start = self._hw = self._recovery_point = offset
         self._truncations += 1
         self.corrupt_from = None
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -252,6 +260,7 @@ class LogTablet:
         active.append(buf, metas)
         self._leo = last_offset + 1
         self._bytes_since_snapshot += len(buf)
+        self._changed()
 
     @_disk_io
     def roll(self) -> LogSegment:
@@ -327,6 +336,7 @@ class LogTablet:
         if new == self._hw:
             return False
         self._hw = new
+        self._changed()
         return True
 
     @_disk_io
@@ -353,6 +363,7 @@ class LogTablet:
         self._truncations += 1
         if self.corrupt_from is not None and self.corrupt_from >= self._leo:
             self.corrupt_from = None
+        self._changed()
 
     @_disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -372,6 +383,7 @@ class LogTablet:
             seg.flush()
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, target)
+        self._changed()
 
     def _maybe_snapshot_writers(self) -> None:
         if (
@@ -411,6 +423,7 @@ class LogTablet:
             return
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
+        self._changed()
 
     @_disk_io
     def apply_retention(self, now_ms: int) -> int:
@@ -441,6 +454,7 @@ class LogTablet:
             self.writers.truncate_head(self._log_start)
             self._hw = max(self._hw, self._log_start)
             self._recovery_point = max(self._recovery_point, self._log_start)
+            self._changed()
         self.writers.expire(now_ms, int(self.config.writer_expiration_s * 1000))
         return deleted
 
