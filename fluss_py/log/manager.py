@@ -284,25 +284,6 @@ class LogManager:
                 j.close()
             # not flushed (or not known to be): the next call tries them again
             self._to_flush.update(t for t in [*todo, *(j.tablet for j in jobs)] if self.logs.get(t.table_bucket) is t)
-        jobs: list[FlushJob] = []
-        descriptors = 0
-        todo, self._to_flush = list(self._to_flush), set()
-        try:
-            while todo:
-                job = todo[-1].begin_flush()
-                todo.pop()
-                if job is not None:
-                    jobs.append(job)
-                    descriptors += len(job.descriptors)
-                if jobs and (descriptors >= FLUSH_ROUND_DESCRIPTORS or not todo):
-                    await self._sync_round(jobs)  # closes every descriptor of ``jobs``, also when it raises
-                    jobs, descriptors = [], 0
-        except BaseException:
-            for j in jobs:
-                j.close()
-            # not flushed (or not known to be): the next round tries them again
-            self._to_flush.update(t for t in [*todo, *(j.tablet for j in jobs)] if self.logs.get(t.table_bucket) is t)
-            raise
 
     @staticmethod
     def end_flush_all(jobs: list[FlushJob]) -> None:

@@ -127,7 +127,11 @@ class LogSegment:
 
     # --- loading
     def load(self) -> bool:
-        """Load indexes and find the segment's end; False if an index was missing or corrupt (caller recovers)."""
+        """Load indexes and find the segment's end; False if an index was missing or corrupt (caller recovers).
+        An empty segment without index files is whole: it never had an entry to write (a server restarted
+        with thousands of empty buckets must not rebuild thousands of indexes)."""
+        if self.size == 0 and not self.offset_index.path.exists() and not self.time_index.path.exists():
+            return True
         try:
             self.offset_index.load(self.size)
             self.time_index.load(MAX_SEGMENT_POSITION)

@@ -381,6 +381,7 @@ class LogTablet:
             if seg.base_offset >= target and seg is not self.segments[-1]:
                 break
             seg.flush()
+        self.epoch_cache.sync()  # before the recovery point passes batches of the epochs it lists
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, target)
         self._changed()
@@ -409,6 +410,8 @@ class LogTablet:
                 if began is not None:
                     job.segments.append((seg, began[0]))
                     job.descriptors.extend(began[1])
+            job.epoch_writes, epoch_fds = self.epoch_cache.begin_sync()
+            job.descriptors.extend(epoch_fds)
         except BaseException:
             job.close()
             raise
@@ -419,6 +422,7 @@ class LogTablet:
         point moves to the job's target unless the log was truncated meanwhile or is closed."""
         for seg, version in job.segments:
             seg.end_fsync(version)
+        self.epoch_cache.end_sync(job.epoch_writes)
         if self._closed or self._truncations != job.truncations:
             return
         self._maybe_snapshot_writers()

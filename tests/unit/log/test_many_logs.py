@@ -94,8 +94,8 @@ def test_a_flush_round_of_many_dirty_logs_holds_few_descriptors_at_a_time(
     for t in logs:
         t.append_as_leader(batch(1), 0)
     asyncio.run(log_flush.flush_all(m))
-    assert sum(held) == 3 * 50  # every dirty segment: its log, offset index and time index
-    assert max(held) <= 30 + 3
+    assert sum(held) == 5 * 50  # per log: its segment, two indexes, the epoch cache file and its directory
+    assert max(held) <= 30 + 5
     assert all(t.recovery_point == t.log_end_offset == 1 for t in logs)
 
 
@@ -138,3 +138,52 @@ def test_idle_logs_cost_the_flush_and_checkpoint_rounds_nothing(
     m.delete(TableBucket(1, 7))
     asyncio.run(round_())
     assert TableBucket(1, 7) not in m.hw_checkpoint.read() and len(m.hw_checkpoint.read()) == 19
+
+
+def synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files ``os.fsync`` is called on from now (resolved from the descriptors)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_a_new_leader_epoch_costs_no_fsync_until_its_batches_are_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = manager(tmp_path)
+    t = m.get_or_create(TableBucket(1, 0))
+    synced = synced_paths(monkeypatch)
+    t.epoch_cache.assign(3, 0)  # what becoming leader does, thousands of times when a table is created
+    assert synced == []
+    assert (t.dir / "leader-epoch-checkpoint").read_text().splitlines()[2] == "3 0"  # written, for a crash
+    t.append_as_leader(batch(2), 3)
+    asyncio.run(log_flush.flush_all(m))
+    epoch_file = str(t.dir / "leader-epoch-checkpoint")
+    assert epoch_file in synced and str(t.dir) in synced  # synced with the batches, before the recovery point
+    assert t.recovery_point == 2
+    synced.clear()
+    t.append_as_leader(batch(1), 3)
+    t.flush()  # the synchronous flush (close, tools): nothing new in the epoch cache, not synced again
+    assert epoch_file not in synced
+    t.epoch_cache.assign(4, 3)
+    t.append_as_leader(batch(1), 4)
+    t.flush()
+    assert epoch_file in synced
+
+
+def test_an_empty_log_reopens_without_recovery(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    m = manager(tmp_path)
+    m.get_or_create(TableBucket(1, 0))
+    m.shutdown()
+    again = manager(tmp_path)
+    with caplog.at_level("WARNING"):
+        again.load_logs()
+    t = again.logs[TableBucket(1, 0)]
+    assert t.log_end_offset == 0 and not t.segments[-1].dirty
+    assert [r.getMessage() for r in caplog.records] == []  # before: "index: missing; rebuilding the index"
