@@ -66,7 +66,7 @@ class ReplicaEventHandlers:
         for tb, _ in changed:
             self._notify(batch, tb)
         if changed:
-            batch.update_metadata(self.live())
+            batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         self._send(batch)
         log.error("Tablet server %d reported failed replicas %s: %d leadership/ISR change(s)", event.server_id,
                   [str(tb) for tb in tbs], len(changed))  # fmt: skip
@@ -93,7 +93,7 @@ class ReplicaEventHandlers:
             self._notify(batch, tb)
             self._set_states(tb)
         if changed:
-            batch.update_metadata(self.live())
+            batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         self._send(batch)
         log.warning("Tablet server %d reported corrupt replicas %s: %d leadership/ISR change(s)", sid,
                     [str(tb) for tb in event.buckets], len(changed))  # fmt: skip
@@ -107,7 +107,7 @@ class ReplicaEventHandlers:
         self.view.failed_replicas -= {(tb, sid) for tb in tbs}
         changed = await self._reconcile(tbs)
         batch = self._batch()
-        batch.update_metadata(self.live())
+        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         for tb in tbs:
             self._notify(batch, tb, [sid])
             self._set_states(tb)
@@ -145,7 +145,7 @@ class ReplicaEventHandlers:
         written = {tb for tb, _ in await self.store.write_leader_isr(changes)}
         if written:  # every server's client metadata shows the new ISR (collapsed per outbox when frequent)
             batch = self._batch()
-            batch.update_metadata(live)
+            batch.metadata_delta(live, written)
             self._send(batch)
             for listener in self.listeners:
                 await listener.on_isr_changed(sorted(written))
@@ -209,7 +209,7 @@ class ReplicaEventHandlers:
             batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)
         for tb in self.view.buckets_on(sid):
             self._set_states(tb)
-        batch.update_metadata(live)
+        batch.metadata_delta(live, [tb for tb, _ in changed])
         self._send(batch)
         remaining = [tb for tb in self.view.buckets_led_by(sid) if len(self.view.buckets[tb].replicas) > 1]
         log.info(
