@@ -33,7 +33,7 @@ class MembershipHandlers:
             self.view.shutting_down.discard(sid)
         for sid in joined:
             self.view.shutting_down.discard(sid)
-            self.view.failed_replicas = {(tb, s) for tb, s in self.view.failed_replicas if s != sid}
+            self.view.failed_replicas.forget_server(sid)
         for node in self.nodes().values():
             self.channel.add(node)
         self._membership_seen = True

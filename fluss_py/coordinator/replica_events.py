@@ -60,7 +60,7 @@ class ReplicaEventHandlers:
         buckets = self.view.buckets
         tbs = [tb for tb in event.buckets if tb in buckets and event.server_id in buckets[tb].replicas]
         for tb in tbs:
-            self.view.failed_replicas.add((tb, event.server_id))
+            self.view.failed_replicas.add(tb, event.server_id)
         changed = await self._reconcile(tbs)
         batch = self._batch()
         for tb, _ in changed:
@@ -104,7 +104,8 @@ class ReplicaEventHandlers:
         await self._ensure_loaded()
         sid = event.server_id
         tbs = [tb for tb in event.buckets if tb in self.view.buckets and sid in self.view.buckets[tb].replicas]
-        self.view.failed_replicas -= {(tb, sid) for tb in tbs}
+        for tb in tbs:
+            self.view.failed_replicas.discard(tb, sid)
         changed = await self._reconcile(tbs)
         batch = self._batch()
         batch.metadata_delta(self.live(), [tb for tb, _ in changed])
@@ -149,6 +150,7 @@ class ReplicaEventHandlers:
             self._send(batch)
             for listener in self.listeners:
                 await listener.on_isr_changed(sorted(written))
+        proposed = {tb for tb, _ in changes}
         results = []
         for tb in order:
             if tb in errors:
@@ -157,7 +159,7 @@ class ReplicaEventHandlers:
                         table_bucket=convert.table_bucket_to_pb(tb), error=convert.error_info(errors[tb])
                     )
                 )
-            elif any(tb == c for c, _ in changes) and tb not in written:
+            elif tb in proposed and tb not in written:
                 results.append(
                     coordinator_pb2.AdjustIsrBucketResult(
                         table_bucket=convert.table_bucket_to_pb(tb),
