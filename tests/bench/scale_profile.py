@@ -1,5 +1,5 @@
-"""Where the scale scenario's time goes: py-spy on the coordinator and one tablet server during create, idle
-and the restart of a stopped server (``tests/bench/scale.py``'s cluster and tables).
+"""Where the scale scenario's time goes: py-spy on the coordinator and one tablet server during create, idle,
+the SIGTERM of another server and its restart (``tests/bench/scale.py``'s cluster and tables).
 
     .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR]
 
@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from signal import SIGTERM
 
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
@@ -87,7 +88,14 @@ def main() -> None:
             time.sleep(10.0)  # the idle window itself
             prof.stop()
             victim = cluster.names(TABLET_SERVER)[1]
-            cluster.stop_process(victim, timeout=60)
+            handle = cluster.handle(victim)
+            assert handle is not None
+            prof = Profiler(out, "sigterm", {**pids, victim: cluster.pid(victim) or 0})
+            t0 = time.monotonic()
+            cluster.signal(victim, SIGTERM)
+            handle.wait_exit(120)
+            print(f"SIGTERM until exit: {time.monotonic() - t0:.2f} s (profiled)")
+            prof.stop()
             placement = Placement(",".join(cluster.get(n).rpc_address for n in cluster.names(COORDINATOR)),
                                   names_of(buckets))  # fmt: skip
             try:

@@ -320,18 +320,22 @@ class WatchLivenessRequest(_message.Message):
     def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., interval_ms: _Optional[int] = ...) -> None: ...
 
 class LivenessHeartbeat(_message.Message):
-    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes")
+    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes", "sizes_incremental", "sizes_dropped")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SIZES_INCLUDED_FIELD_NUMBER: _ClassVar[int]
     LED_BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
+    SIZES_INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
+    SIZES_DROPPED_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     incarnation: str
     sequence: int
     sizes_included: bool
     led_bucket_sizes: _containers.RepeatedCompositeFieldContainer[BucketSize]
-    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ...) -> None: ...
+    sizes_incremental: bool
+    sizes_dropped: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ..., sizes_incremental: _Optional[bool] = ..., sizes_dropped: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
 
 class BucketSize(_message.Message):
     __slots__ = ("table_bucket", "size_bytes")
