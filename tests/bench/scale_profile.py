@@ -1,5 +1,6 @@
 """Where the scale scenario's time goes: py-spy on the coordinator and one tablet server during create, idle,
-the SIGTERM of another server and its restart (``tests/bench/scale.py``'s cluster and tables).
+the SIGTERM of another server, its restart, and the kill -9 of the first (``tests/bench/scale.py``'s
+cluster and tables).
 
     .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR]
 
@@ -20,7 +21,7 @@ from signal import SIGTERM
 
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
-from tests.bench.scale import Placement, create, full_isr, names_of, start_cluster
+from tests.bench.scale import Placement, create, full_isr, kill_until_led, names_of, start_cluster
 
 RATE = 100  # samples per second
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))
@@ -105,6 +106,10 @@ def main() -> None:
                 prof = Profiler(out, "restart", pids)
                 placement.wait(full_isr, 300, "every ISR full after the restart", 0.2)
                 print(f"restart until every ISR is full: {time.monotonic() - t0:.2f} s (profiled)")
+                prof.stop()
+                prof = Profiler(out, "kill", {coordinator: pids[coordinator], victim: pids[victim]})
+                seconds = kill_until_led(cluster, server, names_of(buckets))
+                print(f"kill -9 of {server} until every bucket is led: {seconds:.2f} s (profiled)")
                 prof.stop()
             finally:
                 placement.close()
