@@ -13,7 +13,7 @@ from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.types import ServerNode, TableBucket, TablePath
 
 from .fakes import FakeGateway
-from .test_processor import Harness, fresh_zk
+from .harness import Harness, fresh_zk
 
 A, B = TablePath("fluss", "a"), TablePath("fluss", "b")
 

@@ -36,6 +36,7 @@ from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode, WriterIdCounterZNode
 from fluss_py.zk.values import EpochFencedError, SessionLostError
 
+from .fakes import FakeZk
 from .harness import ROOT, Harness, fresh_zk, registration
 
 T = TablePath("fluss", "orders")
@@ -231,9 +232,8 @@ class SlowZk(FakeZk):
 
 async def test_dead_server_writes_are_pipelined_and_a_failed_chunk_still_goes_one_by_one():
     zk = SlowZk(ROOT)
-    for p in persistent_parents(ROOT):
-        zk.put(p)
-    zk.put(DatabaseZNode.path(ROOT, "fluss"), DatabaseZNode.encode(0))
+    fresh = fresh_zk()[0]
+    zk.nodes = dict(fresh.nodes)  # the parents and the database
     h = Harness(zk, {1: "", 2: ""}, zk.fence(1), max_ops=4)
     await h.start()
     table_id = await h.proc.create_table(CreateTable(T, num_buckets=40, replication_factor=2))
