@@ -224,7 +224,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             if table_id in delta.tables:
                 full.tables.append(self.view.table_metadata_pb(table_id))
             else:
-                info = self.view.tables[table_id].to_pb()
+                info = self.view.table_info_pb(table_id)
                 buckets = [self.view.bucket_pb(tb) for tb in sorted(by_table[table_id])]
                 full.tables.append(common_pb2.TableMetadata(info=info, buckets=buckets))
         return full
@@ -259,7 +259,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         live = self.live()
         targets = bucket.replicas if servers is None else servers
         pb = self.view.bucket_pb(tb)
-        table = self.view.tables[tb.table_id].to_pb()
+        table = self.view.table_info_pb(tb.table_id)
         for server in targets:
             if server in live:
                 batch.leader_and_isr(server, pb, table)

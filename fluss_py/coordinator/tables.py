@@ -156,12 +156,22 @@ class ClusterView:
         # replicas a rebalance move is adding, per bucket: set by the rebalance executor from its progress
         # (durable in ZooKeeper), sent in every BucketLeaderAndIsr (docs/rebalance.md §6)
         self.adding_replicas: dict[TableBucket, tuple[int, ...]] = {}
+        self._info_pb: dict[int, common_pb2.TableInfo] = {}  # table id -> its TableInfo message (table_info_pb)
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
         return self.failed_replicas.on(tb)
 
+    def table_info_pb(self, table_id: int) -> common_pb2.TableInfo:
+        """The table's TableInfo message, built once per table (every NotifyLeaderAndIsr of its buckets
+        carries it: 20,000 builds when a server leading a third of 20,000 buckets dies)."""
+        pb = self._info_pb.get(table_id)
+        if pb is None:
+            pb = self._info_pb[table_id] = self.tables[table_id].to_pb()
+        return pb
+
     def clear(self) -> None:
+        self._info_pb.clear()
         self.tables.clear()
         self.by_path.clear()
         self.buckets.clear()
@@ -172,12 +182,14 @@ class ClusterView:
         self.adding_replicas.clear()
 
     def add_table(self, info: TableRegistration, assignment: Mapping[int, tuple[int, ...]]) -> None:
+        self._info_pb.pop(info.table_id, None)
         self.tables[info.table_id] = info
         self.by_path[info.path] = info.table_id
         for b, replicas in assignment.items():
             self.buckets[TableBucket(info.table_id, b)] = BucketInfo(tuple(replicas))
 
     def remove_table(self, table_id: int) -> TableRegistration | None:
+        self._info_pb.pop(table_id, None)
         info = self.tables.pop(table_id, None)
         if info is None:
             return None
@@ -215,5 +227,6 @@ class ClusterView:
     def table_metadata_pb(self, table_id: int) -> common_pb2.TableMetadata:
         info = self.tables[table_id]
         return common_pb2.TableMetadata(
-            info=info.to_pb(), buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)]
+            info=self.table_info_pb(info.table_id),
+            buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)],
         )
