@@ -352,12 +352,10 @@ class TabletServer:
         ):
             # the coordinator moved leadership; its NotifyLeaderAndIsr to us may still be on the way: wait a
             # moment so requests in flight get NOT_LEADER_OR_FOLLOWER naming the new leader
-            t0 = time.monotonic()
-            deadline = t0 + 1.0
+            deadline = time.monotonic() + 1.0
             while self.replica_manager.leader_count() > 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            log.info("Leadership gone after %.2f s (%d still led)", time.monotonic() - t0,
-                     self.replica_manager.leader_count())  # fmt: skip
+            log.info("Leadership handed over (%d bucket(s) still led)", self.replica_manager.leader_count())
 
     async def _shutdown(self) -> None:
         self.state = transition(self.server_id, self.state, TabletServerState.STOPPING)
@@ -380,16 +378,13 @@ class TabletServer:
         t0 = time.monotonic()
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()  # fetchers, tasks, parked requests, last checkpoint
-        t1 = time.monotonic()
         if rpc_stopped is not None:
             await rpc_stopped
         if self._gateway is not None:
             await self._gateway.close()
-        t2 = time.monotonic()
         if self.log_manager is not None:
             self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker, unlock
-        log.info("Stopping: replicas %.2f s, RPC server %.2f s, logs %.2f s", t1 - t0, t2 - t1,
-                 time.monotonic() - t2)  # fmt: skip
+        log.info("Replicas, RPC server and logs stopped in %.2f s", time.monotonic() - t0)
         if self._http is not None:
             await self._http.close()
         self.security.stop()
