@@ -5,15 +5,18 @@ A handler collects what each server must hear in a ``RequestBatch`` and sends it
     batch = RequestBatch(coordinator_id, coordinator_epoch)
     batch.leader_and_isr(server, bucket_pb, table_info_pb)     # NotifyLeaderAndIsr, one per server
     batch.stop_replica(server, tb, leader_epoch, delete)       # StopReplica, one per server
-    batch.update_metadata(servers)                             # UpdateMetadata (full cluster view)
-    batch.send(channel, metadata)                              # per server: UpdateMetadata, Notify, Stop
+    batch.update_metadata(servers)                             # UpdateMetadata: the full cluster view
+    batch.metadata_delta(servers, buckets, tables, removed)    # UpdateMetadata: only what changed
+    batch.send(channel, views, nodes, tokens)                  # per server: UpdateMetadata, Notify, Stop
 
 Every request carries the coordinator epoch (tablet servers refuse lower ones). ``TabletChannel`` keeps
 one outbox (deque + sender task) per live server: requests to one server leave in the order they were
 queued; a failed send *or a refusal* (a whole-request error) is sent again with back-off (100 ms doubling
-to 1 s) until the server answers it or is removed (it died). An UpdateMetadata followed by a newer one in
-the same outbox is skipped: each is a full replacement; a NotifyLeaderAndIsr being retried drops the
-buckets a newer one names. Requests present this leader's per-term token in the call metadata
+to 1 s) until the server answers it or is removed (it died). UpdateMetadata is a full view or a numbered
+delta on top of the previous view (docs/control-plane.md §8): any UpdateMetadata followed by a newer *full*
+one in the same outbox is skipped; a delta the server cannot apply (it lacks the base view) is answered
+``needs_full_view`` and replaced at once by the current full view (``full_view``). A NotifyLeaderAndIsr
+being retried drops the buckets a newer one names. Requests present this leader's per-term token in the call metadata
 (docs/peer-trust.md); UpdateMetadata carries every live server's replica token. Handlers never await the
 network, so one slow or paused server cannot stall the coordinator's event loop.
 
@@ -46,6 +49,33 @@ STOP = "StopReplica"
 UPDATE = "UpdateMetadata"
 RETRY_INITIAL = 0.1
 RETRY_MAX = 1.0
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What changed in the view since the previous UpdateMetadata: buckets, whole tables (created), and
+    dropped tables."""
+
+    buckets: frozenset[TableBucket] = frozenset()
+    tables: frozenset[int] = frozenset()
+    removed: frozenset[int] = frozenset()
+
+    def __or__(self, other: MetadataDelta) -> MetadataDelta:
+        return MetadataDelta(self.buckets | other.buckets, self.tables | other.tables, self.removed | other.removed)
+
+
+@dataclass(frozen=True)
+class MetadataViews:
+    """The UpdateMetadata contents of one batch, numbered ``version``: ``full`` builds the full view (asked
+    only when some server gets it), ``delta`` is the changes on top of view ``version - 1``."""
+
+    version: int
+    full: Callable[[], common_pb2.ClusterMetadata]
+    delta: common_pb2.ClusterMetadata
+    removed: tuple[int, ...] = ()
+
+
+FullView = Callable[[], tablet_pb2.UpdateMetadataRequest]
 
 
 class TabletGateway(Protocol):
@@ -86,6 +116,8 @@ class TabletChannel:
     def __init__(self, gateway: TabletGateway, on_response: ResponseHook | None = None) -> None:
         self._gateway = gateway
         self.on_response = on_response  # (server id, kind, request, response), called on the loop
+        self.full_view: FullView | None = None  # the current full UpdateMetadata, for a server refusing a delta
+        self.full_views_asked = 0
         self._outboxes: dict[int, _Outbox] = {}
         self._closed = False
         self.sent = 0  # requests answered (for tests and metrics)
@@ -168,6 +200,10 @@ class TabletChannel:
                 problem = f"failed: {_short(e)}"
             else:
                 error = getattr(response, "error", None)
+                if kind == UPDATE and getattr(response, "needs_full_view", False) and self.full_view is not None:
+                    self.full_views_asked += 1
+                    box.queue[0] = (UPDATE, self.full_view())  # at once: the server holds no usable view
+                    continue
                 if error is None or error.code == ErrorCode.NONE:
                     return kind, request, response
                 problem = f"refused: {_code_name(error.code)}: {error.message}"
@@ -212,13 +248,14 @@ def _code_name(code: int) -> str:
 
 def _drop_superseded(queue: deque[tuple[str, Any]], retrying: bool) -> bool:
     """Whether the head of ``queue`` is replaced by a request queued behind it: an UpdateMetadata by a later
-    one (each is the full view); while being retried, a NotifyLeaderAndIsr loses the buckets a later one
-    names (it carries their newer state) and is replaced once none is left. StopReplica is never replaced.
-    A replaced head is popped here unless ``retrying`` (then the sender pops it)."""
+    full one (a delta is never skipped: the next one builds on it); while being retried, a NotifyLeaderAndIsr
+    loses the buckets a later one names (it carries their newer state) and is replaced once none is left.
+    StopReplica is never replaced. A replaced head is popped here unless ``retrying`` (then the sender pops
+    it)."""
     kind, request = queue[0]
     later = list(queue)[1:]
     if kind == UPDATE:
-        replaced = any(k == UPDATE for k, _ in later)
+        replaced = any(k == UPDATE and not getattr(r, "incremental", False) for k, r in later)
     elif kind == NOTIFY and retrying:
         named = {(b.table_bucket.table_id, b.table_bucket.bucket) for k, r in later if k == NOTIFY for b in r.buckets}
         kept = [b for b in request.buckets if (b.table_bucket.table_id, b.table_bucket.bucket) not in named]
@@ -255,7 +292,9 @@ class RequestBatch:
         self._notify: dict[int, dict[TableBucket, common_pb2.BucketLeaderAndIsr]] = {}
         self._tables: dict[int, dict[int, common_pb2.TableInfo]] = {}
         self._stop: dict[int, dict[TableBucket, tablet_pb2.StopReplicaBucket]] = {}
-        self._update: set[int] = set()
+        self._update: set[int] = set()  # servers to get the full view
+        self._delta_to: set[int] = set()  # servers to get the delta (unless they get the full view)
+        self.delta = MetadataDelta()
 
     def leader_and_isr(self, server: int, bucket: common_pb2.BucketLeaderAndIsr, table: common_pb2.TableInfo) -> None:
         tb = convert.table_bucket_from_pb(bucket.table_bucket)
@@ -268,14 +307,30 @@ class RequestBatch:
         )
 
     def update_metadata(self, servers: Iterable[int]) -> None:
+        """The full view to ``servers`` (at a leadership's start, to a returning server)."""
         self._update.update(servers)
 
+    def metadata_delta(
+        self,
+        servers: Iterable[int],
+        buckets: Iterable[TableBucket] = (),
+        tables: Iterable[int] = (),
+        removed: Iterable[int] = (),
+    ) -> None:
+        """Only what changed to ``servers``: ``buckets``, the whole of ``tables``, the dropped ``removed``
+        (the live servers and the coordinator always travel whole)."""
+        self._delta_to.update(servers)
+        self.delta = self.delta | MetadataDelta(frozenset(buckets), frozenset(tables), frozenset(removed))
+
+    def has_metadata(self) -> bool:
+        return bool(self._update or self._delta_to)
+
     def empty(self) -> bool:
-        return not (self._notify or self._stop or self._update)
+        return not (self._notify or self._stop or self._update or self._delta_to)
 
     def requests(
         self,
-        metadata: common_pb2.ClusterMetadata,
+        views: MetadataViews | None,
         nodes: dict[int, ServerNode],
         replica_tokens: Mapping[int, str] | None = None,
     ) -> list[tuple[int, str, Any]]:
@@ -284,17 +339,16 @@ class RequestBatch:
         out: list[tuple[int, str, Any]] = []
         ce, cid = self.coordinator_epoch, self.coordinator_id
         tokens = [tablet_pb2.ReplicaToken(server_id=s, token=t) for s, t in sorted((replica_tokens or {}).items())]
-        for server in sorted(self._update | set(self._notify) | set(self._stop)):
-            if server in self._update:
-                out.append(
-                    (
-                        server,
-                        UPDATE,
-                        tablet_pb2.UpdateMetadataRequest(
-                            coordinator_epoch=ce, coordinator_id=cid, metadata=metadata, replica_tokens=tokens
-                        ),
-                    )
-                )
+        full: common_pb2.ClusterMetadata | None = None
+        for server in sorted(self._update | self._delta_to | set(self._notify) | set(self._stop)):
+            if views is not None and server in self._update:
+                full = full if full is not None else views.full()
+                out.append((server, UPDATE, update_request(ce, cid, views.version, full, tokens)))
+            elif views is not None and server in self._delta_to:
+                request = update_request(ce, cid, views.version, views.delta, tokens)
+                request.incremental, request.base_version = True, views.version - 1
+                request.removed_table_ids.extend(views.removed)
+                out.append((server, UPDATE, request))
             if server in self._notify:
                 buckets = self._notify[server]
                 named = sorted({r for b in buckets.values() for r in (*b.replicas, *b.isr, b.leader)} - {-1})
@@ -327,10 +381,27 @@ class RequestBatch:
     def send(
         self,
         channel: TabletChannel,
-        metadata: common_pb2.ClusterMetadata,
+        views: MetadataViews | None,
         nodes: dict[int, ServerNode],
         replica_tokens: Mapping[int, str] | None = None,
     ) -> int:
         """Queue every request on ``channel``; returns how many were queued (dead servers are skipped)."""
-        queued = self.requests(metadata, nodes, replica_tokens)
+        queued = self.requests(views, nodes, replica_tokens)
         return sum(channel.enqueue(server, kind, req) for server, kind, req in queued)
+
+
+def update_request(
+    epoch: int,
+    coordinator_id: int,
+    version: int,
+    metadata: common_pb2.ClusterMetadata,
+    tokens: Iterable[tablet_pb2.ReplicaToken],
+) -> tablet_pb2.UpdateMetadataRequest:
+    """An UpdateMetadata carrying the full view ``metadata`` numbered ``version`` (the delta's fields unset)."""
+    return tablet_pb2.UpdateMetadataRequest(
+        coordinator_epoch=epoch,
+        coordinator_id=coordinator_id,
+        metadata=metadata,
+        replica_tokens=tokens,
+        metadata_version=version,
+    )

@@ -126,6 +126,7 @@ class LeaderBalancer:
             p.notify(batch, tb)
             p.refresh_states(tb)
             log.info("Preferred leader election: bucket %s led by %d again", tb, new.leader)
+        batch.metadata_delta(p.live(), [tb for tb, _ in written])
         p.send(batch)
         self.elections += len(written)
         return len(written)

@@ -96,7 +96,8 @@ class LivenessStream(Protocol):
     async def follow(self, server_id: int, reg: TabletServerRegistration, on_heartbeat: Callable[[], None]) -> str: ...
 
 
-SizesReport = Callable[[int, dict[TableBucket, int]], None]
+# (server, sizes, dropped buckets, incremental): one led-sizes report of a liveness stream
+SizesReport = Callable[[int, dict[TableBucket, int], list[TableBucket], bool], None]
 
 
 class GrpcLivenessStream:
@@ -123,7 +124,7 @@ class GrpcLivenessStream:
                     return f"answered by server {beat.server_id} incarnation {beat.incarnation!r}"
                 on_heartbeat()
                 if beat.sizes_included and self._on_sizes is not None:
-                    self._on_sizes(server_id, sizes_of(beat))
+                    self._on_sizes(server_id, sizes_of(beat), dropped_of(beat), beat.sizes_incremental)
             return "stream ended by the server"
         except asyncio.CancelledError:
             call.cancel()
@@ -137,6 +138,11 @@ class GrpcLivenessStream:
 def sizes_of(beat: tablet_pb2.LivenessHeartbeat) -> dict[TableBucket, int]:
     """The led-bucket sizes a heartbeat carries (pure)."""
     return {TableBucket(s.table_bucket.table_id, s.table_bucket.bucket): s.size_bytes for s in beat.led_bucket_sizes}
+
+
+def dropped_of(beat: tablet_pb2.LivenessHeartbeat) -> list[TableBucket]:
+    """The buckets an incremental report says are no longer led (pure)."""
+    return [TableBucket(tb.table_id, tb.bucket) for tb in beat.sizes_dropped]
 
 
 def _short(e: BaseException) -> str:

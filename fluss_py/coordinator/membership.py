@@ -33,7 +33,7 @@ class MembershipHandlers:
             self.view.shutting_down.discard(sid)
         for sid in joined:
             self.view.shutting_down.discard(sid)
-            self.view.failed_replicas = {(tb, s) for tb, s in self.view.failed_replicas if s != sid}
+            self.view.failed_replicas.forget_server(sid)
         for node in self.nodes().values():
             self.channel.add(node)
         self._membership_seen = True
@@ -106,7 +106,8 @@ class MembershipHandlers:
         affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
         changed = await self._reconcile(affected)
         batch = self._batch()
-        batch.update_metadata(self.live())  # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
+        # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
+        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         for tb, _ in changed:
             self._notify(batch, tb)
         for tb in affected:
@@ -126,7 +127,8 @@ class MembershipHandlers:
         waiting = {tb for tb, b in self.view.buckets.items() if b.leader_and_isr is None or b.leader_and_isr.leader < 0}
         changed = await self._reconcile(hosted | waiting)
         batch = self._batch()
-        batch.update_metadata(self.live())
+        batch.update_metadata(joined)  # a returning server may have missed anything
+        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         for tb in hosted:
             self._notify(batch, tb, joined)  # the returning server learns its role (and truncates)
         for tb, _ in changed:

@@ -34,7 +34,7 @@ from fluss_py import config as cfg
 from fluss_py.common.auto_partition import check_partition, spec_of
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
-from fluss_py.coordinator.channel import RequestBatch, TabletChannel
+from fluss_py.coordinator.channel import MetadataDelta, MetadataViews, RequestBatch, TabletChannel, update_request
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import (
     AdjustIsr,
@@ -73,7 +73,7 @@ from fluss_py.errors import (
     TableNotExistError,
 )
 from fluss_py.rpc import convert
-from fluss_py.rpc.pb import common_pb2
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath, split_partition
 from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
 from fluss_py.zk.values import BadVersionError, CreateOp, NodeExistsError, NoNodeError, Op, SetOp
@@ -137,6 +137,9 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         self._membership_seen = False
         self._started = False
         self._not_live: set[int] = set()  # restarted servers count as dead while their death is handled
+        self.metadata_version = 0  # of the last UpdateMetadata queued in this leadership (docs/control-plane.md §8)
+        if channel is not None:  # None: unit tests of handlers that send nothing
+            channel.full_view = self.full_view_request
         self.listeners: list[ProcessorListener] = []
         self.handlers: dict[type[Event], Handler] = {
             LoadTables: self.load_tables,
@@ -212,9 +215,46 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             coordinator_epoch=self.epoch,
         )
 
+    def metadata_delta_pb(self, delta: MetadataDelta) -> common_pb2.ClusterMetadata:
+        """The changed part of the view: live servers and this leader whole, and per table named by ``delta``
+        (whole, or only its changed buckets) its info; tables gone since are left out."""
+        full = self.cluster_metadata(())
+        by_table: dict[int, list[TableBucket]] = {}
+        for tb in delta.buckets:
+            if tb.table_id not in delta.tables and tb in self.view.buckets:
+                by_table.setdefault(tb.table_id, []).append(tb)
+        for table_id in sorted(delta.tables | by_table.keys()):
+            if table_id not in self.view.tables:
+                continue
+            if table_id in delta.tables:
+                full.tables.append(self.view.table_metadata_pb(table_id))
+            else:
+                info = self.view.table_info_pb(table_id)
+                buckets = [self.view.bucket_pb(tb) for tb in sorted(by_table[table_id])]
+                full.tables.append(common_pb2.TableMetadata(info=info, buckets=buckets))
+        return full
+
+    def full_view_request(self) -> Any:
+        """The current full view as an UpdateMetadata numbered like the last one queued (it covers it): for a
+        server that answered a delta with needs_full_view (``TabletChannel.full_view``)."""
+        tokens = [tablet_pb2.ReplicaToken(server_id=s, token=t) for s, t in sorted(self.replica_tokens().items())]
+        return update_request(self.epoch, self.context.coordinator_id, self.metadata_version, self.cluster_metadata(),
+                              tokens)  # fmt: skip
+
     def _send(self, batch: RequestBatch) -> None:
-        if not batch.empty():
-            batch.send(self.channel, self.cluster_metadata(), self.nodes(), self.replica_tokens())
+        if batch.empty():
+            return
+        views = None
+        if batch.has_metadata():
+            self.metadata_version += 1
+            delta = batch.delta
+            views = MetadataViews(
+                self.metadata_version,
+                self.cluster_metadata,
+                self.metadata_delta_pb(delta),
+                tuple(sorted(delta.removed)),
+            )
+        batch.send(self.channel, views, self.nodes(), self.replica_tokens())
 
     def _notify(self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None) -> None:
         """NotifyLeaderAndIsr of ``tb``'s current state to its live replicas (or to ``servers``)."""
@@ -224,7 +264,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         live = self.live()
         targets = bucket.replicas if servers is None else servers
         pb = self.view.bucket_pb(tb)
-        table = self.view.tables[tb.table_id].to_pb()
+        table = self.view.table_info_pb(tb.table_id)
         for server in targets:
             if server in live:
                 batch.leader_and_isr(server, pb, table)
@@ -252,7 +292,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             self.view.buckets[tb].zk_version = 0
             self._set_states(tb)
             self._notify(batch, tb)
-        batch.update_metadata(self.live())
+        batch.metadata_delta(self.live(), tables=[info.table_id])
         self._send(batch)
 
     def refresh_states(self, tb: TableBucket) -> None:
@@ -393,7 +433,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
                 if server in live:
                     batch.stop_replica(server, tb, epoch, delete=True)
         self.view.remove_table(table_id)
-        batch.update_metadata(live)
+        batch.metadata_delta(live, removed=[table_id])
         self._send(batch)
         log.info("Dropped table %s (id %d, coordinator epoch %d)", event.path, table_id, self.epoch)
         return True

@@ -60,13 +60,13 @@ class ReplicaEventHandlers:
         buckets = self.view.buckets
         tbs = [tb for tb in event.buckets if tb in buckets and event.server_id in buckets[tb].replicas]
         for tb in tbs:
-            self.view.failed_replicas.add((tb, event.server_id))
+            self.view.failed_replicas.add(tb, event.server_id)
         changed = await self._reconcile(tbs)
         batch = self._batch()
         for tb, _ in changed:
             self._notify(batch, tb)
         if changed:
-            batch.update_metadata(self.live())
+            batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         self._send(batch)
         log.error("Tablet server %d reported failed replicas %s: %d leadership/ISR change(s)", event.server_id,
                   [str(tb) for tb in tbs], len(changed))  # fmt: skip
@@ -93,7 +93,7 @@ class ReplicaEventHandlers:
             self._notify(batch, tb)
             self._set_states(tb)
         if changed:
-            batch.update_metadata(self.live())
+            batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         self._send(batch)
         log.warning("Tablet server %d reported corrupt replicas %s: %d leadership/ISR change(s)", sid,
                     [str(tb) for tb in event.buckets], len(changed))  # fmt: skip
@@ -104,10 +104,11 @@ class ReplicaEventHandlers:
         await self._ensure_loaded()
         sid = event.server_id
         tbs = [tb for tb in event.buckets if tb in self.view.buckets and sid in self.view.buckets[tb].replicas]
-        self.view.failed_replicas -= {(tb, sid) for tb in tbs}
+        for tb in tbs:
+            self.view.failed_replicas.discard(tb, sid)
         changed = await self._reconcile(tbs)
         batch = self._batch()
-        batch.update_metadata(self.live())
+        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         for tb in tbs:
             self._notify(batch, tb, [sid])
             self._set_states(tb)
@@ -145,10 +146,11 @@ class ReplicaEventHandlers:
         written = {tb for tb, _ in await self.store.write_leader_isr(changes)}
         if written:  # every server's client metadata shows the new ISR (collapsed per outbox when frequent)
             batch = self._batch()
-            batch.update_metadata(live)
+            batch.metadata_delta(live, written)
             self._send(batch)
             for listener in self.listeners:
                 await listener.on_isr_changed(sorted(written))
+        proposed = {tb for tb, _ in changes}
         results = []
         for tb in order:
             if tb in errors:
@@ -157,7 +159,7 @@ class ReplicaEventHandlers:
                         table_bucket=convert.table_bucket_to_pb(tb), error=convert.error_info(errors[tb])
                     )
                 )
-            elif any(tb == c for c, _ in changes) and tb not in written:
+            elif tb in proposed and tb not in written:
                 results.append(
                     coordinator_pb2.AdjustIsrBucketResult(
                         table_bucket=convert.table_bucket_to_pb(tb),
@@ -209,7 +211,7 @@ class ReplicaEventHandlers:
             batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)
         for tb in self.view.buckets_on(sid):
             self._set_states(tb)
-        batch.update_metadata(live)
+        batch.metadata_delta(live, [tb for tb, _ in changed])
         self._send(batch)
         remaining = [tb for tb in self.view.buckets_led_by(sid) if len(self.view.buckets[tb].replicas) > 1]
         log.info(

@@ -94,6 +94,44 @@ def validate_properties(properties: Mapping[str, str], replication_factor: int) 
     return props
 
 
+class FailedReplicas:
+    """Replicas that reported a storage failure, indexed by bucket: they count as dead for their bucket until
+    their server re-registers. ``on(tb)`` is O(1): elections ask it per bucket, for thousands of buckets."""
+
+    def __init__(self) -> None:
+        self._by_bucket: dict[TableBucket, set[int]] = {}
+
+    def add(self, tb: TableBucket, server: int) -> None:
+        self._by_bucket.setdefault(tb, set()).add(server)
+
+    def discard(self, tb: TableBucket, server: int) -> None:
+        servers = self._by_bucket.get(tb)
+        if servers is not None:
+            servers.discard(server)
+            if not servers:
+                del self._by_bucket[tb]
+
+    def forget_server(self, server: int) -> None:
+        for tb in [tb for tb, servers in self._by_bucket.items() if server in servers]:
+            self.discard(tb, server)
+
+    def on(self, tb: TableBucket) -> set[int]:
+        return self._by_bucket.get(tb, _NONE)
+
+    def __contains__(self, item: tuple[TableBucket, int]) -> bool:
+        tb, server = item
+        return server in self._by_bucket.get(tb, _NONE)
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self._by_bucket.values())
+
+    def clear(self) -> None:
+        self._by_bucket.clear()
+
+
+_NONE: set[int] = set()  # never mutated: what ``FailedReplicas.on`` answers for a bucket without failures
+
+
 @dataclass
 class BucketInfo:
     """One bucket: replicas (preferred leader first), its LeaderAndIsr (None before the first election) and
@@ -114,16 +152,26 @@ class ClusterView:
         self.bucket_states: StateTable[TableBucket, BucketState] = StateTable(BucketState.NON_EXISTENT)
         self.replica_states: StateTable[tuple[TableBucket, int], ReplicaState] = StateTable(ReplicaState.NON_EXISTENT)
         self.shutting_down: set[int] = set()
-        self.failed_replicas: set[tuple[TableBucket, int]] = set()  # reported a storage failure
+        self.failed_replicas = FailedReplicas()  # reported a storage failure
         # replicas a rebalance move is adding, per bucket: set by the rebalance executor from its progress
         # (durable in ZooKeeper), sent in every BucketLeaderAndIsr (docs/rebalance.md §6)
         self.adding_replicas: dict[TableBucket, tuple[int, ...]] = {}
+        self._info_pb: dict[int, common_pb2.TableInfo] = {}  # table id -> its TableInfo message (table_info_pb)
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
-        return {s for (b, s) in self.failed_replicas if b == tb}
+        return self.failed_replicas.on(tb)
+
+    def table_info_pb(self, table_id: int) -> common_pb2.TableInfo:
+        """The table's TableInfo message, built once per table (every NotifyLeaderAndIsr of its buckets
+        carries it: 20,000 builds when a server leading a third of 20,000 buckets dies)."""
+        pb = self._info_pb.get(table_id)
+        if pb is None:
+            pb = self._info_pb[table_id] = self.tables[table_id].to_pb()
+        return pb
 
     def clear(self) -> None:
+        self._info_pb.clear()
         self.tables.clear()
         self.by_path.clear()
         self.buckets.clear()
@@ -134,12 +182,14 @@ class ClusterView:
         self.adding_replicas.clear()
 
     def add_table(self, info: TableRegistration, assignment: Mapping[int, tuple[int, ...]]) -> None:
+        self._info_pb.pop(info.table_id, None)
         self.tables[info.table_id] = info
         self.by_path[info.path] = info.table_id
         for b, replicas in assignment.items():
             self.buckets[TableBucket(info.table_id, b)] = BucketInfo(tuple(replicas))
 
     def remove_table(self, table_id: int) -> TableRegistration | None:
+        self._info_pb.pop(table_id, None)
         info = self.tables.pop(table_id, None)
         if info is None:
             return None
@@ -177,5 +227,6 @@ class ClusterView:
     def table_metadata_pb(self, table_id: int) -> common_pb2.TableMetadata:
         info = self.tables[table_id]
         return common_pb2.TableMetadata(
-            info=info.to_pb(), buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)]
+            info=self.table_info_pb(info.table_id),
+            buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)],
         )

@@ -39,6 +39,7 @@ log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 MAX_OPS_PER_TRANSACTION = 512
 """Bound on one ZooKeeper multi-op (Fluss uses 1024; a leader_isr set is ~150 bytes, far below 1 MB)."""
 READ_CONCURRENCY = 64
+WRITE_PIPELINE = 8  # leader_isr transactions in flight at once (each up to MAX_OPS_PER_TRANSACTION ops)
 LOG_EACH_CHANGE_UP_TO = 32  # larger writes log one summary line at INFO, each bucket at DEBUG
 
 Change = tuple[TableBucket, LeaderAndIsr]
@@ -130,36 +131,57 @@ class ViewStore:
         return results
 
     async def write_leader_isr(self, changes: list[Change]) -> list[Change]:
-        """Write changed LeaderAndIsr records conditionally, in bounded fenced transactions.
+        """Write changed LeaderAndIsr records conditionally, in bounded fenced transactions, up to
+        ``WRITE_PIPELINE`` of them in flight at once (one round trip for many chunks: a death or a controlled
+        shutdown at 20,000 buckets writes 20,000 nodes).
 
-        Each op is a create (no node yet) or a set at the node version we last saw. A chunk that fails
-        is retried op by op: a stale version re-reads that bucket (logged; its change is dropped), a
-        missing node means the table is gone. EpochFencedError propagates (we are no longer leader).
-        Returns the changes that were written; the view already holds them.
+        Each op is a create (no node yet) or a set at the node version we last saw; chunks touch disjoint
+        buckets, so their order does not matter. A chunk that fails is retried op by op: a stale version
+        re-reads that bucket (logged; its change is dropped), a missing node means the table is gone.
+        EpochFencedError propagates (we are no longer leader) once the chunks that were written are in the
+        view. Returns the changes that were written; the view already holds them.
         """
         written: list[Change] = []
         level = logging.INFO if len(changes) <= LOG_EACH_CHANGE_UP_TO else logging.DEBUG
-        for i in range(0, len(changes), self.max_ops):
-            chunk = changes[i : i + self.max_ops]
-            try:
-                results = await self._store.commit([self._lai_op(tb, lai) for tb, lai in chunk], fence=self.fence)
-            except (BadVersionError, NoNodeError, NodeExistsError) as e:
-                log.warning("Batched leader_isr write of %d bucket(s) failed (%s); writing one by one", len(chunk), e)
-                for tb, lai in chunk:
-                    try:
-                        (result,) = await self._store.commit([self._lai_op(tb, lai)], fence=self.fence)
-                    except (BadVersionError, NoNodeError, NodeExistsError) as one:
-                        log.error("leader_isr of %s changed behind our back (%s); re-reading it", tb, one)
-                        await self._reread(tb)
-                        continue
-                    self._apply(tb, lai, result, level)
-                    written.append((tb, lai))
-                continue
-            for (tb, lai), result in zip(chunk, results, strict=True):
-                self._apply(tb, lai, result, level)
-                written.append((tb, lai))
+        chunks = [changes[i : i + self.max_ops] for i in range(0, len(changes), self.max_ops)]
+        fatal: BaseException | None = None
+        for first in range(0, len(chunks), WRITE_PIPELINE):
+            window = chunks[first : first + WRITE_PIPELINE]
+            outcomes = await asyncio.gather(
+                *(
+                    self._store.commit([self._lai_op(tb, lai) for tb, lai in chunk], fence=self.fence)
+                    for chunk in window
+                ),
+                return_exceptions=True,
+            )
+            for chunk, outcome in zip(window, outcomes, strict=True):
+                if isinstance(outcome, (BadVersionError, NoNodeError, NodeExistsError)):
+                    log.warning("Batched leader_isr write of %d bucket(s) failed (%s); writing one by one",
+                                len(chunk), outcome)  # fmt: skip
+                    written += await self._write_one_by_one(chunk, level)
+                elif isinstance(outcome, BaseException):
+                    fatal = fatal or outcome
+                else:
+                    for (tb, lai), result in zip(chunk, outcome, strict=True):
+                        self._apply(tb, lai, result, level)
+                        written.append((tb, lai))
+            if fatal is not None:
+                raise fatal
         if level == logging.DEBUG and written:
             log.info("Wrote %d leader_isr change(s) of %d planned (each at DEBUG)", len(written), len(changes))
+        return written
+
+    async def _write_one_by_one(self, chunk: list[Change], level: int) -> list[Change]:
+        written: list[Change] = []
+        for tb, lai in chunk:
+            try:
+                (result,) = await self._store.commit([self._lai_op(tb, lai)], fence=self.fence)
+            except (BadVersionError, NoNodeError, NodeExistsError) as one:
+                log.error("leader_isr of %s changed behind our back (%s); re-reading it", tb, one)
+                await self._reread(tb)
+                continue
+            self._apply(tb, lai, result, level)
+            written.append((tb, lai))
         return written
 
     def _lai_op(self, tb: TableBucket, lai: LeaderAndIsr) -> Op:

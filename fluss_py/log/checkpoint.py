@@ -42,8 +42,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """temp file + fsync + rename + fsync(dir)."""
+def write_atomic(path: Path, data: bytes, fsync: bool = True) -> None:
+    """temp file + fsync + rename + fsync(dir); ``fsync=False``: temp file + rename (a crash of the process
+    still leaves the old or the new content; a power cut may leave either, or an empty file — for files
+    whose owner syncs them later, or rebuilds them: the leader-epoch checkpoint)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -51,11 +53,13 @@ def write_atomic(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+        if fsync:
+            fsync_dir(path.parent)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise StorageError(f"{path}: cannot write: {e}") from e
@@ -68,10 +72,10 @@ class CheckpointFile:
         self.path = path
         self.fields = fields
 
-    def write(self, entries: list[tuple]) -> None:
+    def write(self, entries: list[tuple], fsync: bool = True) -> None:
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         lines += [" ".join(str(f) for f in e) for e in entries]
-        write_atomic(self.path, ("\n".join(lines) + "\n").encode())
+        write_atomic(self.path, ("\n".join(lines) + "\n").encode(), fsync)
 
     def read(self) -> list[tuple[int, ...]] | None:
         """Entries as tuples of integers; None if the file does not exist; ``LogCorruptedError`` naming the
@@ -139,7 +143,8 @@ class OffsetCheckpoint:
             if seq < self._seq:
                 return
             if offsets != self._written:
-                self._file.write([(tb.table_id, tb.bucket, off) for tb, off in sorted(offsets.items())])
+                # sorted as tuples: comparing 20,000 TableBucket dataclasses took 0.5 s of a shutdown
+                self._file.write(sorted((tb.table_id, tb.bucket, off) for tb, off in offsets.items()))
                 self._written = dict(offsets)
             self._seq = seq
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import os
 from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError
-from fluss_py.log.checkpoint import CheckpointFile
+from fluss_py.log.checkpoint import CheckpointFile, fsync_dir
 from fluss_py.types import EpochEntry
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -31,7 +32,11 @@ log = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    """Owned by one ``LogTablet`` (single owner, synchronous). Every change is persisted before returning.
+    """Owned by one ``LogTablet`` (single owner, synchronous). Every change is written (temp file + rename)
+    before returning, but not fsynced: the owning log's flush syncs the file (``begin_sync``/``sync``) before
+    its recovery point passes any batch, so the file on disk covers every flushed batch (docs/storage.md §5).
+    An entry lost to a power cut names an epoch without flushed batches, which recovery does not need; batches
+    above the recovery point are re-validated and their epochs assigned again.
 
     ``path=None`` keeps the cache in memory only (tests, dump tools). A change that leaves the entries as they
     are on disk writes nothing (a missing file reads as empty, and the loader rebuilds a missing file from the
@@ -46,6 +51,8 @@ class LeaderEpochCache:
             self._epochs.append(e.epoch)
             self._starts.append(e.start_offset)
         self._on_disk: list[tuple[int, int]] | None = None  # None: unknown, the next persist writes
+        self._writes = 0  # file writes so far; ``_synced``: the count when the last sync began
+        self._synced = 0
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
@@ -165,13 +172,49 @@ class LeaderEpochCache:
     def flush(self) -> None:
         self._persist()
 
+    @property
+    def unsynced(self) -> bool:
+        """Written since the last completed sync."""
+        return self._writes != self._synced
+
+    def sync(self) -> None:
+        """fsync the file and its directory (if written since the last sync)."""
+        if self._file is None or not self.unsynced:
+            return
+        writes = self._writes
+        fd = os.open(self._file.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self._file.path.parent)
+        self.end_sync(writes)
+
+    def begin_sync(self) -> tuple[int, list[int]]:
+        """``sync`` for another thread: (write count, descriptors of the file and its directory) for the caller
+        to fsync and close, then ``end_sync(count)``; no descriptors when nothing was written since."""
+        if self._file is None or not self.unsynced:
+            return self._writes, []
+        fds = [os.open(self._file.path, os.O_RDONLY)]
+        try:
+            fds.append(os.open(self._file.path.parent, os.O_RDONLY | os.O_DIRECTORY))
+        except OSError:
+            os.close(fds[0])
+            raise
+        return self._writes, fds
+
+    def end_sync(self, writes: int) -> None:
+        """The descriptors of ``begin_sync`` were synced: what was written up to then is on disk."""
+        self._synced = max(self._synced, writes)
+
     def _persist(self) -> None:
         if self._file is None:
             return
         entries = list(zip(self._epochs, self._starts, strict=True))
         if entries != self._on_disk:
-            self._file.write(entries)
+            self._file.write(entries, fsync=False)
             self._on_disk = entries
+            self._writes += 1
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({[(e, o) for e, o in zip(self._epochs, self._starts, strict=True)]})"

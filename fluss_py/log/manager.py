@@ -16,7 +16,7 @@ import contextlib
 import logging
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from fluss_py import config as cfg
@@ -35,11 +35,13 @@ from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
 
+FLUSH_ROUND_DESCRIPTORS = 768  # descriptors one round of flush_rounds holds open at most
+
 _BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
 
 
 def sync_and_close(jobs: list[FlushJob]) -> None:
-    """The thread half of a flush off the loop (``begin_flush_all``): fsync every job's descriptors, close them all."""
+    """The thread half of a flush off the loop (``flush_rounds``): fsync every job's descriptors, close them all."""
     try:
         for job in jobs:
             job.sync()
@@ -55,7 +57,13 @@ def bucket_dir_name(tb: TableBucket) -> str:
 class LogManager:
     """Owns the logs of one data dir. Synchronous; the tablet server calls it from one task (or an
     executor thread it serialises), at start (``load_logs``), on replica creation/deletion, from the
-    periodic flush/checkpoint loop and at shutdown."""
+    periodic flush/checkpoint loop and at shutdown.
+
+    Each log tells it when its offsets change (``LogTablet.on_change``): a flush round visits only the logs
+    written since the last one, and a checkpoint round writes nothing when no offset changed and refreshes
+    only the changed entries of its snapshot otherwise (docs/storage.md §7) — an idle server with 20,000
+    logs does no per-log work.
+    """
 
     def __init__(
         self, data_dir: Path, config: cfg.Config, on_io_error: Callable[[Path, BaseException], None] | None = None
@@ -69,6 +77,10 @@ class LogManager:
         self.recovery_checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self.log_start_checkpoint = OffsetCheckpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._checkpoint_seq = 0  # snapshots taken (written in a thread by the replica layer: the newest wins)
+        self._to_flush: set[LogTablet] = set()  # changed since their last flush round
+        self._offsets_changed: set[TableBucket] = set()  # changed (or added, removed) since the last snapshot
+        # the offsets of the last snapshot, per checkpoint file: refreshed per changed log
+        self._offsets: tuple[dict[TableBucket, int], dict[TableBucket, int], dict[TableBucket, int]] = ({}, {}, {})
         self.had_clean_shutdown = False
 
     def default_log_config(self) -> LogConfig:
@@ -116,7 +128,20 @@ class LogManager:
 
     def _watch(self, tablet: LogTablet) -> LogTablet:
         tablet.io_error = self._tablet_io_error
+        tablet.on_change = self._log_changed
+        self._log_changed(tablet)
         return tablet
+
+    def _log_changed(self, tablet: LogTablet) -> None:
+        self._to_flush.add(tablet)
+        self._offsets_changed.add(tablet.table_bucket)
+
+    def _forget(self, table_bucket: TableBucket, tablet: LogTablet | None) -> None:
+        """A log left this manager (deleted, set aside, its dir failed): its entries leave the checkpoints."""
+        self._offsets_changed.add(table_bucket)
+        if tablet is not None:
+            tablet.on_change = None
+            self._to_flush.discard(tablet)
 
     def _tablet_io_error(self, tablet: LogTablet, error: BaseException) -> None:
         if self.on_io_error is not None:
@@ -125,9 +150,10 @@ class LogManager:
     def close_all_without_flush(self) -> list[TableBucket]:
         """The dir failed: drop every log's descriptors (nothing more is written here); returns their buckets."""
         buckets = list(self.logs)
-        for tablet in self.logs.values():
+        for tb, tablet in self.logs.items():
             with contextlib.suppress(OSError):
                 tablet.close_without_flush()
+            self._forget(tb, tablet)
         self.logs.clear()
         return buckets
 
@@ -162,6 +188,7 @@ class LogManager:
     def delete(self, table_bucket: TableBucket) -> None:
         """Rename to ``-delete`` first so a crash mid-delete is finished at the next start."""
         tablet = self.logs.pop(table_bucket, None)
+        self._forget(table_bucket, tablet)
         path = self.data_dir / bucket_dir_name(table_bucket)
         if tablet is not None:
             tablet.close_without_flush()
@@ -176,6 +203,7 @@ class LogManager:
         deletes it), as Kafka does with stray replicas: a metadata mistake must not destroy data. Returns the
         new path (None if there was no dir)."""
         tablet = self.logs.pop(table_bucket, None)
+        self._forget(table_bucket, tablet)
         if tablet is not None:
             tablet.close()
         path = self.data_dir / bucket_dir_name(table_bucket)
@@ -194,15 +222,30 @@ class LogManager:
         """Write the three per-dir offset checkpoints (temp file + fsync + rename)."""
         self.write_checkpoints(self.checkpoint_snapshot())
 
+    @property
+    def checkpoint_due(self) -> bool:
+        """Some log's offsets changed (or a log came or went) since the last snapshot."""
+        return bool(self._offsets_changed)
+
     def checkpoint_snapshot(self) -> tuple[int, list[tuple[OffsetCheckpoint, dict[TableBucket, int]]]]:
         """The offsets to checkpoint, read now, numbered: ``write_checkpoints`` may run it in another thread,
-        and a later snapshot written meanwhile (a synchronous ``checkpoint``) wins (docs/storage.md §7)."""
+        and a later snapshot written meanwhile (a synchronous ``checkpoint``) wins (docs/storage.md §7). The
+        last snapshot's offsets, with the logs that changed since then read again (copies, for the thread)."""
         self._checkpoint_seq += 1
-        logs = self.logs.items()
+        hws, rps, starts = self._offsets
+        changed, self._offsets_changed = self._offsets_changed, set()
+        for tb in changed:
+            t = self.logs.get(tb)
+            if t is None:
+                hws.pop(tb, None)
+                rps.pop(tb, None)
+                starts.pop(tb, None)
+            else:
+                hws[tb], rps[tb], starts[tb] = t.high_watermark, t.recovery_point, t.log_start_offset
         return self._checkpoint_seq, [
-            (self.hw_checkpoint, {tb: t.high_watermark for tb, t in logs}),
-            (self.recovery_checkpoint, {tb: t.recovery_point for tb, t in logs}),
-            (self.log_start_checkpoint, {tb: t.log_start_offset for tb, t in logs}),
+            (self.hw_checkpoint, dict(hws)),
+            (self.recovery_checkpoint, dict(rps)),
+            (self.log_start_checkpoint, dict(starts)),
         ]
 
     @staticmethod
@@ -215,22 +258,32 @@ class LogManager:
         for t in self.logs.values():
             t.flush()
 
-    def begin_flush_all(self) -> list[FlushJob]:
-        """The first half of a flush off the event loop (docs/storage.md §7): one job per log with unflushed
-        data (its descriptors duplicated). Then ``sync_and_close(jobs)`` in any thread, then
-        ``end_flush_all(jobs)`` (moves the recovery points). If the sync never completes, no recovery point
-        moves and the next flush syncs again (``replica/log_flush.py`` runs the three steps)."""
+    def flush_rounds(self) -> Iterator[list[FlushJob]]:
+        """The first half of a flush off the event loop (docs/storage.md §7), in rounds: each a list of
+        jobs, one per log changed since its last flush and with unflushed data (its descriptors duplicated),
+        holding at most ``FLUSH_ROUND_DESCRIPTORS`` descriptors together (three per dirty segment: thousands
+        of dirty logs after a restart must not exhaust the descriptor limit). For each round the caller runs
+        ``sync_and_close(jobs)`` in any thread, then ``end_flush_all(jobs)`` (moves the recovery points),
+        before asking for the next. Logs not flushed when the caller stops early (an error, a cancel) are
+        flushed by the next call (``replica/log_flush.py`` runs the steps)."""
         jobs: list[FlushJob] = []
+        descriptors = 0
+        todo, self._to_flush = list(self._to_flush), set()
         try:
-            for t in self.logs.values():
-                job = t.begin_flush()
+            while todo:
+                job = todo[-1].begin_flush()
+                todo.pop()
                 if job is not None:
                     jobs.append(job)
-        except BaseException:
-            for job in jobs:
-                job.close()
-            raise
-        return jobs
+                    descriptors += len(job.descriptors)
+                if jobs and (descriptors >= FLUSH_ROUND_DESCRIPTORS or not todo):
+                    yield jobs
+                    jobs, descriptors = [], 0
+        finally:
+            for j in jobs:
+                j.close()
+            # not flushed (or not known to be): the next call tries them again
+            self._to_flush.update(t for t in [*todo, *(j.tablet for j in jobs)] if self.logs.get(t.table_bucket) is t)
 
     @staticmethod
     def end_flush_all(jobs: list[FlushJob]) -> None:

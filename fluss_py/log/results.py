@@ -46,6 +46,7 @@ class FlushJob:
     truncations: int
     segments: list[tuple[LogSegment, int]] = field(default_factory=list)
     descriptors: list[int] = field(default_factory=list)
+    epoch_writes: int = 0  # the epoch cache's write count its descriptors cover (``LeaderEpochCache.end_sync``)
     error: OSError | None = None  # the fsync failure, if any
 
     def sync(self) -> None:

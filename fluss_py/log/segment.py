@@ -10,12 +10,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from fluss_py.errors import StorageError
 from fluss_py.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from fluss_py.log.open_files import SEGMENTS, OpenFiles
 from fluss_py.record.batch import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
@@ -54,23 +55,25 @@ class BatchMeta:
 
 
 def scan_batches(
-    fd: int, start_pos: int, end: int, buffer: bytearray | None = None
+    fd: int | Callable[[], int], start_pos: int, end: int, buffer: bytearray | None = None
 ) -> Iterator[tuple[int, tuple, memoryview]]:
     """(position, header tuple, batch bytes) for the whole batches of ``fd`` in [start_pos, end); stops at a
-    torn tail or at a length that cannot be a batch. Reads in chunks of 8 MiB (more for a larger batch): as
-    fast from the page cache as short header reads. Used by segments, recovery and the scrubber (which
-    passes its own descriptor, so it may run in a thread). With ``buffer`` every chunk is read into it (no
-    fresh allocation per chunk: twice as fast for a long scan), so a yielded view is valid only until the
-    next one is asked for."""
+    torn tail or at a length that cannot be a batch. ``fd`` may be a function returning the descriptor, asked
+    before each read (a segment's may be closed and reopened between two yields: ``open_files.py``). Reads in
+    chunks of 8 MiB (more for a larger batch): as fast from the page cache as short header reads. Used by
+    segments, recovery and the scrubber (which passes its own descriptor, so it may run in a thread). With
+    ``buffer`` every chunk is read into it (no fresh allocation per chunk: twice as fast for a long scan), so a
+    yielded view is valid only until the next one is asked for."""
     pos = start_pos
     unpack = HEADER.unpack_from
+    descriptor: Callable[[], int] = fd if callable(fd) else lambda: fd
     while end - pos >= BATCH_HEADER_SIZE:
         want = min(len(buffer) if buffer is not None else SCAN_CHUNK, end - pos)
         if buffer is not None:
-            view = memoryview(buffer)[: os.preadv(fd, [memoryview(buffer)[:want]], pos)]
+            view = memoryview(buffer)[: os.preadv(descriptor(), [memoryview(buffer)[:want]], pos)]
             chunk = view
         else:
-            chunk = os.pread(fd, want, pos)
+            chunk = os.pread(descriptor(), want, pos)
             view = memoryview(chunk)
         cpos, clen = 0, len(chunk)
         while clen - cpos >= BATCH_HEADER_SIZE:
@@ -90,7 +93,7 @@ def scan_batches(
             size = h[1] + LOG_OVERHEAD
             if size < BATCH_HEADER_SIZE or pos + size > end:
                 return
-            big = os.pread(fd, size, pos)
+            big = os.pread(descriptor(), size, pos)
             if len(big) < size:
                 return
             yield pos, h, memoryview(big)
@@ -99,17 +102,21 @@ def scan_batches(
 
 
 class LogSegment:
-    """Owns one segment's files and fd. Created and used only by its ``LogTablet`` (single owner)."""
+    """Owns one segment's files and fd. Created and used only by its ``LogTablet`` (single owner). The
+    ``.log`` descriptor is held while the segment is among the most recently used of ``files``
+    (``open_files.py``); ``_file()`` reopens it after an eviction."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval: int, files: OpenFiles = SEGMENTS) -> None:
+        self._files = files
+        self._fd = -1
+        self._closed = False
         self.dir = directory
         self.base_offset = base_offset
         self.index_interval = index_interval
         self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
         self.offset_index = OffsetIndex(directory / segment_name(base_offset, INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(directory / segment_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._file()).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -120,7 +127,11 @@ class LogSegment:
 
     # --- loading
     def load(self) -> bool:
-        """Load indexes and find the segment's end; False if an index was missing or corrupt (caller recovers)."""
+        """Load indexes and find the segment's end; False if an index was missing or corrupt (caller recovers).
+        An empty segment without index files is whole: it never had an entry to write (a server restarted
+        with thousands of empty buckets must not rebuild thousands of indexes)."""
+        if self.size == 0 and not self.offset_index.path.exists() and not self.time_index.path.exists():
+            return True
         try:
             self.offset_index.load(self.size)
             self.time_index.load(MAX_SEGMENT_POSITION)
@@ -145,7 +156,7 @@ class LogSegment:
 
     def _read_first_timestamp(self) -> None:
         if self.size >= BATCH_HEADER_SIZE:
-            self.first_timestamp = HEADER.unpack(os.pread(self._fd, BATCH_HEADER_SIZE, 0))[7]
+            self.first_timestamp = HEADER.unpack(os.pread(self._file(), BATCH_HEADER_SIZE, 0))[7]
 
     def _track(self, h: tuple) -> None:
         self.next_offset = h[0] + h[6] + 1
@@ -200,7 +211,7 @@ class LogSegment:
         truncated = self.size - valid_end
         if truncated:
             log.warning("%s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid_end)
-            os.ftruncate(self._fd, valid_end)
+            os.ftruncate(self._file(), valid_end)
             self.size = valid_end
         self._read_first_timestamp()
         self._changed()
@@ -215,7 +226,7 @@ class LogSegment:
         ``verify`` is only a hint that the caller will look at the bytes (see ``scan_batches``).
         """
         end = self.size if end_pos is None else min(end_pos, self.size)
-        return scan_batches(self._fd, start_pos, end)
+        return scan_batches(self._file, start_pos, end)
 
     def find_batch(self, offset: int) -> tuple[int, tuple] | None:
         """(position, header) of the batch holding ``offset`` (or the first after it); None past the end.
@@ -229,7 +240,7 @@ class LogSegment:
         unpack = HEADER.unpack_from
         chunk_size = max(self.index_interval, 4096) + BATCH_HEADER_SIZE
         while pos < self.size:
-            chunk = os.pread(self._fd, min(chunk_size, self.size - pos), pos)
+            chunk = os.pread(self._file(), min(chunk_size, self.size - pos), pos)
             cpos = 0
             while len(chunk) - cpos >= BATCH_HEADER_SIZE:
                 h = unpack(chunk, cpos)
@@ -249,17 +260,17 @@ class LogSegment:
         return self.size if found is None else found[0]
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        return os.pread(self._file(), length, position)
 
     # --- writing
     def append(self, buf: bytes | bytearray, batches: list[BatchMeta]) -> None:
         """Write ``buf`` (whole validated batches) with one ``os.write``; on failure nothing stays."""
         start = self.size
         try:
-            _write_fully(self._fd, buf)
+            _write_fully(self._file(), buf)
         except OSError as e:
             try:
-                os.ftruncate(self._fd, start)
+                os.ftruncate(self._file(), start)
             except OSError as e2:
                 log.error("%s: cannot cut back a failed write: %s", self.log_path, e2)
             raise StorageError(f"{self.log_path}: write failed: {e}") from e
@@ -289,7 +300,7 @@ class LogSegment:
             return 0
         pos, h = found
         removed = self.size - pos
-        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._file(), pos)
         self.size = pos
         self.offset_index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(h[0])
@@ -301,7 +312,7 @@ class LogSegment:
         """Cut the file at ``position``, where the batch of base offset ``offset`` starts (a corrupt one whose
         header cannot be trusted to find it)."""
         position = min(position, self.size)
-        os.ftruncate(self._fd, position)
+        os.ftruncate(self._file(), position)
         self.size = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
@@ -335,7 +346,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         try:
             if fsync:
-                os.fsync(self._fd)
+                os.fsync(self._file())
             self.offset_index.flush(fsync)
             self.time_index.flush(fsync)
         except OSError as e:
@@ -347,7 +358,7 @@ class LogSegment:
         cache) and open new descriptors of the log and index files. Returns (write version, descriptors) for
         the caller to fsync and close, then ``end_fsync(version)``; None when nothing was written since the
         last fsync."""
-        if not self._dirty or self._fd < 0:
+        if not self._dirty or self._closed:
             return None
         if self.size:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -355,7 +366,7 @@ class LogSegment:
         try:
             self.offset_index.flush(fsync=False)
             self.time_index.flush(fsync=False)
-            fds.append(os.dup(self._fd))
+            fds.append(os.dup(self._file()))
             for path in (self.offset_index.path, self.time_index.path):
                 fds.append(os.open(path, os.O_RDONLY))
         except OSError as e:
@@ -373,14 +384,31 @@ class LogSegment:
         self._dirty = True
         self._version += 1
 
-    def close(self) -> None:
+    def _file(self) -> int:
+        """The ``.log`` descriptor, reopened if it was evicted; EBADF once the segment is closed."""
         if self._fd >= 0:
-            self.flush()
+            self._files.touch(self)
+            return self._fd
+        if self._closed:
+            raise OSError(errno.EBADF, f"{self.log_path}: segment closed")
+        self._fd = self._files.open(self, self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        return self._fd
+
+    def evict(self) -> None:
+        """Close the descriptor to make room for another segment's (``OpenFiles``); the next use reopens."""
+        if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
+    def close(self) -> None:
+        if not self._closed:
+            self.flush()
+            self.close_without_flush()
+
     def close_without_flush(self) -> None:
+        self._closed = True
         if self._fd >= 0:
+            self._files.release(self)
             os.close(self._fd)
             self._fd = -1
 

@@ -86,6 +86,9 @@ class LogTablet:
         self._truncations = 0  # a flush begun before a truncation does not move the recovery point
         self._closed = False
         self.io_error: IoErrorHook | None = None  # set by the LogManager owning the data dir
+        # told after every change of the LEO, HW, recovery point or log start (the LogManager's flush and
+        # checkpoint rounds visit only the logs that changed: idle logs cost nothing)
+        self.on_change: Callable[[LogTablet], None] | None = None
         # the first offset of a batch found corrupt (CRC, header, continuity) below the log end; None: none
         # known. Set by the unclean-start check and the scrubber; cleared by a truncation to or below it.
         self.corrupt_from: int | None = None
@@ -124,6 +127,11 @@ class LogTablet:
         self._leo = self._log_start = self._hw = self._recovery_point = offset
         self._truncations += 1
         self.corrupt_from = None
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -252,6 +260,7 @@ class LogTablet:
         active.append(buf, metas)
         self._leo = last_offset + 1
         self._bytes_since_snapshot += len(buf)
+        self._changed()
 
     @_disk_io
     def roll(self) -> LogSegment:
@@ -327,6 +336,7 @@ class LogTablet:
         if new == self._hw:
             return False
         self._hw = new
+        self._changed()
         return True
 
     @_disk_io
@@ -353,6 +363,7 @@ class LogTablet:
         self._truncations += 1
         if self.corrupt_from is not None and self.corrupt_from >= self._leo:
             self.corrupt_from = None
+        self._changed()
 
     @_disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -370,8 +381,10 @@ class LogTablet:
             if seg.base_offset >= target and seg is not self.segments[-1]:
                 break
             seg.flush()
+        self.epoch_cache.sync()  # before the recovery point passes batches of the epochs it lists
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, target)
+        self._changed()
 
     def _maybe_snapshot_writers(self) -> None:
         if (
@@ -397,6 +410,8 @@ class LogTablet:
                 if began is not None:
                     job.segments.append((seg, began[0]))
                     job.descriptors.extend(began[1])
+            job.epoch_writes, epoch_fds = self.epoch_cache.begin_sync()
+            job.descriptors.extend(epoch_fds)
         except BaseException:
             job.close()
             raise
@@ -407,10 +422,12 @@ class LogTablet:
         point moves to the job's target unless the log was truncated meanwhile or is closed."""
         for seg, version in job.segments:
             seg.end_fsync(version)
+        self.epoch_cache.end_sync(job.epoch_writes)
         if self._closed or self._truncations != job.truncations:
             return
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
+        self._changed()
 
     @_disk_io
     def apply_retention(self, now_ms: int) -> int:
@@ -441,6 +458,7 @@ class LogTablet:
             self.writers.truncate_head(self._log_start)
             self._hw = max(self._hw, self._log_start)
             self._recovery_point = max(self._recovery_point, self._log_start)
+            self._changed()
         self.writers.expire(now_ms, int(self.config.writer_expiration_s * 1000))
         return deleted
 

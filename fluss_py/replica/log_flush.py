@@ -1,7 +1,7 @@
 """The periodic flush and offset checkpoint of a tablet server's logs, off the event loop (docs/storage.md §7).
 
 Storage is synchronous (``log/`` knows nothing of asyncio): a ``LogManager`` offers the halves — the loop half
-(``begin_flush_all``, ``checkpoint_snapshot``), the thread half (``sync_and_close``, ``write_checkpoints``) and
+(``flush_rounds``, ``checkpoint_snapshot``), the thread half (``sync_and_close``, ``write_checkpoints``) and
 the closing half (``end_flush_all``). This module runs the thread half in the default executor. Cancelled, a
 step still waits for its thread (shielded) and moves no recovery point. With several data directories
 (``LogDirs``), a disk error of one takes only that directory offline (``LogDirs.fail``); the others go on.
@@ -31,15 +31,18 @@ async def checkpoint(logs: LogManager | LogDirs) -> None:
 
 
 async def _flush(manager: LogManager) -> None:
-    jobs = manager.begin_flush_all()
-    if not jobs:
-        return
-    await _in_thread(sync_and_close, jobs)
-    manager.end_flush_all(jobs)
+    rounds = manager.flush_rounds()  # bounded rounds of the logs changed since their last flush
+    try:
+        for jobs in rounds:
+            await _in_thread(sync_and_close, jobs)
+            manager.end_flush_all(jobs)
+    finally:
+        rounds.close()  # stopped early: the logs not flushed stay due for the next flush
 
 
 async def _checkpoint(manager: LogManager) -> None:
-    await _in_thread(manager.write_checkpoints, manager.checkpoint_snapshot())
+    if manager.checkpoint_due:  # no offset changed: the files already say it
+        await _in_thread(manager.write_checkpoints, manager.checkpoint_snapshot())
 
 
 async def _in_thread(fn: Callable[..., None], *args: object) -> None:

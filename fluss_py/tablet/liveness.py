@@ -7,7 +7,9 @@ the ``tabletservers/ids/<id>`` registration), so the coordinator knows which lif
 The stream changes no state; it exists so that the kernel closing this process's sockets (kill -9, crash,
 exit) breaks it at once on the coordinator's side. It also carries, on its first heartbeat and then every
 ``sizes_interval_s``, the log sizes of the buckets this server leads (the rebalance planner's input,
-docs/rebalance.md §2): one pass over the replicas, nothing per record.
+docs/rebalance.md §2): one pass over the replicas, nothing per record. The first report of a stream is
+whole; the later ones are incremental (the buckets whose size changed, and those no longer led), so an idle
+server with thousands of led buckets sends no per-bucket entry.
 
 ``is_own_stale_registration`` is the pure rule a restarting server uses to take over the registration of
 its dead predecessor without waiting for that session to expire.
@@ -73,18 +75,29 @@ class LivenessBeacon:
         self._clock = clock
         self.streams = 0  # open streams (for /health and tests)
 
-    def heartbeat(self, sequence: int, with_sizes: bool) -> Any:
-        """One heartbeat; with the led buckets' sizes when ``with_sizes`` and a provider is set."""
+    def heartbeat(
+        self, sequence: int, with_sizes: bool, reported: dict[TableBucket, int] | None = None
+    ) -> tuple[Any, dict[TableBucket, int] | None]:
+        """One heartbeat, and the sizes the stream has reported so far. With ``with_sizes`` and a provider,
+        it carries the led buckets' sizes: all of them when ``reported`` is None (a stream's first report),
+        else only those that differ from ``reported`` and, in ``sizes_dropped``, the ones no longer led."""
         beat = tablet_pb2.LivenessHeartbeat(server_id=self.server_id, incarnation=self.incarnation, sequence=sequence)
-        if with_sizes and self.led_sizes is not None:
-            beat.sizes_included = True
-            beat.led_bucket_sizes.extend(
-                tablet_pb2.BucketSize(
-                    table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket), size_bytes=size
-                )
-                for tb, size in self.led_sizes()
+        if not with_sizes or self.led_sizes is None:
+            return beat, reported
+        now = dict(self.led_sizes())
+        beat.sizes_included = True
+        changed = now if reported is None else {tb: s for tb, s in now.items() if reported.get(tb) != s}
+        beat.led_bucket_sizes.extend(
+            tablet_pb2.BucketSize(table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
+                                  size_bytes=size)
+            for tb, size in changed.items()
+        )  # fmt: skip
+        if reported is not None:
+            beat.sizes_incremental = True
+            beat.sizes_dropped.extend(
+                common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket) for tb in reported if tb not in now
             )
-        return beat
+        return beat, now
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         interval = (request.interval_ms if request.interval_ms > 0 else DEFAULT_INTERVAL_MS) / 1000
@@ -96,13 +109,15 @@ class LivenessBeacon:
         self.streams += 1
         sequence = 0
         sizes_due = self._clock()
+        reported: dict[TableBucket, int] | None = None  # what this stream's reports add up to
         try:
             while True:
                 now = self._clock()
                 with_sizes = now >= sizes_due
                 if with_sizes:
                     sizes_due = now + self.sizes_interval_s
-                yield self.heartbeat(sequence, with_sizes)
+                beat, reported = self.heartbeat(sequence, with_sizes, reported)
+                yield beat
                 sequence += 1
                 await asyncio.sleep(interval)
         finally:

@@ -281,20 +281,23 @@ class ManagerReplicaLayer:
         return tablet_pb2.StopReplicaResponse(error=convert.ok(), buckets=_bucket_results(errors))
 
     async def update_metadata(self, request: Any) -> Any:
-        self.metadata.update(request.metadata)
+        if not self.metadata.apply(request):
+            log.info("UpdateMetadata delta on view %d (epoch %d) refused: asking coordinator %d for the full view",
+                     request.base_version, request.metadata.coordinator_epoch, request.coordinator_id)  # fmt: skip
+            return tablet_pb2.UpdateMetadataResponse(error=convert.ok(), needs_full_view=True)
         self.replicas.update_servers(self.metadata.servers)
-        self._set_strays_aside(request.metadata)
+        if not request.incremental:
+            self._set_strays_aside()
         if self._on_metadata is not None:
             self._on_metadata(request.metadata)
         return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
 
-    def _set_strays_aside(self, metadata: common_pb2.ClusterMetadata) -> None:
+    def _set_strays_aside(self) -> None:
         """Close the logs no longer assigned here (their table dropped, or their bucket moved away, while this
-        server was away: ``tablet/strays.py``) and rename their dirs ``...-stray`` for the operator to delete."""
+        server was away: ``tablet/strays.py``) and rename their dirs ``...-stray`` for the operator to delete.
+        On full views only: a returning server gets one first; a delta names only changes it was told of."""
         logs = self.replicas.log_manager
-        assignments = {
-            t.info.table_id: {b.table_bucket.bucket: tuple(b.replicas) for b in t.buckets} for t in metadata.tables
-        }
+        assignments = self.metadata.assignments()
         hosted = self.replicas.replica
         for tb in stray_buckets(list(logs.logs), lambda b: hosted(b) is not None, assignments, self.replicas.server_id):
             aside = logs.set_aside(tb)

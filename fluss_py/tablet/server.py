@@ -355,6 +355,7 @@ class TabletServer:
             deadline = time.monotonic() + 1.0
             while self.replica_manager.leader_count() > 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
+            log.info("Leadership handed over (%d bucket(s) still led)", self.replica_manager.leader_count())
 
     async def _shutdown(self) -> None:
         self.state = transition(self.server_id, self.state, TabletServerState.STOPPING)
@@ -374,6 +375,7 @@ class TabletServer:
             self._retention_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
+        t0 = time.monotonic()
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()  # fetchers, tasks, parked requests, last checkpoint
         if rpc_stopped is not None:
@@ -382,6 +384,7 @@ class TabletServer:
             await self._gateway.close()
         if self.log_manager is not None:
             self.log_manager.shutdown()  # flush, close, checkpoints, then the clean-shutdown marker, unlock
+        log.info("Replicas, RPC server and logs stopped in %.2f s", time.monotonic() - t0)
         if self._http is not None:
             await self._http.close()
         self.security.stop()

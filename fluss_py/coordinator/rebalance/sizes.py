@@ -11,7 +11,7 @@ leadership change; the leader's log is the one that holds everything).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from fluss_py.types import TableBucket
 
@@ -28,8 +28,24 @@ class BucketSizes:
         self._clock = clock
         self._reports: dict[int, tuple[float, dict[TableBucket, int]]] = {}
 
-    def report(self, server_id: int, sizes: Mapping[TableBucket, int]) -> None:
-        self._reports[server_id] = (self._clock(), dict(sizes))
+    def report(
+        self,
+        server_id: int,
+        sizes: Mapping[TableBucket, int],
+        dropped: Iterable[TableBucket] = (),
+        incremental: bool = False,
+    ) -> None:
+        """A server's report: whole (replaces its previous one), or ``incremental`` (changed sizes and the
+        buckets it no longer leads, on top of the previous report of the same stream)."""
+        previous = self._reports.get(server_id)
+        if not incremental or previous is None:
+            self._reports[server_id] = (self._clock(), dict(sizes))
+            return
+        merged = previous[1]
+        for tb in dropped:
+            merged.pop(tb, None)
+        merged.update(sizes)
+        self._reports[server_id] = (self._clock(), merged)
 
     def __call__(self) -> dict[TableBucket, int]:
         """Bytes per bucket from the fresh reports (a bucket no server reported is absent: 0 to the planner)."""

@@ -79,7 +79,7 @@ class RebalanceWrites:
                 batch.stop_replica(server, tb, lai.leader_epoch if lai else 0, delete=True)
             self._retire(tb, server)
         if changes:
-            batch.update_metadata(live)
+            batch.metadata_delta(live, changes)
         self._p.send(batch)
 
     def _retire(self, tb: TableBucket, server: int) -> None:

@@ -274,16 +274,24 @@ class StopReplicaResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[BucketResult, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("coordinator_epoch", "coordinator_id", "metadata", "replica_tokens")
+    __slots__ = ("coordinator_epoch", "coordinator_id", "metadata", "replica_tokens", "metadata_version", "incremental", "base_version", "removed_table_ids")
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     REPLICA_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_TABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     coordinator_epoch: int
     coordinator_id: int
     metadata: _common_pb2.ClusterMetadata
     replica_tokens: _containers.RepeatedCompositeFieldContainer[ReplicaToken]
-    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., metadata: _Optional[_Union[_common_pb2.ClusterMetadata, _Mapping]] = ..., replica_tokens: _Optional[_Iterable[_Union[ReplicaToken, _Mapping]]] = ...) -> None: ...
+    metadata_version: int
+    incremental: bool
+    base_version: int
+    removed_table_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., metadata: _Optional[_Union[_common_pb2.ClusterMetadata, _Mapping]] = ..., replica_tokens: _Optional[_Iterable[_Union[ReplicaToken, _Mapping]]] = ..., metadata_version: _Optional[int] = ..., incremental: _Optional[bool] = ..., base_version: _Optional[int] = ..., removed_table_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReplicaToken(_message.Message):
     __slots__ = ("server_id", "token")
@@ -294,10 +302,12 @@ class ReplicaToken(_message.Message):
     def __init__(self, server_id: _Optional[int] = ..., token: _Optional[str] = ...) -> None: ...
 
 class UpdateMetadataResponse(_message.Message):
-    __slots__ = ("error",)
+    __slots__ = ("error", "needs_full_view")
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_FULL_VIEW_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+    needs_full_view: bool
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., needs_full_view: _Optional[bool] = ...) -> None: ...
 
 class WatchLivenessRequest(_message.Message):
     __slots__ = ("coordinator_epoch", "coordinator_id", "interval_ms")
@@ -310,18 +320,22 @@ class WatchLivenessRequest(_message.Message):
     def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., interval_ms: _Optional[int] = ...) -> None: ...
 
 class LivenessHeartbeat(_message.Message):
-    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes")
+    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes", "sizes_incremental", "sizes_dropped")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SIZES_INCLUDED_FIELD_NUMBER: _ClassVar[int]
     LED_BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
+    SIZES_INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
+    SIZES_DROPPED_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     incarnation: str
     sequence: int
     sizes_included: bool
     led_bucket_sizes: _containers.RepeatedCompositeFieldContainer[BucketSize]
-    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ...) -> None: ...
+    sizes_incremental: bool
+    sizes_dropped: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
+    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ..., sizes_incremental: _Optional[bool] = ..., sizes_dropped: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
 
 class BucketSize(_message.Message):
     __slots__ = ("table_bucket", "size_bytes")

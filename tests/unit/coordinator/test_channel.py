@@ -3,7 +3,7 @@
 import asyncio
 
 from fluss_py.coordinator import channel as channel_mod
-from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, RequestBatch, TabletChannel
+from fluss_py.coordinator.channel import NOTIFY, STOP, UPDATE, MetadataViews, RequestBatch, TabletChannel
 from fluss_py.errors import ErrorCode
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
@@ -14,6 +14,10 @@ from .fakes import FakeGateway
 
 NODES = {i: ServerNode(i, "127.0.0.1", 9000 + i) for i in (1, 2, 3)}
 TABLE = common_pb2.TableInfo(table_id=5)
+
+
+def views(version: int = 1) -> MetadataViews:
+    return MetadataViews(version, lambda: common_pb2.ClusterMetadata(coordinator_epoch=7), common_pb2.ClusterMetadata())
 
 
 def bucket_pb(bucket: int, leader: int, isr=(1, 2, 3), replicas=(1, 2, 3)):
@@ -29,7 +33,7 @@ def test_batch_groups_per_server_and_orders_update_notify_stop():
     batch.leader_and_isr(1, bucket_pb(1, 3), TABLE)  # a later state of the same bucket replaces the first
     batch.stop_replica(1, TableBucket(5, 2), 4, delete=True)
     batch.update_metadata([1, 2, 3])
-    requests = batch.requests(common_pb2.ClusterMetadata(coordinator_epoch=7), NODES)
+    requests = batch.requests(views(), NODES)
     expected = [(1, UPDATE), (1, NOTIFY), (1, STOP), (2, UPDATE), (2, NOTIFY), (3, UPDATE)]
     assert [(s, k) for s, k, _ in requests] == expected
     assert all(r.coordinator_epoch == 7 and r.coordinator_id == 100 for _, _, r in requests)
@@ -47,7 +51,7 @@ async def test_requests_to_one_server_arrive_in_queue_order():
     for i in range(5):
         b = RequestBatch(100, 7)
         b.leader_and_isr(1, bucket_pb(i, 1), TABLE)
-        b.send(ch, common_pb2.ClusterMetadata(), NODES)
+        b.send(ch, views(), NODES)
     await wait_until(lambda: ch.sent == 5)
     assert [r.buckets[0].table_bucket.bucket for r in gw.of(NOTIFY, 1)] == [0, 1, 2, 3, 4]
     await ch.close()
@@ -117,7 +121,7 @@ def test_update_metadata_carries_every_live_servers_replica_token():
     batch = RequestBatch(coordinator_id=100, coordinator_epoch=7)
     batch.update_metadata([1, 2])
     batch.leader_and_isr(1, bucket_pb(0, 1), TABLE)
-    requests = batch.requests(common_pb2.ClusterMetadata(), NODES, {1: "s1", 2: "s2", 3: "s3"})
+    requests = batch.requests(views(), NODES, {1: "s1", 2: "s2", 3: "s3"})
     updates = [r for _, k, r in requests if k == UPDATE]
     assert len(updates) == 2
     for u in updates:
@@ -136,7 +140,7 @@ async def test_refused_requests_are_sent_again_until_answered(monkeypatch):
     b = RequestBatch(100, 7)
     b.update_metadata([1])
     b.leader_and_isr(1, bucket_pb(0, 1), TABLE)
-    b.send(ch, common_pb2.ClusterMetadata(), NODES)
+    b.send(ch, views(), NODES)
     await wait_until(lambda: len(gw.calls) >= 5)
     assert {k for _, k, _ in gw.calls} == {UPDATE} and ch.pending(1) == 2 and not seen
     del gw.refusing[1]
@@ -155,11 +159,11 @@ async def test_a_refused_notify_drops_the_buckets_a_newer_notify_carries(monkeyp
     first = RequestBatch(100, 7)
     for bucket in (0, 1):
         first.leader_and_isr(1, bucket_pb(bucket, 1), TABLE)
-    first.send(ch, common_pb2.ClusterMetadata(), NODES)
+    first.send(ch, views(), NODES)
     await wait_until(lambda: gw.attempts >= 2)
     newer = RequestBatch(100, 7)
     newer.leader_and_isr(1, bucket_pb(1, 2), TABLE)  # bucket 1 moved on: its old state must not be re-sent
-    newer.send(ch, common_pb2.ClusterMetadata(), NODES)
+    newer.send(ch, views(), NODES)
     await wait_until(lambda: len(gw.calls) >= 4)
     del gw.refusing[1]
     await wait_until(lambda: ch.pending(1) == 0)

@@ -1,5 +1,6 @@
 """The coordinator's table/leadership/ISR handlers against an in-memory ZooKeeper and a recording gateway."""
 
+import asyncio
 import json
 
 import pytest
@@ -35,6 +36,7 @@ from fluss_py.zk.codecs import TabletServerRegistration
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode, WriterIdCounterZNode
 from fluss_py.zk.values import EpochFencedError, SessionLostError
 
+from .fakes import FakeZk
 from .harness import ROOT, Harness, fresh_zk, registration
 
 T = TablePath("fluss", "orders")
@@ -208,6 +210,39 @@ async def test_dead_server_writes_are_batched_in_bounded_transactions():
     await h.kill(1)
     assert len(zk.transactions) == 3 and all(len(t) <= 4 for t in zk.transactions)
     assert all(h.lai(table_id, b).leader == 2 and h.lai(table_id, b).isr == (2,) for b in range(10))
+    await h.channel.close()
+
+
+class SlowZk(FakeZk):
+    """FakeZk whose transactions take a few loop turns each, counting how many are in flight at once."""
+
+    in_flight = 0
+    most_in_flight = 0
+
+    async def commit(self, ops, fence=None):
+        SlowZk.in_flight += 1
+        SlowZk.most_in_flight = max(SlowZk.most_in_flight, SlowZk.in_flight)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return await super().commit(ops, fence)
+        finally:
+            SlowZk.in_flight -= 1
+
+
+async def test_dead_server_writes_are_pipelined_and_a_failed_chunk_still_goes_one_by_one():
+    zk = SlowZk(ROOT)
+    fresh = fresh_zk()[0]
+    zk.nodes = dict(fresh.nodes)  # the parents and the database
+    h = Harness(zk, {1: "", 2: ""}, zk.fence(1), max_ops=4)
+    await h.start()
+    table_id = await h.proc.create_table(CreateTable(T, num_buckets=40, replication_factor=2))
+    stale = LeaderIsrZNode.path(ROOT, table_id, 5)
+    zk.put(stale, zk.data(stale))  # changed behind our back: its chunk fails, the other 3 buckets are written
+    SlowZk.most_in_flight = 0
+    await h.kill(1)
+    assert SlowZk.most_in_flight > 1  # before: one transaction at a time
+    assert all(h.lai(table_id, b).leader == 2 for b in range(40) if b != 5)
     await h.channel.close()
 
 

@@ -5,7 +5,7 @@ used by the executor's plan (moved bytes non-zero, the smaller buckets moved).""
 from __future__ import annotations
 
 from fluss_py.coordinator.events import StartRebalance
-from fluss_py.coordinator.liveness import sizes_of
+from fluss_py.coordinator.liveness import dropped_of, sizes_of
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.tablet.liveness import LivenessBeacon
@@ -44,15 +44,16 @@ async def test_the_beacon_carries_led_sizes_on_the_first_heartbeat_and_then_ever
     beacon = LivenessBeacon(1, "inc", lambda: led, sizes_interval_s=5.0, clock=clock)
     beats = beacon.stream(tablet_pb2.WatchLivenessRequest(coordinator_id=0, interval_ms=50))
     first = await anext(beats)
-    assert first.sizes_included and sizes_of(first) == {A: 4096, C: 1}
+    assert first.sizes_included and sizes_of(first) == {A: 4096, C: 1} and not first.sizes_incremental
     second = await anext(beats)
     assert not second.sizes_included and sizes_of(second) == {}
     clock.now += 5
-    led.clear()  # leads nothing any more: an empty report, not no report
+    led.clear()  # leads nothing any more: a report dropping both, not no report
     third = await anext(beats)
-    assert third.sizes_included and sizes_of(third) == {} and third.sequence == 2
+    assert third.sizes_included and third.sizes_incremental and sizes_of(third) == {} and third.sequence == 2
+    assert dropped_of(third) == [A, C]
     await beats.aclose()
-    assert not LivenessBeacon(1, "inc").heartbeat(0, True).sizes_included  # no provider: never a report
+    assert not LivenessBeacon(1, "inc").heartbeat(0, True)[0].sizes_included  # no provider: never a report
 
 
 async def test_the_plan_counts_the_reported_sizes(grown):
@@ -68,3 +69,28 @@ async def test_the_plan_counts_the_reported_sizes(grown):
     moves = [m for m in view["moves"] if m["kind"] == "replica"]
     assert moves and all(m["bytes"] > 0 for m in moves)
     assert rig.ex.plan().moved_bytes == sum(m["bytes"] for m in moves)
+
+
+async def test_an_idle_servers_later_reports_carry_only_what_changed() -> None:
+    clock = Clock()
+    led = {TableBucket(1, b): 0 for b in range(5000)}
+    beacon = LivenessBeacon(1, "inc", lambda: led.items(), sizes_interval_s=5.0, clock=clock)
+    beats = beacon.stream(tablet_pb2.WatchLivenessRequest(coordinator_id=0, interval_ms=50))
+    sizes = BucketSizes(max_age_s=30, clock=clock)
+
+    async def next_report() -> tablet_pb2.LivenessHeartbeat:
+        clock.now += 5
+        beat = await anext(beats)
+        assert beat.sizes_included
+        sizes.report(1, sizes_of(beat), dropped_of(beat), beat.sizes_incremental)
+        return beat
+
+    assert len((await next_report()).led_bucket_sizes) == 5000
+    idle = await next_report()
+    assert len(idle.led_bucket_sizes) == 0 and len(idle.sizes_dropped) == 0  # before: all 5000 every time
+    led[A] = 700
+    del led[TableBucket(1, 9)]
+    moved = await next_report()
+    assert sizes_of(moved) == {A: 700} and dropped_of(moved) == [TableBucket(1, 9)]
+    assert sizes() == {**{tb: 0 for tb in led}, A: 700} and len(sizes()) == 4999
+    await beats.aclose()
