@@ -11,7 +11,7 @@ client's table below, by status code)::
     UNAVAILABLE, CANCELLED, UNKNOWN (connection reset)   -> NETWORK_EXCEPTION   (retriable, invalid metadata)
     DEADLINE_EXCEEDED                                    -> REQUEST_TIMED_OUT   (retriable)
     UNIMPLEMENTED (wrong service at that address)        -> INVALID_REQUEST
-    UNAVAILABLE after a failed TLS handshake             -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
+    UNAVAILABLE: the TLS library refused the peer        -> AUTHENTICATION_FAILED (wrong CA, expired cert, ...)
     UNAUTHENTICATED (no or bad credentials)              -> AUTHENTICATION_FAILED
     PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
     anything else                                        -> UNKNOWN_SERVER_ERROR
@@ -117,9 +117,14 @@ def map_grpc_error(address: str, method: str, code: grpc.StatusCode, details: st
 
 
 def _tls_failure(details: str | None) -> bool:
-    """gRPC reports a failed handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE."""
-    text = (details or "").lower()
-    return "handshake" in text or "ssl" in text or "certificate" in text
+    """gRPC reports a refused TLS handshake (wrong CA, expired or unknown certificate) as UNAVAILABLE, and so
+    it does a handshake cut short by the network: a peer killed mid-handshake, a connection attempt abandoned
+    under load ("handshaker shutdown", "Handshake read failed", SSL_ERROR_SYSCALL). Only the first is a verdict
+    about credentials; the second must stay a retriable NETWORK_EXCEPTION, or a producer fails a send (and
+    restarts its sequences) because a leader died at the wrong moment. The TLS library's own refusal says
+    SSL_ERROR_SSL (a protocol error: bad signature, unknown CA, a peer's alert) or names the certificate."""
+    text = (details or "").upper()
+    return "SSL_ERROR_SSL" in text or "CERTIFICATE" in text
 
 
 def server_node_to_pb(node: ServerNode) -> common_pb2.ServerNode:

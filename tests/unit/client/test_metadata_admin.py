@@ -36,6 +36,34 @@ def test_grpc_errors_map_to_api_errors() -> None:
     assert map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.UNIMPLEMENTED, "").code == ErrorCode.INVALID_REQUEST
 
 
+# What grpcio 1.6x reports (details of UNAVAILABLE) for a TLS refusal and for handshakes the network cut short.
+_ADDR = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:20209: "
+REFUSED = [
+    _ADDR + "Tls handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1a000064:ECDSA routines:"
+    "OPENSSL_internal:BAD_SIGNATURE: certificate signature failure",
+    _ADDR + "Tls handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1000007d:SSL routines:"
+    "OPENSSL_internal:CERTIFICATE_VERIFY_FAILED",
+]
+CUT_SHORT = [
+    _ADDR + "handshaker shutdown",  # seen when a coordinator's handshake was abandoned at load 18
+    _ADDR + "Handshake read failed",
+    _ADDR + "Tls handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SYSCALL: Connection reset by peer",
+    _ADDR + "Socket closed",
+]
+
+
+@pytest.mark.parametrize("details", REFUSED)
+def test_a_tls_refusal_is_an_authentication_failure(details: str) -> None:
+    error = map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.UNAVAILABLE, details)
+    assert error.code == ErrorCode.AUTHENTICATION_FAILED and not error.retriable
+
+
+@pytest.mark.parametrize("details", CUT_SHORT)
+def test_a_handshake_cut_short_by_the_network_is_retriable(details: str) -> None:
+    error = map_grpc_error("a:1", PRODUCE_LOG.name, grpc.StatusCode.UNAVAILABLE, details)
+    assert error.code == ErrorCode.NETWORK_EXCEPTION and error.retriable
+
+
 async def test_any_live_bootstrap_server_answers_including_a_coordinator() -> None:
     cluster = FakeCluster()
     cluster.create_table("fluss", "t", num_buckets=2)
