@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from fluss_py.errors import ApiError
+from fluss_py.errors import ApiError, ErrorCode
 from fluss_py.replica.messages import AdjustIsrItem
 from fluss_py.replica.replica import Replica
 from fluss_py.types import TableBucket
@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from fluss_py.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+# Refusals of a repeated proposal that leave open whether an earlier attempt was written: the coordinator's
+# state moved past the proposal's epochs (and its NotifyLeaderAndIsr for that move is on its way). Any other
+# refusal of a proposal carrying the coordinator's current epochs proves nothing was written since.
+_MAYBE_WRITTEN = frozenset({ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class IsrChanges:
@@ -33,6 +38,7 @@ class IsrChanges:
         self._rm = manager
         self._replicas = replicas
         self._pending: dict[TableBucket, AdjustIsrItem] = {}
+        self._uncertain: set[TableBucket] = set()  # a call carrying the proposal failed: it may be written
         self._wakeup: asyncio.Event | None = None
         self.send_failures = 0
         self.shrinks = 0  # ISR changes of led buckets (AdjustIsr answers or coordinator updates), /metrics
@@ -49,6 +55,7 @@ class IsrChanges:
     def forget(self, tb: TableBucket) -> None:
         """Drop ``tb``'s pending proposal (its role changed, or it left this server)."""
         self._pending.pop(tb, None)
+        self._uncertain.discard(tb)
 
     def propose(self, replica: Replica, new_isr: tuple[int, ...]) -> None:
         """Queue an AdjustIsr; the replica counts the maximal ISR until the coordinator answers."""
@@ -72,25 +79,41 @@ class IsrChanges:
 
     async def send_isr_changes(self) -> int:
         """Send every queued AdjustIsr in one request and apply the answers. Returns how many were sent.
-        A failed call releases the proposals (maximal ISR back to the committed one); they are re-made by
-        the next shrink scan or follower fetch."""
+
+        A failed call has an unknown outcome (the coordinator may have written the change and the answer been
+        lost): the proposals stay pending — the HW keeps counting the maximal ISR — and are sent again, as they
+        are, after the backoff; the coordinator answers a repeated proposal it already applied with its state.
+        A stale-epoch refusal of a proposal that may have been written earlier proves nothing either: the
+        maximal ISR is kept until the coordinator's NotifyLeaderAndIsr replaces it (docs/replication.md
+        "ISR changes of unknown outcome")."""
         items, self._pending = list(self._pending.values()), {}
         if not items:
             return 0
         try:
             results = await self._rm.gateway.adjust_isr(self._rm.server_id, items)
         except ApiError as e:
-            log.warning("AdjustIsr for %d buckets failed: %s", len(items), e)
+            log.warning(
+                "AdjustIsr for %d buckets failed (it may have been applied: sending it again): %s", len(items), e
+            )
             self.send_failures += 1
-            results = {}
+            self._send_again(items)
+            return len(items)
         for item in items:
             tb = item.table_bucket
             replica = self._replicas.get(tb)
             if replica is None or tb in self._pending:
                 continue
+            uncertain = tb in self._uncertain
+            self._uncertain.discard(tb)
             result = results.get(tb)
             if result is not None and result.error is not None:
                 log.info("bucket %s: AdjustIsr to %s refused: %s", tb, list(item.new_isr), result.error)
+                if uncertain and result.error.code in _MAYBE_WRITTEN and replica.leader_epoch == item.leader_epoch:
+                    log.warning(
+                        "bucket %s: an earlier AdjustIsr to %s may have been written; counting ISR %s until the "
+                        "coordinator says what it holds", tb, list(item.new_isr), list(replica.maximal_isr),
+                    )  # fmt: skip
+                    continue  # pending stays: make_leader (NotifyLeaderAndIsr) replaces it
             committed = result.leader_and_isr if result is not None and result.error is None else None
             isr_before = replica.isr
             if replica.finish_isr_change(item.leader_epoch, committed, self._rm.settings.isr_retry_backoff_s):
@@ -99,6 +122,19 @@ class IsrChanges:
                 self._rm.durable_maybe_moved(tb, replica)
             self.count_change(isr_before, replica.isr)
         return len(items)
+
+    def _send_again(self, items: list[AdjustIsrItem]) -> None:
+        """Queue the proposals of a failed call again, unchanged, for the buckets still waiting on them."""
+        for item in items:
+            tb = item.table_bucket
+            replica = self._replicas.get(tb)
+            if replica is None or tb in self._pending:
+                continue
+            if replica.is_leader and replica.leader_epoch == item.leader_epoch and replica.pending_isr == item.new_isr:
+                self._pending[tb] = item
+                self._uncertain.add(tb)
+        if self._pending and self._wakeup is not None:
+            self._wakeup.set()
 
     def count_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         if set(after) < set(before):

@@ -441,6 +441,40 @@ def assert_exactly_once_in_order(sent: list[Sent], consumed: list[tuple[int, byt
     assert not wrong, f"acknowledged offsets do not hold the records: {wrong[:5]}"
 
 
+def first_mismatch(sent: list[Sent], consumed: list[tuple[int, bytes | None]], bucket: int = 0) -> int | None:
+    """The first offset at which the consumed log differs from the records sent to ``bucket`` in order
+    (a failed send, a lost or misplaced record), or None."""
+    expected = [s.value for s in sent if s.bucket == bucket]
+    got = [v for _, v in consumed]
+    for i, (a, b) in enumerate(zip(expected, got, strict=False)):
+        if a != b:
+            return i
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+def explain_offset(
+    files: Mapping[str, ReplicaFiles], sent: list[Sent], offset: int, radius: int = 3, bucket: int = 0
+) -> str:
+    """What every replica holds around ``offset`` (batches with their epochs and values, the epoch
+    checkpoint) and what the producer saw for the records around it (offset, error, latency): enough for a
+    failure to tell a failed send from an acknowledged record missing on some replica."""
+    lo, hi = offset - radius, offset + radius
+    lines = [f"around offset {offset}:"]
+    for name, f in sorted(files.items()):
+        lines.append(f"  {name}: leader-epoch-checkpoint {f.epochs()}")
+        for b in f.batches():
+            if b.last_offset >= lo and b.base_offset <= hi:
+                lines.append(f"    [{b.base_offset}..{b.last_offset}] epoch {b.leader_epoch} {list(b.values)}")
+    mine = [s for s in sent if s.bucket == bucket]
+    for s in mine[max(0, lo) : hi + 1]:
+        outcome = f"error {s.error}" if s.error else f"acknowledged at {s.offset}"
+        lines.append(f"  send {s.value!r} @{s.wall_ms}: {outcome} after {s.latency_ms:.0f} ms")
+    failed = [s for s in mine if s.error]
+    if failed:
+        lines.append(f"  {len(failed)} failed send(s) in all, first: {failed[0].value!r}: {failed[0].error}")
+    return "\n".join(lines)
+
+
 def slow_sends(sent: list[Sent], threshold_ms: float = SLOW_MS) -> list[Sent]:
     return [s for s in sent if s.latency_ms > threshold_ms]
 

@@ -40,6 +40,8 @@ from tests.fault.replication_support import (
     consume,
     create_table,
     epochs_of_batches,
+    explain_offset,
+    first_mismatch,
     leader_isr,
     server_name,
     slow_sends,
@@ -100,12 +102,22 @@ def _kill_the_leader(cluster, zk, tb: TableBucket, producer: SteadyProducer, num
     # lies below it; the record at it was not acknowledged before the kill and is the next one sent (seq = offset,
     # one record per batch); the batch there carries the new epoch, the one before an older epoch.
     sent = list(producer.sent)
+    # A failed send lets the next record take its offset: say so first, or the checks below would report a
+    # misplaced record (a failed send is an error of its own, never a loss: it was not acknowledged).
+    failed = [s for s in sent if s.error]
+    replicas = {server_name(r): ReplicaFiles(cluster, server_name(r), tb) for r in REPLICAS}
+    assert not failed, f"send of {failed[0].value!r} failed: {failed[0].error}\n" + explain_offset(
+        replicas, sent, failed[0].seq
+    )
     acked_before = [s for s in sent if s.end < t_kill and s.error is None]
     assert all(s.offset is not None and s.offset < start for s in acked_before), "acknowledged before the kill"
     by_offset = {b.base_offset: b for b in files.batches()}
-    assert start in by_offset, f"no batch at the new epoch's start offset {start}"
+    assert start in by_offset, f"no batch at the new epoch's start offset {start}\n" + explain_offset(
+        replicas, sent, start
+    )
     first = by_offset[start]
-    assert first.leader_epoch == epoch and first.values == (b"m%07d" % start,), first
+    ok = first.leader_epoch == epoch and first.values == (b"m%07d" % start,)
+    assert ok, f"{first}\n" + explain_offset(replicas, sent, start)
     assert sent[start].end > t_kill, f"record {start} was acknowledged before the kill"
     if start > 0:
         assert by_offset[start - 1].leader_epoch < epoch
@@ -199,8 +211,12 @@ def test_kill9_of_the_leader_twice_is_a_pause_not_an_error(cluster_factory, caps
     with capsys.disabled():
         print(report)
     consumed = consume(cluster, table, 0, hw)
-    assert hw == len(sent), f"high watermark {hw} but {len(sent)} records sent (one record per send)"
-    assert_exactly_once_in_order(sent, consumed)
+    try:
+        assert hw == len(sent), f"high watermark {hw} but {len(sent)} records sent (one record per send)"
+        assert_exactly_once_in_order(sent, consumed)
+    except AssertionError as e:  # add what each replica holds where the log first differs from the sends
+        at = first_mismatch(sent, consumed)
+        raise AssertionError(f"{e}\n{explain_offset(files, sent, at if at is not None else hw)}") from e
     # A consumer reading during both failovers saw exactly the same: no record that vanished, no gap, no repeat.
     tail.wait_for(hw, 20)
     assert tail.stop() == consumed

@@ -21,8 +21,12 @@ batches — hence at most 5 in flight per bucket), and refuses a gap with OUT_OF
 4. OUT_OF_ORDER_SEQUENCE for a batch whose sequence is above ``acked_next`` means an earlier batch has
    not been appended yet (for example it is being retried after a leader change): retriable, never
    shown to the user. Below ``acked_next``: a later batch was acknowledged, so this one is in the log
-   (complete it without an offset, -1). Equal to ``acked_next``: the leader has lost this writer's state
-   (an acks=1 loss on failover): the bucket is *reset* (rule 6).
+   (complete it without an offset, -1). Equal to ``acked_next`` (nothing earlier unresolved): the leader
+   holds this writer's state but not its acknowledged batches up to ``acked_next`` — it lost records it
+   acknowledged. With acks=1 that is the documented loss on failover: the batch is retried after a reset
+   (rule 6). With acks=all it must never happen (only an unclean election or a replication bug can do it):
+   the batch fails with OUT_OF_ORDER_SEQUENCE saying so, and the bucket is reset for the batches after it
+   (as Kafka's idempotent producer does). Either way ``lost_state`` counts it, for the sender to log.
 5. DUPLICATE_SEQUENCE (a duplicate older than the leader remembers): in the log, completed with -1.
 6. A non-retriable failure of a sent batch, UNKNOWN_WRITER_ID, or rule 4's lost state set ``reset_from``
    = that batch's sequence. Batches after it cannot have been appended (they would follow a gap). Once
@@ -98,8 +102,10 @@ class BucketSequencer(Generic[T]):
     Owned by the producer's sender task; pure bookkeeping, no I/O.
     """
 
-    def __init__(self, writer_id: int, max_in_flight: int) -> None:
+    def __init__(self, writer_id: int, max_in_flight: int, *, acks_all: bool = False) -> None:
         self.writer_id = writer_id
+        self.acks_all = acks_all  # acks=all: a leader that lost acknowledged batches is an error (rule 4)
+        self.lost_state = 0  # rule 4's "equal to acked_next" answers seen
         self.writer_epoch = 0
         self.max_in_flight = max_in_flight
         self.next_sequence = 0
@@ -176,7 +182,10 @@ class BucketSequencer(Generic[T]):
             if batch.base_sequence < self.acked_next:
                 return Outcome.DONE_NO_OFFSET
             if batch.base_sequence == self.acked_next and not self._earlier_unresolved(batch):
+                self.lost_state += 1
                 self._mark_reset(batch)
+                if self.acks_all:
+                    return Outcome.FAIL
             return self._retry_or_expire(batch, expired)
         if code == ErrorCode.UNKNOWN_WRITER_ID:
             self._mark_reset(batch)

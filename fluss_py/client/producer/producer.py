@@ -93,6 +93,12 @@ class Producer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def lost_writer_state(self) -> int:
+        """How many times a leader answered that it lacks records of this producer it had acknowledged
+        (docs/client.md, rule 4): with acks=all each one also failed a send. 0 in a healthy cluster."""
+        return self._sender.lost_writer_state
+
     # ---------------------------------------------------------------- sending
     async def send(
         self,

@@ -31,7 +31,7 @@ from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, Write
 from fluss_py.client.producer.request import encode_produce_request
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import PRODUCE_LOG, Transport
-from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, RequestTimedOutError
+from fluss_py.errors import ErrorCode, FlussError, NetworkExceptionError, OutOfOrderSequenceError, RequestTimedOutError
 from fluss_py.record import NO_WRITER_ID
 from fluss_py.rpc.convert import to_client_exception
 from fluss_py.types import TableBucket
@@ -78,6 +78,7 @@ class Sender:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.error: BaseException | None = None  # set when the loop died; surfaced by Producer.send
+        self.lost_writer_state = 0  # leaders that answered rule 4's lost writer state (idempotence.py)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -134,7 +135,7 @@ class Sender:
         if state is None:
             assert self._writer_id is not None
             sequencer: BucketSequencer[ProducerBatch] = BucketSequencer(
-                self._writer_id, self._options.in_flight_per_bucket
+                self._writer_id, self._options.in_flight_per_bucket, acks_all=self._options.acks == -1
             )
             state = self._buckets[tb] = _BucketState(sequencer, Backoff(self._options.retry))
         return state
@@ -331,7 +332,10 @@ class Sender:
         state = self._buckets[tb]
         now = time.monotonic()
         batch.last_error = error
+        lost_before = state.sequencer.lost_state
         outcome = state.sequencer.on_error(batch, error, expired=now >= batch.deadline)
+        if state.sequencer.lost_state != lost_before:
+            error = self._leader_lost_acknowledged(batch, error, server_id, outcome)
         hinted = False
         if error.invalid_metadata or error.code == ErrorCode.REQUEST_TIMED_OUT:
             if error.leader_id >= 0 and error.leader_id != server_id:
@@ -347,6 +351,31 @@ class Sender:
             self._finish(batch, -1)
         else:
             self._finish_failed(batch, error if now < batch.deadline else _delivery_error(batch))
+
+    def _leader_lost_acknowledged(
+        self, batch: ProducerBatch, error: FlussError, server_id: int, outcome: Outcome
+    ) -> FlussError:
+        """Rule 4's lost writer state: the leader lacks batches of this writer that were acknowledged. Counted
+        and logged always; with acks=all the batch fails with an error saying so (docs/client.md)."""
+        self.lost_writer_state += 1
+        acked = batch.base_sequence  # (before the reset renumbers anything: the sequence the leader refused)
+        if outcome is not Outcome.FAIL:  # acks=0/1: the documented loss on failover; retried under a new id
+            log.warning(
+                "bucket %s: leader %d has lost records of writer %d acknowledged below sequence %d (acks=%d); "
+                "restarting sequences: %s",
+                batch.table_bucket, server_id, batch.writer_id, acked, self._options.acks, error,
+            )  # fmt: skip
+            return error
+        log.error(
+            "bucket %s: leader %d has lost records of writer %d acknowledged with acks=all below sequence %d "
+            "(an unclean leader election or a replication bug); failing the batch: %s",
+            batch.table_bucket, server_id, batch.writer_id, acked, error,
+        )  # fmt: skip
+        return OutOfOrderSequenceError(
+            f"leader {server_id} of {batch.table_bucket} lacks records acknowledged with acks=all (writer "
+            f"{batch.writer_id}, sequences below {acked}): acknowledged records may have been lost; this batch "
+            f"was not written; {error}"
+        )
 
     # ---------------------------------------------------------------- completion
     def _expire(self, now: float) -> None:

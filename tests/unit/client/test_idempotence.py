@@ -94,10 +94,37 @@ def test_lost_writer_state_resets_to_a_new_writer_id() -> None:
     b0, b1 = sent(s, 2)
     s.on_success(b0)
     assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # b1 == acked_next
+    assert s.lost_state == 1  # acks=1 (the default here): retried after the reset, counted for the log
     assert s.needs_reset() and s.take_retry() is None
     assert s.reset(8) == []
     assert (b1.writer_id, b1.base_sequence, s.next_sequence) == (8, 0, 2)
     assert s.take_retry() is b1
+
+
+def test_lost_acknowledged_batches_fail_the_batch_with_acks_all() -> None:
+    """Rule 4 under acks=all: the leader lacks batches it acknowledged, which acks=all forbids: the batch
+    fails (visible) instead of being retried, and the batches behind it restart under a new writer id."""
+    s = BucketSequencer(7, max_in_flight=5, acks_all=True)
+    first = B()
+    s.assign(first)
+    s.on_success(first)
+    b0, b1 = sent(s, 2)
+    s.on_success(b0)
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.FAIL  # b1 == acked_next
+    assert s.lost_state == 1
+    assert s.needs_reset() and s.reset(8) == []
+    (b2,) = sent(s, 1)
+    assert (b2.writer_id, b2.base_sequence) == (8, 0)
+
+
+def test_out_of_order_above_acked_is_not_lost_state_even_with_acks_all() -> None:
+    s = BucketSequencer(7, max_in_flight=5, acks_all=True)
+    first = B()
+    s.assign(first)
+    s.on_success(first)
+    _b0, b1 = sent(s, 2)
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.RETRY  # b0 is still unresolved
+    assert s.lost_state == 0 and s.reset_from is None
 
 
 def test_unknown_writer_id_also_resets() -> None:

@@ -10,6 +10,7 @@ from fluss_py.client.options import ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
 from fluss_py.errors import (
     ErrorCode,
+    OutOfOrderSequenceError,
     PartitionNotExistError,
     RecordBatchTooLargeError,
     RequestTimedOutError,
@@ -189,12 +190,33 @@ async def test_lost_writer_state_restarts_sequences_under_a_new_writer_id() -> N
     cluster = FakeCluster()
     tid = cluster.create_table("fluss", "t")
     tb = TableBucket(tid, 0)
-    async with make(cluster) as p:
+    async with make(cluster, acks=1) as p:
         for v in (b"a", b"b", b"c"):
             await (await p.send("t", v))
-        cluster.truncate(tb, 2)  # an acks=1-style loss on failover: "c" and its writer state are gone
+        cluster.truncate(tb, 2)  # an acks=1 loss on failover: "c" and its writer state are gone
         r = await (await p.send("t", b"d"))
+        assert p.lost_writer_state == 1  # counted (and logged), not shown to the caller: acks=1 allows it
     assert values(cluster, tb) == [b"a", b"b", b"d"]
+    assert r.offset == 2
+    assert sum(1 for _, n, _ in cluster.calls if n == "AllocateWriterId") == 2
+
+
+async def test_a_leader_that_lost_acks_all_records_fails_the_next_send() -> None:
+    """With acks=all a leader without records it acknowledged is a lost write (an unclean election or a
+    replication bug), never the silent reset of acks=1: the next send fails saying so; the one after it is
+    written under a new writer id."""
+    cluster = FakeCluster()
+    tid = cluster.create_table("fluss", "t")
+    tb = TableBucket(tid, 0)
+    async with make(cluster) as p:  # acks=all is the default
+        for v in (b"a", b"b", b"c"):
+            await (await p.send("t", v))
+        cluster.truncate(tb, 2)  # "c" was acknowledged with acks=all and is gone
+        with pytest.raises(OutOfOrderSequenceError, match="acknowledged records may have been lost"):
+            await asyncio.wait_for(await p.send("t", b"d"), 10.0)
+        assert p.lost_writer_state == 1
+        r = await asyncio.wait_for(await p.send("t", b"e"), 10.0)
+    assert values(cluster, tb) == [b"a", b"b", b"e"]
     assert r.offset == 2
     assert sum(1 for _, n, _ in cluster.calls if n == "AllocateWriterId") == 2
 
@@ -205,7 +227,7 @@ async def test_a_bucket_waiting_for_a_new_writer_id_still_fails_its_record_at_th
     cluster = FakeCluster()
     tid = cluster.create_table("fluss", "t")
     tb = TableBucket(tid, 0)
-    async with make(cluster, delivery_timeout=0.5, request_timeout=0.2) as p:
+    async with make(cluster, acks=1, delivery_timeout=0.5, request_timeout=0.2) as p:
         for v in (b"a", b"b", b"c"):
             await (await p.send("t", v))
         cluster.truncate(tb, 2)

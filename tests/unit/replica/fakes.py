@@ -4,7 +4,7 @@ ReplicaManager, and a coordinator that validates AdjustIsr like the real one. Lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fluss_py.errors import (
@@ -12,6 +12,7 @@ from fluss_py.errors import (
     FencedLeaderEpochError,
     InvalidUpdateVersionError,
     NetworkExceptionError,
+    RequestTimedOutError,
 )
 from fluss_py.record import RecordBatchBuilder, iter_batches
 from fluss_py.replica.fetch_stream import FetchStreamClient, FetchStreamGuard
@@ -163,6 +164,8 @@ class FakeCoordinator:
         self.calls: list[GatewayCall] = []
         self.block: asyncio.Event | None = None
         self.fail = False
+        self.lose_answers = 0  # the next N AdjustIsr calls are applied, then fail (the answer is lost)
+        self.after_lost_answer: Callable[[], None] | None = None  # runs once an answer was lost
         self.faults: list[tuple[int, int, list[TableBucket]]] = []  # (server, ReplicaFault, buckets)
 
     async def report_replica_faults(self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str):
@@ -181,12 +184,19 @@ class FakeCoordinator:
             cur = self.state[i.table_bucket]
             if i.leader_epoch < cur.leader_epoch:
                 out[i.table_bucket] = AdjustIsrResult(i.table_bucket, FencedLeaderEpochError())
+            elif tuple(i.new_isr) == cur.isr:  # an idempotent retry (coordinator/election.py adjust_isr, 3.)
+                out[i.table_bucket] = AdjustIsrResult(i.table_bucket, None, cur)
             elif i.bucket_epoch != cur.bucket_epoch:
                 out[i.table_bucket] = AdjustIsrResult(i.table_bucket, InvalidUpdateVersionError())
             else:
                 new = cur.with_isr(i.new_isr, cur.coordinator_epoch)
                 self.state[i.table_bucket] = new
                 out[i.table_bucket] = AdjustIsrResult(i.table_bucket, None, new)
+        if self.lose_answers > 0:
+            self.lose_answers -= 1
+            if self.after_lost_answer is not None:
+                self.after_lost_answer()
+            raise RequestTimedOutError("AdjustIsr answer lost (the change was written)")
         return out
 
 
