@@ -309,7 +309,11 @@ def test_images_default_to_the_public_ones_and_can_be_swapped_by_variables(compo
 
 def test_readme_documents_up_and_the_kill_walkthrough() -> None:
     text = (DEPLOY / "README.md").read_text()
-    assert "docker compose up" in text or "docker-compose up" in text
+    for tool in ("docker-compose", "docker compose"):  # both spellings, the same arguments
+        words = [*tool.split(), "-p", "fluss-py", "-f", "deploy/docker-compose.yml", "up", "-d", "--build"]
+        assert re.search(r"\s+".join(map(re.escape, words)), text), tool
+    for variable in ("FLUSS_PY_BASE_IMAGE", "FLUSS_PY_ZOOKEEPER_IMAGE", "FLUSS_PY_DOCKER_CACHE"):
+        assert variable in text
     assert "kill" in text
     for name in load_compose()["services"]:
         if name.startswith(("coordinator-", "tablet-server-")):
