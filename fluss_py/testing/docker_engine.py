@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fluss_py.testing.docker_base import remove_tree
-from fluss_py.testing.netns import HostNetwork
+from fluss_py.testing.netns import HostNetwork, stale_prefixes
 
 RUN_DIR = Path("/run/fluss-py-docker")
 BRIDGE_IP = "198.19.0.1/24"
@@ -83,6 +83,7 @@ class DockerEngine:
     @classmethod
     def start(cls, base: Path) -> DockerEngine:
         """dockerd with state under ``base`` (created); waits until it answers on its socket."""
+        remove_stale_engines()
         net = HostNetwork.create()
         run_dir = RUN_DIR / net.prefix
         data_root = base / "data-root"
@@ -91,6 +92,7 @@ class DockerEngine:
             net.add_host(HOST)
             for d in (run_dir, data_root):
                 d.mkdir(parents=True, exist_ok=True)
+            (run_dir / "data-root").write_text(str(data_root))  # for remove_stale_engines after a crash
             argv = [
                 "nsenter", f"--net=/run/netns/{net.ns(HOST)}", "dockerd",
                 "--data-root", str(data_root), "--exec-root", str(run_dir / "exec"),
@@ -142,18 +144,7 @@ class DockerEngine:
         return done
 
     def _own_pids(self) -> list[int]:
-        """containerd and shims of this engine: their command lines name its exec-root or data-root."""
-        marks = (str(self.run_dir).encode(), str(self.data_root).encode())
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                try:
-                    cmdline = (entry / "cmdline").read_bytes()
-                except OSError:
-                    continue
-                if any(m in cmdline for m in marks):
-                    pids.append(int(entry.name))
-        return pids
+        return _pids_naming(self.run_dir, self.data_root)
 
     def stop(self) -> list[str]:
         """Stop dockerd by PID and remove everything it made; returns what could not be removed."""
@@ -164,16 +155,51 @@ class DockerEngine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        for pid in self._own_pids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.2)
-        left = [f"process {pid}" for pid in self._own_pids()]
-        left += remove_tree(self.run_dir) + remove_tree(self.data_root)
+        left = _kill_and_remove(self.run_dir, self.data_root)
         left += self.net.teardown()
         return left
+
+
+def _pids_naming(*paths: Path) -> list[int]:
+    """Processes whose command line names one of ``paths``: an engine's dockerd, containerd and shims."""
+    marks = [str(p).encode() for p in paths]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(m in cmdline for m in marks):
+                pids.append(int(entry.name))
+    return pids
+
+
+def _kill_and_remove(run_dir: Path, data_root: Path) -> list[str]:
+    for pid in _pids_naming(run_dir, data_root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.2)
+    left = [f"process {pid}" for pid in _pids_naming(run_dir, data_root)]
+    return left + remove_tree(run_dir) + remove_tree(data_root)
+
+
+def remove_stale_engines() -> list[str]:
+    """Engines of crashed runs (their namespace's owner is gone): processes killed, directories removed by the
+    paths they were started with; the namespaces go with the harness's ``remove_stale``. Returns the prefixes."""
+    if not RUN_DIR.exists():
+        return []
+    stale = set(stale_prefixes())
+    removed = []
+    for run_dir in sorted(RUN_DIR.iterdir()):
+        if run_dir.name in stale:
+            recorded = run_dir / "data-root"
+            data_root = Path(recorded.read_text().strip()) if recorded.exists() else run_dir / "exec"
+            _kill_and_remove(run_dir, data_root)
+            removed.append(run_dir.name)
+    return removed
 
 
 def unique_project() -> str:
