@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse netns-tools browser bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
+.PHONY: install zookeeper fuse netns-tools browser docker-tools wheels compose-test bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
 
-install: $(VENV)/.installed zookeeper fuse netns-tools browser
+install: $(VENV)/.installed zookeeper fuse netns-tools browser docker-tools
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -29,6 +29,20 @@ netns-tools:
 # Debian's chromium + chromium-driver (the console's browser test) and docker-compose (the compose-file test)
 browser:
 	@bash deploy/install-test-tools.sh
+
+# Debian's docker.io, docker-compose and debootstrap: the compose test's private engine and base image
+docker-tools:
+	@bash deploy/install-docker.sh
+
+# The project and every dependency as wheels in deploy/wheels, what deploy/Dockerfile installs (no index there)
+wheels: $(VENV)/.installed
+	rm -rf deploy/wheels
+	$(BIN)/pip wheel --quiet --wheel-dir deploy/wheels .
+
+# Only the compose test (also part of `make test`): deploy/docker-compose.yml on a private Docker engine, a bucket
+# leader's container killed (deploy/README.md); -s shows its timings
+compose-test: install
+	$(BIN)/python -m pytest -s tests/fault/test_compose.py
 
 up: install
 	$(BIN)/fluss-py cluster up

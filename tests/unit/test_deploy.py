@@ -36,6 +36,7 @@ from fluss_py.security.identity import read_properties
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
+SECURE_COMPOSE = DEPLOY / "docker-compose.secure.yml"
 DOCKERFILE = DEPLOY / "Dockerfile"
 ROLE_OF_COMMAND = {"coordinator": cfg.COORDINATOR, "tablet-server": cfg.TABLET}
 ROLE_DEFAULT_HTTP_PORT = {cfg.COORDINATOR: 9124, cfg.TABLET: 9125}
@@ -43,8 +44,13 @@ ZOOKEEPER_IMAGE = "zookeeper:3.8"
 ZOOKEEPER_MEMBERS = 3
 
 
-def load_compose() -> dict[str, Any]:
-    return yaml.safe_load(COMPOSE.read_text())
+def with_defaults(text: str) -> str:
+    """``${VAR:-default}`` replaced by its default, as Compose does when VAR is unset."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", text)
+
+
+def load_compose(path: Path = COMPOSE) -> dict[str, Any]:
+    return yaml.safe_load(with_defaults(path.read_text()))
 
 
 def _mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
@@ -177,9 +183,8 @@ def compose_problems(compose: dict[str, Any]) -> list[str]:
         problems += found
         if s:
             settings[name] = s
-        if (service.get("build") or {}).get("dockerfile") and (
-            (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).resolve() != DOCKERFILE
-        ):
+        build = service.get("build")
+        if build and (DEPLOY / build["context"] / build.get("dockerfile", "Dockerfile")).resolve() != DOCKERFILE:
             problems.append(f"{name}: does not build deploy/Dockerfile")
     for role, want in ((cfg.COORDINATOR, 3), (cfg.TABLET, 3)):
         members = sorted(n for n, s in services.items() if n not in zookeepers and server_role(s) == role)
@@ -272,22 +277,43 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
     return out
 
 
-def test_dockerfile_installs_the_package_on_python_311_slim_with_fluss_py_entrypoint() -> None:
+def test_dockerfile_installs_host_built_wheels_on_python_311_slim_by_default_with_fluss_py_entrypoint() -> None:
     instructions = _dockerfile_instructions()
-    assert instructions[0] == ("FROM", "python:3.11-slim")
+    assert instructions[0] == ("ARG", "BASE_IMAGE=python:3.11-slim")  # the public image unless told otherwise
+    assert instructions[1] == ("FROM", "${BASE_IMAGE}")
     assert [json.loads(rest) for word, rest in instructions if word == "ENTRYPOINT"] == [["fluss-py"]]
-    assert any(word == "RUN" and "pip install ." in rest for word, rest in instructions)
-    for word, rest in instructions:
-        if word == "COPY":
-            *sources, _ = rest.split()
-            assert all((ROOT / s).exists() for s in sources), rest
+    installs = [rest for word, rest in instructions if word == "RUN" and "pip install" in rest]
+    assert len(installs) == 1 and "--no-index --find-links /tmp/wheels fluss-py" in installs[0]  # no network
+    copies = [rest.split() for word, rest in instructions if word == "COPY"]
+    assert copies == [["wheels/", "/tmp/wheels/"]]  # deploy/wheels, made by `make wheels`
+    assert (DEPLOY / ".dockerignore").read_text().split("\n")[-3:] == ["*", "!wheels/", ""]
+    assert "wheels:" in (ROOT / "Makefile").read_text() and "deploy/wheels/" in (ROOT / ".gitignore").read_text()
     scripts = __import__("tomllib").loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["fluss-py"] == "fluss_py.cli.main:main"
 
 
+@pytest.mark.parametrize("compose_file", [COMPOSE, SECURE_COMPOSE], ids=lambda p: p.name)
+def test_images_default_to_the_public_ones_and_can_be_swapped_by_variables(compose_file: Path) -> None:
+    """The compose test's engine reaches no registry: it sets these two variables (deploy/README.md)."""
+    raw = yaml.safe_load(compose_file.read_text())["services"]
+    for name, service in raw.items():
+        if name.startswith("zookeeper-"):
+            assert service["image"] == "${FLUSS_PY_ZOOKEEPER_IMAGE:-zookeeper:3.8}", name
+        elif "build" in service:
+            assert service["build"] == {
+                "context": ".",
+                "args": {"BASE_IMAGE": "${FLUSS_PY_BASE_IMAGE:-python:3.11-slim}"},
+            }
+            assert service["image"] == "fluss-py:local", name
+
+
 def test_readme_documents_up_and_the_kill_walkthrough() -> None:
     text = (DEPLOY / "README.md").read_text()
-    assert "docker compose up" in text or "docker-compose up" in text
+    for tool in ("docker-compose", "docker compose"):  # both spellings, the same arguments
+        words = [*tool.split(), "-p", "fluss-py", "-f", "deploy/docker-compose.yml", "up", "-d", "--build"]
+        assert re.search(r"\s+".join(map(re.escape, words)), text), tool
+    for variable in ("FLUSS_PY_BASE_IMAGE", "FLUSS_PY_ZOOKEEPER_IMAGE", "FLUSS_PY_DOCKER_CACHE"):
+        assert variable in text
     assert "kill" in text
     for name in load_compose()["services"]:
         if name.startswith(("coordinator-", "tablet-server-")):
@@ -295,13 +321,12 @@ def test_readme_documents_up_and_the_kill_walkthrough() -> None:
 
 
 # ---------------------------------------------------------------- the secure variant (docs/security.md)
-SECURE_COMPOSE = DEPLOY / "docker-compose.secure.yml"
 SECURITY_CONFIG = "/etc/fluss/secure/security.yaml"
 
 
 def test_secure_compose_is_the_plain_cluster_plus_security(tmp_path: Path) -> None:
     plain = load_compose()["services"]
-    secure = yaml.safe_load(SECURE_COMPOSE.read_text())["services"]
+    secure = load_compose(SECURE_COMPOSE)["services"]
     assert set(secure) == set(plain) | {"security-init"}
     for name, service in plain.items():
         if service.get("image") == ZOOKEEPER_IMAGE:  # the ensemble's members are the same
