@@ -7,8 +7,10 @@ Who calls: the endpoint or transport that opened the call, on its event loop.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import grpc
 import grpc.aio
 
 from fluss_py.errors import NetworkExceptionError
@@ -25,7 +27,16 @@ class GrpcStream:
         self._what = what
 
     async def write(self, message: Any) -> None:
-        await self._call.write(message)
+        try:
+            await self._call.write(message)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+            # a write into a call the peer already ended fails with whatever the write op met (gRPC reports
+            # INTERNAL for a write racing a server's UNIMPLEMENTED): the call's own status says why it ended
+            code = await self._call.code()
+            if code is grpc.StatusCode.OK:
+                raise NetworkExceptionError(f"the leader ended the {self._what}") from e
+            details = await self._call.details()
+            raise grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details) from e
 
     async def read(self) -> Any:
         answer = await self._call.read()
