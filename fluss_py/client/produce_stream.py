@@ -4,6 +4,7 @@ matched to their answers by correlation id (docs/client.md "Produce on a stream"
 ``ProduceStreamClient.call(request, timeout)`` behaves like one unary ProduceLog call — the answer, or an
 exception — so the sender does not know which way a request went::
 
+    open ──> wait until the server accepted the stream (its initial metadata), writing nothing before
     call ──> id = next id; pending[id] = future ──> write (one writer at a time, in order) ──> await future
     reader task: each answer ──> pending.pop(answer.correlation_id).set_result(answer)  (unknown ids dropped)
     the stream ends (read or write fails, EOF) ──> every pending future fails with broken(error); next call
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 
 from fluss_py.errors import NetworkExceptionError, RequestTimedOutError
 from fluss_py.rpc.pb import tablet_pb2
+from fluss_py.rpc.streams import PRODUCE_STREAM_ACCEPTED as ACCEPTED
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,11 @@ class DuplexStream(Protocol):
     async def write(self, message: Any) -> None: ...
 
     async def read(self) -> Any: ...
+
+    async def ready(self, marker: tuple[str, str]) -> None:
+        """Return once the server accepted the stream (its initial metadata carries ``marker``); raise the
+        stream's status when it refused it."""
+        ...
 
     def cancel(self) -> None: ...
 
@@ -58,10 +65,11 @@ def with_correlation_id(request: Any, correlation_id: int) -> Any:
 class _Open:
     """One open stream and what is pending on it (replaced, never reused, when it breaks)."""
 
-    __slots__ = ("outbox", "pending", "reader", "stream", "writing")
+    __slots__ = ("accepted", "outbox", "pending", "reader", "stream", "writing")
 
     def __init__(self, stream: DuplexStream) -> None:
         self.stream = stream
+        self.accepted = False  # the server took the stream: messages may be written
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.outbox: deque[Any] = deque()
         self.writing = False
@@ -112,6 +120,9 @@ class ProduceStreamClient:
         """Write the outbox in order (the one writer of ``current`` until it is empty)."""
         current.writing = True
         try:
+            if not current.accepted:
+                await current.stream.ready(ACCEPTED)
+                current.accepted = True
             while current.outbox and self._open is current:
                 await current.stream.write(current.outbox.popleft())
         except BaseException as e:  # a cancelled write may leave the stream half-written: end it

@@ -15,6 +15,9 @@ import grpc.aio
 
 from fluss_py.errors import NetworkExceptionError
 
+PRODUCE_STREAM_ACCEPTED = ("fluss-stream", "produce")
+"""Initial metadata a leader sends as soon as its handler takes a ProduceLogStream (before any answer)."""
+
 
 class GrpcStream:
     """One stream-stream call: ``read`` returns the next message and raises when the peer ended the stream
@@ -43,6 +46,18 @@ class GrpcStream:
         if answer is grpc.aio.EOF:
             raise NetworkExceptionError(f"the leader ended the {self._what}")
         return answer
+
+    async def ready(self, marker: tuple[str, str]) -> None:
+        """Wait until the server accepted the call: its initial metadata carries ``marker``, which the handler
+        sends as soon as it runs. A server without the method (UNIMPLEMENTED) or refusing the caller
+        (UNAUTHENTICATED, PERMISSION_DENIED) ends the call without it: raise the call's status. Writing
+        before this is known races that status (gRPC then reports INTERNAL for the write and for the call)."""
+        metadata = await self._call.initial_metadata()
+        if metadata is not None and marker in tuple(metadata):
+            return
+        code = await self._call.code()
+        details = await self._call.details()
+        raise grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
     def cancel(self) -> None:
         self._call.cancel()

@@ -43,6 +43,7 @@ from fluss_py.rpc.peer import (
     TokenReplicaVerifier,
     presented,
 )
+from fluss_py.rpc.streams import PRODUCE_STREAM_ACCEPTED
 from fluss_py.security.interceptor import message_refusal
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
@@ -145,6 +146,9 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
         """Produce requests on one stream (docs/client.md "Produce on a stream"): each message authorized as a
         ProduceLog by the security interceptor's per-message check, handled as one, answered with its
         correlation id as soon as it completes (``tablet/produce_stream.py``)."""
+        await context.send_initial_metadata(
+            (PRODUCE_STREAM_ACCEPTED,)
+        )  # the client writes once it knows the stream is taken
         await ProduceStreamHandler(self.layer.produce_log, context.write, message_refusal).run(requests)
 
     async def FetchLog(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -28,6 +28,7 @@ class MemoryStream:
         self.writing = 0  # writes in progress now
         self.max_writing = 0
         self.write_delay = 0.0
+        self.readied = 0
 
     async def write(self, message: object) -> None:
         if self.cancelled:
@@ -39,6 +40,9 @@ class MemoryStream:
             await self.written.put(tablet_pb2.ProduceLogRequest.FromString(message.SerializeToString()))
         finally:
             self.writing -= 1
+
+    async def ready(self, marker: tuple[str, str]) -> None:
+        self.readied += 1  # the in-memory leader takes every stream at once
 
     async def read(self) -> object:
         answer = await self._answers.get()
@@ -191,3 +195,25 @@ async def test_a_cancelled_call_is_forgotten_and_close_fails_the_rest() -> None:
     with pytest.raises(NetworkExceptionError):
         await kept
     assert opener.streams[0].cancelled
+
+
+async def test_nothing_is_written_before_the_server_accepted_the_stream() -> None:
+    """A server without ProduceLogStream (or refusing the caller) ends it at open: the calls waiting fail with
+    that status and none of their messages was written (a write racing the status would blur it)."""
+    opener = Opener()
+
+    async def refused(marker: tuple[str, str]) -> None:
+        await asyncio.sleep(0.01)
+        raise NetworkExceptionError("UNIMPLEMENTED: no ProduceLogStream here")
+
+    def open_refused() -> MemoryStream:
+        stream = opener()
+        stream.ready = refused  # type: ignore[method-assign]
+        return stream
+
+    client = ProduceStreamClient(open_refused, lambda cause: cause, "ProduceLogStream to test")
+    results = await asyncio.gather(*(client.call(_request(i), 5) for i in range(3)), return_exceptions=True)
+    assert all(isinstance(r, NetworkExceptionError) and "UNIMPLEMENTED" in str(r) for r in results)
+    assert opener.streams[0].written.empty()
+    assert client.pending == 0
+    await client.close()
