@@ -29,7 +29,7 @@ import grpc.aio
 from fluss_py.client.produce_stream import ProduceStreamClient
 from fluss_py.errors import AuthenticationFailedError, FlussError, NetworkExceptionError
 from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS, open_channel
-from fluss_py.rpc.convert import map_grpc_error
+from fluss_py.rpc.convert import map_grpc_error, map_stream_error
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.rpc.streams import GrpcStream
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
@@ -171,7 +171,7 @@ class GrpcTransport:
                     problem = validity_problem(self._identity.tls) if self._identity.tls else None
                     if cause.code() is grpc.StatusCode.UNAVAILABLE and problem is not None:
                         return AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}")
-                    return map_grpc_error(address, "ProduceLogStream", cause.code(), cause.details())
+                    return map_stream_error(address, "ProduceLogStream", cause.code(), cause.details())
                 if isinstance(cause, FlussError):
                     return cause
                 return NetworkExceptionError(f"{what}: {cause!r}")
