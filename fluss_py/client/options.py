@@ -50,6 +50,8 @@ class ProducerOptions:
                               recognises retried duplicates among a writer's last 5 batches)
     request_timeout           one ProduceLog's deadline (also the server's acks=all wait)
     delivery_timeout          a record fails once it has been retried this long after ``send``
+    produce_stream            requests to a leader on one ProduceLogStream (docs/client.md "Produce on a
+                              stream"); False: one unary ProduceLog call per request
     """
 
     acks: int = -1
@@ -63,6 +65,7 @@ class ProducerOptions:
     delivery_timeout: float = 120.0
     compression: CompressionType = CompressionType.NONE
     retry: RetryOptions = DEFAULT_RETRY
+    produce_stream: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "acks", parse_acks(self.acks))

@@ -11,6 +11,8 @@ themselves). Subchannels are local to each channel for the same reason (gRPC sha
 gRPC failures become ``ApiError``s (``rpc.convert.map_grpc_error``, with its table) so callers branch on
 ``retriable``/``invalid_metadata`` only. Application errors travel inside responses (``ErrorInfo``);
 ``rpc.convert.raise_for_client`` turns one into an exception carrying the server's leader hint.
+PRODUCE_LOG calls travel on one ProduceLogStream per address (``client/produce_stream.py``; docs/client.md
+"Produce on a stream"), unary ProduceLog for a server without it.
 A connection that fails while our own certificate is expired or not yet valid is AUTHENTICATION_FAILED
 naming its dates (a server refusing a client certificate only closes the connection: ``tls.validity_problem``).
 """
@@ -24,10 +26,12 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
-from fluss_py.errors import AuthenticationFailedError, NetworkExceptionError
+from fluss_py.client.produce_stream import ProduceStreamClient
+from fluss_py.errors import AuthenticationFailedError, FlussError, NetworkExceptionError
 from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS, open_channel
-from fluss_py.rpc.convert import map_grpc_error
+from fluss_py.rpc.convert import map_grpc_error, map_stream_error
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.rpc.streams import GrpcStream
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import validity_problem
 
@@ -50,6 +54,7 @@ class Rpc:
 
 # Tablet service (data path).
 PRODUCE_LOG = Rpc(TABLET_SERVICE, "ProduceLog", tablet_pb2.ProduceLogResponse)
+PRODUCE_LOG_STREAM_PATH = f"/fluss.v1.{TABLET_SERVICE}/ProduceLogStream"  # PRODUCE_LOG's stream (GrpcTransport)
 FETCH_LOG = Rpc(TABLET_SERVICE, "FetchLog", tablet_pb2.FetchLogResponse)
 LIST_OFFSETS = Rpc(TABLET_SERVICE, "ListOffsets", tablet_pb2.ListOffsetsResponse)
 TABLET_GET_METADATA = Rpc(TABLET_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
@@ -75,21 +80,26 @@ DELETE_GROUP = Rpc(COORDINATOR_SERVICE, "DeleteGroup", coordinator_pb2.SimpleRes
 class EncodedRequest:
     """A request message already serialized (the producer's ProduceLog, see ``producer/request.py``).
 
-    Passed to ``Transport.call`` in place of the message: gRPC sends ``data`` as is (``SerializeToString``);
-    in-memory transports read it back with ``decode()``.
+    Passed to ``Transport.call`` in place of the message: gRPC sends the bytes as they are
+    (``SerializeToString``, which joins ``parts`` once); in-memory transports read it back with ``decode()``.
+    ``with_field`` appends an encoded field without copying the parts (a stream's correlation id).
     """
 
-    __slots__ = ("data", "message_type")
+    __slots__ = ("message_type", "parts")
 
-    def __init__(self, data: bytes, message_type: Any) -> None:
-        self.data = data
+    def __init__(self, parts: list[bytes | bytearray], message_type: Any) -> None:
+        self.parts = parts
         self.message_type = message_type
 
     def SerializeToString(self) -> bytes:
-        return self.data
+        return b"".join(self.parts)
 
     def decode(self) -> Any:
-        return self.message_type.FromString(self.data)
+        return self.message_type.FromString(self.SerializeToString())
+
+    def with_field(self, encoded: bytes) -> EncodedRequest:
+        """The same request with ``encoded`` (a tag and its value) appended: protobuf reads fields in any order."""
+        return EncodedRequest([*self.parts, encoded], self.message_type)
 
 
 class Transport(Protocol):
@@ -104,26 +114,88 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
+class _StreamUnsupported(Exception):
+    """The server answered UNIMPLEMENTED to ProduceLogStream: it handled nothing, send unary."""
+
+
+STREAM_RETRY_S = 60.0
+"""After a server answered UNIMPLEMENTED to ProduceLogStream, unary ProduceLog calls to it for this long."""
+
+
 class GrpcTransport:
     """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only.
 
-    ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous)."""
+    ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous).
+    ``produce_stream``: PRODUCE_LOG calls travel on one ProduceLogStream per address (docs/client.md
+    "Produce on a stream"); off: unary ProduceLog calls."""
 
-    def __init__(self, identity: PeerIdentity = PLAINTEXT) -> None:
+    def __init__(self, identity: PeerIdentity = PLAINTEXT, *, produce_stream: bool = True) -> None:
         self._identity = identity
         self._metadata = identity.metadata()  # user + password with every call (inside TLS only)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
+        self._produce_stream = produce_stream
+        self._streams: dict[str, ProduceStreamClient] = {}
+        self._unary_until: dict[str, float] = {}  # address -> loop time: no ProduceLogStream there until then
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = open_channel(address, self._identity, CLIENT_CHANNEL_OPTIONS, send_credentials=False)
+            self._channels[address] = channel
+        return channel
+
+    def _stream_client(self, address: str) -> ProduceStreamClient | None:
+        """The address's produce stream client; None: send unary (stream off, or the server has none)."""
+        if not self._produce_stream:
+            return None
+        client = self._streams.get(address)
+        if client is None:
+            until = self._unary_until.get(address)
+            if until is not None and asyncio.get_running_loop().time() < until:
+                return None
+            what = f"ProduceLogStream to {address}"
+
+            def open_stream() -> GrpcStream:
+                method = self._channel(address).stream_stream(
+                    PRODUCE_LOG_STREAM_PATH,
+                    request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=tablet_pb2.ProduceLogResponse.FromString,
+                )
+                return GrpcStream(method(metadata=self._metadata), "produce stream")
+
+            def broken(cause: BaseException) -> BaseException:
+                if isinstance(cause, grpc.aio.AioRpcError):
+                    if cause.code() is grpc.StatusCode.UNIMPLEMENTED:
+                        return _StreamUnsupported(str(cause.details()))
+                    problem = validity_problem(self._identity.tls) if self._identity.tls else None
+                    if cause.code() is grpc.StatusCode.UNAVAILABLE and problem is not None:
+                        return AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}")
+                    return map_stream_error(address, "ProduceLogStream", cause.code(), cause.details())
+                if isinstance(cause, FlussError):
+                    return cause
+                return NetworkExceptionError(f"{what}: {cause!r}")
+
+            client = self._streams[address] = ProduceStreamClient(open_stream, broken, what)
+        return client
+
+    async def _produce(self, address: str, client: ProduceStreamClient, request: Any, timeout: float) -> Any:
+        try:
+            return await client.call(request, timeout)
+        except _StreamUnsupported:
+            if self._streams.get(address) is client:
+                del self._streams[address]
+                self._unary_until[address] = asyncio.get_running_loop().time() + STREAM_RETRY_S
+            return await self.call(address, PRODUCE_LOG, request, timeout)
+        except NetworkExceptionError:
+            await self._drop_if_unreachable(address)
+            raise
 
     def _stub(self, address: str, rpc: Rpc) -> Any:
         key = (address, rpc.path)
         stub = self._stubs.get(key)
         if stub is None:
-            channel = self._channels.get(address)
-            if channel is None:
-                channel = open_channel(address, self._identity, CLIENT_CHANNEL_OPTIONS, send_credentials=False)
-                self._channels[address] = channel
-            stub = channel.unary_unary(
+            stub = self._channel(address).unary_unary(
                 rpc.path,
                 request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=rpc.response_type.FromString,
@@ -132,6 +204,10 @@ class GrpcTransport:
         return stub
 
     async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
+        if rpc is PRODUCE_LOG:
+            client = self._stream_client(address)
+            if client is not None:
+                return await self._produce(address, client, request, timeout)
         try:
             return await self._stub(address, rpc)(request, timeout=timeout, metadata=self._metadata)
         except asyncio.CancelledError:
@@ -154,9 +230,15 @@ class GrpcTransport:
             return
         del self._channels[address]
         self._stubs = {key: stub for key, stub in self._stubs.items() if key[0] != address}
+        stream = self._streams.pop(address, None)
+        if stream is not None:
+            await stream.close()
         await channel.close()  # it has no connection: nothing in flight on it can succeed
 
     async def close(self) -> None:
+        streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            await stream.close()
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
         for channel in channels:
             await channel.close()

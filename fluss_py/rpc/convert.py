@@ -25,6 +25,7 @@ import grpc
 import grpc.aio
 
 from fluss_py.errors import (
+    REFUSED,
     ApiError,
     AuthenticationFailedError,
     AuthorizationFailedError,
@@ -114,6 +115,18 @@ def map_grpc_error(address: str, method: str, code: grpc.StatusCode, details: st
     if code is grpc.StatusCode.UNIMPLEMENTED:
         return InvalidRequestError(text)
     return UnknownServerError(text)
+
+
+def map_stream_error(address: str, method: str, code: grpc.StatusCode, details: str | None) -> ApiError:
+    """The ApiError a broken request stream (ProduceLogStream) becomes for the requests pending on it.
+
+    A refusal of the caller (AUTHENTICATION_FAILED, AUTHORIZATION_FAILED, as ``map_grpc_error``) stays one;
+    any other end of the stream is NETWORK_EXCEPTION (retriable): the server answers every error of a
+    request inside its answer, so a stream status is about the stream, and its pending requests' fate is
+    unknown. gRPC reports a write racing a dropped connection as INTERNAL ("Internal error from Core"),
+    which for a unary call would be a server's verdict (UNKNOWN_SERVER_ERROR)."""
+    mapped = map_grpc_error(address, method, code, details)
+    return mapped if mapped.code in REFUSED else NetworkExceptionError(mapped.message)
 
 
 def _tls_failure(details: str | None) -> bool:

@@ -11,6 +11,13 @@ the client maps to an error code (``client/transport.py``)::
 The handler then runs with ``current_principal()`` naming the caller (handlers may ask "who is the peer",
 e.g. to check a follower's identity). No handler contains security code.
 
+A stream of requests is checked once, at open, by its own rule; a stream listed in
+``operations.MESSAGE_RULES`` (``ProduceLogStream``) is in addition authorized **per message** against the
+rule of the unary method it stands for, with the principal proven at open and the ACLs current then: its
+handler asks ``message_refusal(request)`` before handling each message and answers a refusal (an
+``ApiError``: AUTHORIZATION_FAILED, or UNKNOWN_TABLE_OR_BUCKET) for that message instead of handling it.
+Without the interceptor (security off) every message may go on, as every unary call may.
+
 Who may call: gRPC, on the server's loop (``intercept_service`` per call).
 """
 
@@ -24,7 +31,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from fluss_py.errors import AuthenticationFailedError, UnknownTableOrBucketError
+from fluss_py.errors import ApiError, AuthenticationFailedError, AuthorizationFailedError, UnknownTableOrBucketError
 from fluss_py.security import call_context, operations
 from fluss_py.security.authn import ANONYMOUS, Authenticator
 from fluss_py.security.authz import Authorizer
@@ -35,11 +42,22 @@ _PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("fluss_principa
 # decode it again); gRPC runs the interceptor and the handler in the same task, where ``_check`` binds it
 # to the call's context for the handler's readers (``call_context``)
 _METADATA: contextvars.ContextVar[Any] = contextvars.ContextVar("fluss_intercepted_metadata", default=())
+# the per-message check of the stream being handled (MESSAGE_RULES); None: no interceptor, nothing to check
+_MESSAGE_GATE: contextvars.ContextVar[Callable[[Any], ApiError | None] | None] = contextvars.ContextVar(
+    "fluss_message_gate", default=None
+)
 
 
 def current_principal() -> str:
     """The authenticated principal of the request being handled (ANONYMOUS without authentication)."""
     return _PRINCIPAL.get()
+
+
+def message_refusal(request: Any) -> ApiError | None:
+    """Why the stream being handled may not have ``request`` handled (None: it may). Called by the handler
+    of a stream in ``operations.MESSAGE_RULES``, in its task, before it handles each message."""
+    gate = _MESSAGE_GATE.get()
+    return None if gate is None else gate(request)
 
 
 class SecurityInterceptor(grpc.aio.ServerInterceptor):
@@ -82,6 +100,25 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
                     _PRINCIPAL.reset(token)
 
             return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer, handler.response_serializer)
+        per_message = operations.MESSAGE_RULES.get(method)
+        if handler.stream_stream is not None and not inspect.isasyncgenfunction(handler.stream_stream):
+            # a stream handler writing its answers itself (context.write): checked at open, and per message
+            # when the method has a message rule
+            responder = handler.stream_stream
+
+            async def respond(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                token = await check(method, None, context)
+                gate = None if per_message is None else self._gate(per_message, token.var.get())
+                gate_token = _MESSAGE_GATE.set(gate)
+                try:
+                    return await responder(requests, context)
+                finally:
+                    _MESSAGE_GATE.reset(gate_token)
+                    _PRINCIPAL.reset(token)
+
+            return grpc.stream_stream_rpc_method_handler(
+                respond, handler.request_deserializer, handler.response_serializer
+            )
         streaming = handler.unary_stream or handler.stream_stream
         if streaming is not None and inspect.isasyncgenfunction(streaming):
             # a stream of requests is checked once, before its first message: its rule may not depend on them
@@ -112,28 +149,49 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             self._authz.authentication_failures.inc()
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
             raise  # abort raises; this is never reached
+        refusal = self._refusal(method, request, principal)
+        if refusal is not None:
+            await context.abort(*refusal)
+        return _PRINCIPAL.set(principal)
+
+    def _refusal(self, method: str, request: Any, principal: str) -> tuple[grpc.StatusCode, str] | None:
+        """Why ``principal`` may not call ``method`` with ``request`` (a gRPC status and its text), or None."""
         try:
             need = operations.required(method, request, self._table_name)
         except UnknownTableOrBucketError as e:
-            await context.abort(grpc.StatusCode.NOT_FOUND, e.message)
-            raise
+            return grpc.StatusCode.NOT_FOUND, e.message
         if need is None:
             self._authz.denied(principal, "CALL", method)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{method} is not a known method")
-        elif need == operations.INTERNAL:
+            return grpc.StatusCode.PERMISSION_DENIED, f"{method} is not a known method"
+        if need == operations.INTERNAL:
             if self._authn.enabled and not self._authz.is_internal(principal):
                 self._authz.denied(principal, "INTERNAL", method)
-                await context.abort(
+                name = method.rsplit("/", 1)[-1]
+                return (
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"{principal} may not call {method.rsplit('/', 1)[-1]}: only this cluster's servers may",
+                    f"{principal} may not call {name}: only this cluster's servers may",
                 )
         elif need != operations.PUBLIC:
             for operation, resource in need:
                 if not self._authz.allowed(principal, operation, resource):
-                    await context.abort(
-                        grpc.StatusCode.PERMISSION_DENIED, f"{principal} may not {operation.value} {resource}"
-                    )
-        return _PRINCIPAL.set(principal)
+                    return grpc.StatusCode.PERMISSION_DENIED, f"{principal} may not {operation.value} {resource}"
+        return None
+
+    def _gate(self, method: str, principal: str) -> Callable[[Any], ApiError | None]:
+        """The per-message check of a stream opened by ``principal``: each message as a call of ``method``."""
+
+        def refusal(request: Any) -> ApiError | None:
+            refused = self._refusal(method, request, principal)
+            if refused is None:
+                return None
+            status, text = refused
+            return (
+                UnknownTableOrBucketError(text)
+                if status is grpc.StatusCode.NOT_FOUND
+                else AuthorizationFailedError(text)
+            )
+
+        return refusal
 
 
 def _refuse(text: str) -> grpc.RpcMethodHandler:

@@ -8,6 +8,8 @@ must first name the coordinator the request claims (``fluss://coordinator/<id>``
 proved it is that server; the replica tokens it checks come with each accepted UpdateMetadata. A follower's
 ``FetchLogStream`` is proven the same way at its first message, then bound to that replica, one fetch session
 and one leader epoch per bucket (``replica/fetch_stream.py``, docs/replication.md "Streamed follower fetches").
+A ``ProduceLogStream`` carries produce requests, each authorized by the security interceptor like a ProduceLog
+(``tablet/produce_stream.py``, docs/client.md "Produce on a stream").
 Refusals are whole-request errors, logged and counted by a ``RefusalLog``
 (``fluss_tablet_peer_refusals_total{kind}``).
 
@@ -41,8 +43,11 @@ from fluss_py.rpc.peer import (
     TokenReplicaVerifier,
     presented,
 )
+from fluss_py.rpc.streams import PRODUCE_STREAM_ACCEPTED
+from fluss_py.security.interceptor import message_refusal
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
+from fluss_py.tablet.produce_stream import ProduceStreamHandler
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +141,15 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
     # ---------------------------------------------------------------- data path
     async def ProduceLog(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self.layer.produce_log(request)
+
+    async def ProduceLogStream(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> None:
+        """Produce requests on one stream (docs/client.md "Produce on a stream"): each message authorized as a
+        ProduceLog by the security interceptor's per-message check, handled as one, answered with its
+        correlation id as soon as it completes (``tablet/produce_stream.py``)."""
+        await context.send_initial_metadata(
+            (PRODUCE_STREAM_ACCEPTED,)
+        )  # the client writes once it knows the stream is taken
+        await ProduceStreamHandler(self.layer.produce_log, context.write, message_refusal).run(requests)
 
     async def FetchLog(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         claimed = request.replica_id

@@ -13,27 +13,25 @@ import time
 import grpc
 import grpc.aio
 
-from fluss_py.client.transport import TABLET_GET_METADATA, GrpcTransport
+from fluss_py.client.producer.request import encode_produce_request
+from fluss_py.client.transport import PRODUCE_LOG, TABLET_GET_METADATA, GrpcTransport
 from fluss_py.errors import NetworkExceptionError
 from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS
-from fluss_py.rpc.pb import common_pb2
+from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.testing.ports import default_allocator
 
 
-async def _serve(port: int) -> grpc.aio.Server:
+async def _serve(port: int, handlers: dict | None = None) -> grpc.aio.Server:
+    """A TabletService on ``port`` with ``handlers`` (default: GetMetadata answering an empty response)."""
+
     async def get_metadata(request: bytes, context: grpc.aio.ServicerContext) -> common_pb2.MetadataResponse:
         return common_pb2.MetadataResponse()
 
-    handler = grpc.method_handlers_generic_handler(
-        "fluss.v1.TabletService",
-        {
-            "GetMetadata": grpc.unary_unary_rpc_method_handler(
-                get_metadata, response_serializer=lambda m: m.SerializeToString()
-            )
-        },
-    )
+    serialize = lambda m: m.SerializeToString()  # noqa: E731
+    calls = handlers if handlers is not None else {"GetMetadata": get_metadata}
+    methods = {name: grpc.unary_unary_rpc_method_handler(c, response_serializer=serialize) for name, c in calls.items()}
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handler,))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("fluss.v1.TabletService", methods),))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     return server
@@ -77,4 +75,31 @@ async def test_a_restarted_server_is_reached_by_the_next_call_not_after_the_reco
     finally:
         await transport.close()
         await other.close()
+        await server.stop(0)
+
+
+async def test_a_server_without_the_produce_stream_gets_unary_produce_calls() -> None:
+    """Compatibility (docs/client.md "Produce on a stream"): a server whose TabletService has only the unary
+    ProduceLog answers UNIMPLEMENTED to the stream; the requests are sent unary, and so are the next ones."""
+    port = default_allocator().allocate()
+    seen: list[int] = []
+
+    async def produce(request: bytes, context: grpc.aio.ServicerContext) -> tablet_pb2.ProduceLogResponse:
+        seen.append(tablet_pb2.ProduceLogRequest.FromString(request).acks)
+        return tablet_pb2.ProduceLogResponse(buckets=[tablet_pb2.ProduceBucketResult(base_offset=len(seen))])
+
+    server = await _serve(port, {"ProduceLog": produce})
+    transport = GrpcTransport()
+    try:
+        address = f"127.0.0.1:{port}"
+        request = encode_produce_request(1, 5000, [(1, 0, b"x" * 200_000)])
+        # pipelined, as a producer's first requests may be: writes race the server's UNIMPLEMENTED (gRPC then
+        # fails them with INTERNAL, the call's status is UNIMPLEMENTED)
+        answers = await asyncio.gather(*(transport.call(address, PRODUCE_LOG, request, 5.0) for _ in range(20)))
+        later = await transport.call(address, PRODUCE_LOG, request, 5.0)
+        assert sorted(a.buckets[0].base_offset for a in [*answers, later]) == list(range(1, 22))
+        assert seen == [1] * 21  # each handled once, unary
+        assert address not in transport._streams  # not tried again for STREAM_RETRY_S
+    finally:
+        await transport.close()
         await server.stop(0)

@@ -22,6 +22,7 @@ from kazoo.exceptions import NoAuthError
 
 from fluss_py.client import Admin, ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.record import RecordBatchBuilder
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.certs import CertificateAuthority
@@ -39,6 +40,7 @@ from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZN
 pytestmark = pytest.mark.integration
 
 TABLE = "sec.events"
+OPEN_TABLE = "sec.open"  # READER may write here (granted by the produce stream test)
 READER, READER_PASSWORD = "reader", "reader-secret-1"
 NOBODY, NOBODY_PASSWORD = "nobody", "nobody-secret-1"
 
@@ -302,6 +304,59 @@ def test_principal_without_write_cannot_produce(cluster: LocalCluster) -> None:
     assert info.value.code is ErrorCode.AUTHORIZATION_FAILED
     assert f"{READER} may not WRITE table {TABLE}" in info.value.message
     assert end_offsets(cluster) == before  # nothing appended on any leader (followers copy only those)
+    assert f"DENIED principal={READER} operation=WRITE resource=table {TABLE}" in server_logs(cluster)
+
+
+def test_produce_stream_authorizes_each_message(cluster: LocalCluster) -> None:
+    """One ProduceLogStream opened as READER (READ on TABLE, WRITE on OPEN_TABLE only): each message is
+    authorized as a ProduceLog, so the writes to TABLE are answered AUTHORIZATION_FAILED (nothing appended,
+    audited) while the write to OPEN_TABLE between them on the same stream is appended."""
+    admin = admin_identity(cluster)
+    with SyncAdmin(bootstrap(cluster), security=admin) as a:
+        a.create_table(OPEN_TABLE, num_buckets=1, replication_factor=2)
+        _, (open_bucket,) = a.get_table_placement(OPEN_TABLE)
+    grant = Acl(READER, ResourceType.TABLE, PatternType.LITERAL, OPEN_TABLE, Operation.WRITE, Permission.ALLOW)
+    with_zookeeper(
+        cluster.security, cluster.zookeeper_address, cluster.zk_root, lambda zk, root: add_acls(zk, root, [grant])
+    )
+    leader = cluster.get(f"tablet-server-{open_bucket.leader}").rpc_address
+    denied_bucket = table_buckets(cluster)[0]
+    before = end_offsets(cluster)
+
+    def message(correlation_id: int, tb: common_pb2.TableBucket) -> tablet_pb2.ProduceLogRequest:
+        builder = RecordBatchBuilder()
+        builder.append(b"via the stream")
+        request = tablet_pb2.ProduceLogRequest(acks=1, timeout_ms=5000, correlation_id=correlation_id)
+        request.buckets.add(table_bucket=tb, records=builder.build())
+        return request
+
+    open_tb = common_pb2.TableBucket(table_id=open_bucket.table_bucket.table_id, bucket=0)
+    tls = admin.tls
+    assert tls is not None
+    ca, cert, key = tls.read()
+    metadata = identity_as(cluster, READER, READER_PASSWORD).metadata()
+
+    def exchange() -> dict[int, tablet_pb2.ProduceLogResponse]:
+        with grpc.secure_channel(leader, grpc.ssl_channel_credentials(ca, key, cert)) as channel:
+            stream = tablet_pb2_grpc.TabletServiceStub(channel).ProduceLogStream(
+                iter([message(1, denied_bucket), message(2, open_tb), message(3, denied_bucket)]),
+                metadata=metadata,
+                timeout=10,
+            )
+            return {a.correlation_id: a for a in stream}
+
+    def allowed_write_appended() -> bool:  # the grant reaches the leader through its ACL watch
+        return exchange()[2].buckets[0].error.code == ErrorCode.NONE
+
+    wait_until(allowed_write_appended, 20, "READER's WRITE on the open table is in force")
+    answers = exchange()
+    assert sorted(answers) == [1, 2, 3]
+    for refused in (answers[1], answers[3]):
+        assert refused.error.code == ErrorCode.AUTHORIZATION_FAILED
+        assert f"{READER} may not WRITE table {TABLE}" in refused.error.message
+        assert not refused.buckets  # refused as a whole: not handled at all
+    assert answers[2].error.code == ErrorCode.NONE and answers[2].buckets[0].error.code == ErrorCode.NONE
+    assert end_offsets(cluster) == before  # nothing of the refused messages was appended
     assert f"DENIED principal={READER} operation=WRITE resource=table {TABLE}" in server_logs(cluster)
 
 

@@ -63,7 +63,9 @@ class Producer:
     ) -> None:
         self.options = opts = options or ProducerOptions()
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
+        self._transport = transport or GrpcTransport(  # TLS + credentials (docs/security.md)
+            security or PLAINTEXT, produce_stream=opts.produce_stream
+        )
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry

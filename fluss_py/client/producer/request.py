@@ -5,7 +5,8 @@ machine (protobuf copies the ``records`` bytes into the message and again, slowl
 fifth of the producer's CPU per 1 KiB record). ``encode_produce_request`` writes the same bytes with one
 join: the small fields are serialized by protobuf, each bucket's ``records`` field (the last field of
 ``ProduceBucket``, so protobuf would write it last too) is appended as tag + length + the batch itself.
-The result is byte-identical to ``ProduceLogRequest(...).SerializeToString()`` (unit-tested).
+The result is byte-identical to ``ProduceLogRequest(...).SerializeToString()`` (unit-tested); the parts are
+joined when gRPC serializes it, after a stream has appended its correlation id (``client/produce_stream.py``).
 
 Pure functions; called by the sender task.
 """
@@ -48,4 +49,4 @@ def encode_produce_request(
             records_len,
             records,
         )
-    return EncodedRequest(b"".join(parts), tablet_pb2.ProduceLogRequest)
+    return EncodedRequest(parts, tablet_pb2.ProduceLogRequest)

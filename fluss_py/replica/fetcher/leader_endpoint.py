@@ -33,6 +33,7 @@ from fluss_py.rpc import convert
 from fluss_py.rpc.channels import open_channel, server_identity
 from fluss_py.rpc.pb import tablet_pb2, tablet_pb2_grpc
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, call_metadata
+from fluss_py.rpc.streams import GrpcStream
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
@@ -96,27 +97,6 @@ def fetch_response_of(response: Any) -> FetchResponse:
     return FetchResponse(results, response.session_id)
 
 
-class _GrpcFetchStream:
-    """A ``FetchStream`` over one FetchLogStream call (``read`` raises when the leader ended it)."""
-
-    __slots__ = ("_call",)
-
-    def __init__(self, call: Any) -> None:
-        self._call = call
-
-    async def write(self, message: Any) -> None:
-        await self._call.write(message)
-
-    async def read(self) -> Any:
-        answer = await self._call.read()
-        if answer is grpc.aio.EOF:
-            raise NetworkExceptionError("the leader ended the fetch stream")
-        return answer
-
-    def cancel(self) -> None:
-        self._call.cancel()
-
-
 class GrpcLeaderEndpoint:
     """FetchLog / FetchLogStream / OffsetsForLeaderEpoch to ``leader`` over one channel; used by one
     ReplicaFetcher task."""
@@ -137,8 +117,8 @@ class GrpcLeaderEndpoint:
         self._unary_until = 0.0  # the leader had no FetchLogStream: unary calls until then (loop time)
         self._streamed = False  # the current session travels on the stream
 
-    def _open_stream(self) -> _GrpcFetchStream:
-        return _GrpcFetchStream(self._stub.FetchLogStream(metadata=self._metadata))
+    def _open_stream(self) -> GrpcStream:
+        return GrpcStream(self._stub.FetchLogStream(metadata=self._metadata), "fetch stream")
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
         pb = fetch_request_pb(request)

@@ -28,14 +28,16 @@ class ProduceBucket(_message.Message):
     def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ProduceLogRequest(_message.Message):
-    __slots__ = ("acks", "timeout_ms", "buckets")
+    __slots__ = ("acks", "timeout_ms", "buckets", "correlation_id")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     acks: int
     timeout_ms: int
     buckets: _containers.RepeatedCompositeFieldContainer[ProduceBucket]
-    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucket, _Mapping]]] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucket, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class ProduceBucketResult(_message.Message):
     __slots__ = ("table_bucket", "error", "base_offset", "last_offset", "log_append_time_ms")
@@ -52,12 +54,14 @@ class ProduceBucketResult(_message.Message):
     def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_append_time_ms: _Optional[int] = ...) -> None: ...
 
 class ProduceLogResponse(_message.Message):
-    __slots__ = ("error", "buckets")
+    __slots__ = ("error", "buckets", "correlation_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
     buckets: _containers.RepeatedCompositeFieldContainer[ProduceBucketResult]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucketResult, _Mapping]]] = ...) -> None: ...
+    correlation_id: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[ProduceBucketResult, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class FetchBucket(_message.Message):
     __slots__ = ("table_bucket", "fetch_offset", "max_bytes", "current_leader_epoch", "last_fetched_epoch", "flushed_offset")

@@ -40,6 +40,11 @@ class TabletServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.FromString,
                 _registered_method=True)
+        self.ProduceLogStream = channel.stream_stream(
+                '/fluss.v1.TabletService/ProduceLogStream',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.FromString,
+                _registered_method=True)
         self.FetchLog = channel.unary_unary(
                 '/fluss.v1.TabletService/FetchLog',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.SerializeToString,
@@ -92,6 +97,14 @@ class TabletServiceServicer:
 
     def ProduceLog(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProduceLogStream(self, request_iterator, context):
+        """Client -> leader: produce requests on one stream, each handled and authorized as a ProduceLog; answers
+        carry the request's correlation_id and come in completion order (docs/client.md "Produce on a stream").
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -162,6 +175,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ProduceLog': grpc.unary_unary_rpc_method_handler(
                     servicer.ProduceLog,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.SerializeToString,
+            ),
+            'ProduceLogStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceLogStream,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.SerializeToString,
             ),
@@ -236,6 +254,33 @@ class TabletService:
             request,
             target,
             '/fluss.v1.TabletService/ProduceLog',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceLogStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/fluss.v1.TabletService/ProduceLogStream',
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ProduceLogResponse.FromString,
             options,

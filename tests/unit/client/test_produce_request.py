@@ -46,3 +46,12 @@ def test_varint() -> None:
         b"\xac\x02",
         b"\x80\x80\x80\x01",
     ]
+
+
+def test_correlation_id_appended_is_the_field_protobuf_writes_last() -> None:
+    """A stream appends ``correlation_id`` (field 4, after the buckets): still the bytes protobuf writes."""
+    encoded = encode_produce_request(-1, 30_000, [(1, 0, b"x" * 200)]).with_field(b"\x20" + varint(300))
+    expected = tablet_pb2.ProduceLogRequest.FromString(_protobuf(-1, 30_000, [(1, 0, b"x" * 200)]))
+    expected.correlation_id = 300
+    assert encoded.SerializeToString() == expected.SerializeToString()
+    assert encoded.decode().correlation_id == 300
