@@ -55,8 +55,8 @@ from fluss_py.rpc.peer import replica_verifier
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import ZkClient, retry_session_lost
-from fluss_py.zk.credentials import zk_credentials
+from fluss_py.zk.client import retry_session_lost
+from fluss_py.zk.credentials import server_zk_client
 from fluss_py.zk.election import LeaderElection
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
@@ -88,13 +88,7 @@ class CoordinatorServer(CoordinatorLifecycle):
         configured_id = config[cfg.COORDINATOR_ID]
         self.server_id = configured_id if configured_id >= 0 else stable_coordinator_id(self.host, self.rpc_port)
         self.session_timeout = float(config[cfg.ZK_SESSION_TIMEOUT])
-        self.zk = ZkClient(
-            config[cfg.ZK_ADDRESS],
-            config[cfg.ZK_ROOT],
-            session_timeout=self.session_timeout,
-            connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
-            auth=zk_credentials(config),
-        )
+        self.zk = server_zk_client(config)
         self.root = self.zk.root
         self.state = StateMachine(on_change=self._on_state_change)
         self.election = LeaderElection(self.zk, self.root, self.server_id, lambda: self._signal(Signal("elect")))

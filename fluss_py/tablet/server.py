@@ -65,9 +65,9 @@ from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
 from fluss_py.tablet.storage_health import StorageCollector, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
-from fluss_py.zk.client import ZkClient, retry_session_lost
+from fluss_py.zk.client import retry_session_lost
 from fluss_py.zk.codecs import TabletServerRegistration
-from fluss_py.zk.credentials import zk_credentials
+from fluss_py.zk.credentials import server_zk_client
 from fluss_py.zk.metrics import ZkSessionCollector
 from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
 from fluss_py.zk.values import (
@@ -117,13 +117,7 @@ class TabletServer:
         self.rpc_port = config[cfg.RPC_PORT] or DEFAULT_RPC_PORT
         self.http_port = config[cfg.HTTP_PORT] or DEFAULT_HTTP_PORT
         self.session_timeout = float(config[cfg.ZK_SESSION_TIMEOUT])
-        self.zk = ZkClient(
-            config[cfg.ZK_ADDRESS],
-            config[cfg.ZK_ROOT],
-            session_timeout=self.session_timeout,
-            connection_timeout=float(config[cfg.ZK_CONNECTION_TIMEOUT]),
-            auth=zk_credentials(config),
-        )
+        self.zk = server_zk_client(config)
         self.root = self.zk.root
         self.state = TabletServerState.STARTING
         self.registered = False

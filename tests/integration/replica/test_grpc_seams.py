@@ -28,6 +28,7 @@ from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, TokenReplicaVerifier, presented
 from fluss_py.rpc.server import start_rpc_server
 from fluss_py.tablet.service import TabletServicer
 from fluss_py.testing.ports import free_port
+from fluss_py.testing.procs import async_wait_until
 from fluss_py.types import ServerNode, TableBucket
 
 pytestmark = pytest.mark.integration
@@ -247,11 +248,11 @@ async def test_an_abandoned_exchange_cancels_the_leaders_long_poll_and_the_next_
         await endpoint.fetch(session_fetch(0, 0))
         layer.park = True
         parked = asyncio.ensure_future(endpoint.fetch(session_fetch(41, 1)))
-        await wait_until_async(lambda: len(layer.handled) == 2)
+        await async_wait_until(lambda: len(layer.handled) == 2)
         parked.cancel()  # as the fetcher does when buckets are added during a long poll
         with pytest.raises(asyncio.CancelledError):
             await parked
-        await wait_until_async(lambda: layer.cancelled == 1)  # the leader stopped handling it
+        await async_wait_until(lambda: layer.cancelled == 1)  # the leader stopped handling it
         layer.park = False
         answer = await endpoint.fetch(session_fetch(0, 0))
         assert answer.buckets[TB].high_watermark == 3 and endpoint.streams.opened == 2
@@ -272,10 +273,3 @@ async def test_a_leader_without_fetch_streams_is_fetched_from_with_unary_calls()
     finally:
         await endpoint.close()
         await server.stop(None)
-
-
-async def wait_until_async(cond, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
