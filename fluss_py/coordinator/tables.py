@@ -157,6 +157,9 @@ class ClusterView:
         # (durable in ZooKeeper), sent in every BucketLeaderAndIsr (docs/rebalance.md §6)
         self.adding_replicas: dict[TableBucket, tuple[int, ...]] = {}
         self._info_pb: dict[int, common_pb2.TableInfo] = {}  # table id -> its TableInfo message (table_info_pb)
+        # tb -> (leader_and_isr, replicas, adding, message): the inputs it was built from, compared by identity
+        self._bucket_pb: dict[TableBucket, tuple[Any, tuple[int, ...], tuple[int, ...], Any]] = {}
+        self._table_pb: dict[int, common_pb2.TableMetadata] = {}  # valid while no bucket_pb of it was rebuilt
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
@@ -170,8 +173,16 @@ class ClusterView:
             pb = self._info_pb[table_id] = self.tables[table_id].to_pb()
         return pb
 
+    def _forget_pb(self, table_id: int) -> None:
+        self._info_pb.pop(table_id, None)
+        self._table_pb.pop(table_id, None)
+        for tb in [tb for tb in self._bucket_pb if tb.table_id == table_id]:
+            del self._bucket_pb[tb]
+
     def clear(self) -> None:
         self._info_pb.clear()
+        self._bucket_pb.clear()
+        self._table_pb.clear()
         self.tables.clear()
         self.by_path.clear()
         self.buckets.clear()
@@ -182,14 +193,14 @@ class ClusterView:
         self.adding_replicas.clear()
 
     def add_table(self, info: TableRegistration, assignment: Mapping[int, tuple[int, ...]]) -> None:
-        self._info_pb.pop(info.table_id, None)
+        self._forget_pb(info.table_id)
         self.tables[info.table_id] = info
         self.by_path[info.path] = info.table_id
         for b, replicas in assignment.items():
             self.buckets[TableBucket(info.table_id, b)] = BucketInfo(tuple(replicas))
 
     def remove_table(self, table_id: int) -> TableRegistration | None:
-        self._info_pb.pop(table_id, None)
+        self._forget_pb(table_id)
         info = self.tables.pop(table_id, None)
         if info is None:
             return None
@@ -219,14 +230,27 @@ class ClusterView:
         )
 
     def bucket_pb(self, tb: TableBucket) -> common_pb2.BucketLeaderAndIsr:
+        """The bucket's message, rebuilt only when its LeaderAndIsr, replicas or adding replicas are other
+        objects than the last build's (all three are immutable: a change assigns a new one). A death at 20,000
+        buckets asks for each changed bucket twice (NotifyLeaderAndIsr and the metadata delta) and every
+        GetMetadata for every bucket. Callers must not modify the message."""
         bucket = self.buckets[tb]
-        lai = bucket.leader_and_isr or LeaderAndIsr(-1, -1, (), -1, -1)
-        adding = tuple(r for r in self.adding_replicas.get(tb, ()) if r in bucket.replicas)
-        return convert.leader_and_isr_to_pb(tb, lai, bucket.replicas, adding)
+        lai, replicas, adding = bucket.leader_and_isr, bucket.replicas, self.adding_replicas.get(tb, ())
+        memo = self._bucket_pb.get(tb)
+        if memo is not None and memo[0] is lai and memo[1] is replicas and memo[2] is adding:
+            return memo[3]
+        pb = convert.leader_and_isr_to_pb(
+            tb, lai or LeaderAndIsr(-1, -1, (), -1, -1), replicas, tuple(r for r in adding if r in replicas)
+        )
+        self._bucket_pb[tb] = (lai, replicas, adding, pb)
+        self._table_pb.pop(tb.table_id, None)
+        return pb
 
     def table_metadata_pb(self, table_id: int) -> common_pb2.TableMetadata:
-        info = self.tables[table_id]
-        return common_pb2.TableMetadata(
-            info=self.table_info_pb(info.table_id),
-            buckets=[self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)],
-        )
+        """The table's message, kept until one of its buckets' messages is rebuilt (``bucket_pb``): a poll of
+        unchanged tables builds nothing. Callers must not modify the message."""
+        buckets = [self.bucket_pb(tb) for tb, _ in self.table_buckets(table_id)]
+        pb = self._table_pb.get(table_id)
+        if pb is None or len(pb.buckets) != len(buckets):
+            pb = self._table_pb[table_id] = common_pb2.TableMetadata(info=self.table_info_pb(table_id), buckets=buckets)
+        return pb
