@@ -35,6 +35,15 @@ function renderHeader(s) {
     `coordinator ${c.id} · ${c.state} · epoch ${c.epoch} · ZooKeeper ${c.zk_connected ? "connected" : "DISCONNECTED"}`;
 }
 
+function renderCoordinators(s) {
+  fill($("coordinators").tBodies[0], (s.coordinators || []).map((c) => {
+    const tr = row([c.id, c.host || "—", c.state, c.epoch === null ? "—" : c.epoch,
+      c.rank === null ? "—" : `standby #${c.rank}`], c.state === "Leader" ? "selected" : "");
+    tr.dataset.coordinator = c.id;
+    return tr;
+  }));
+}
+
 function renderServers(s) {
   fill($("servers").tBodies[0], s.servers.map((t) => {
     const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated],
@@ -113,6 +122,7 @@ function render() {
   if (!s) return;
   if (s.error) { $("coordinator").textContent = `snapshot failed: ${s.error}`; return; }
   renderHeader(s);
+  renderCoordinators(s);
   renderServers(s);
   renderTables(s);
   renderBuckets(s);
