@@ -34,6 +34,7 @@ class ConsoleSource:
     live: set[int] = field(default_factory=set)
     servers: Mapping[int, TabletServerRegistration] = field(default_factory=dict)
     sizes: Mapping[TableBucket, int] = field(default_factory=dict)
+    offsets: Mapping[int, Mapping[TableBucket, tuple[int, int]]] = field(default_factory=dict)  # per server
     rebalance: dict[str, Any] | None = None
     coordinators: list[dict[str, Any]] = field(default_factory=list)
 
@@ -93,6 +94,7 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
         offline = leader not in source.live or view.bucket_states.get(tb) is BucketState.OFFLINE
         under = not offline and len(isr) < len(bucket.replicas)
         size = int(source.sizes.get(tb, 0))
+        hw, leo = source.offsets.get(leader, {}).get(tb, (-1, -1))  # the current leader's last report
         table = tables.get(tb.table_id)
         if table is not None:
             table["bytes"] += size
@@ -113,6 +115,8 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
                 "replicas": list(bucket.replicas),
                 "isr": isr,
                 "size": size,
+                "high_watermark": hw,
+                "log_end_offset": leo,
                 "under_replicated": under,
                 "offline": offline,
             }

@@ -198,7 +198,8 @@ class CoordinatorServer(CoordinatorLifecycle):
         view, live = source
         progress = leader.rebalance.progress if leader.rebalance is not None else None
         servers = dict(leader.context.tablet_servers)
-        return ConsoleSource(coordinator, view, live, servers, leader.bucket_sizes(), progress and progress.view(),
+        sizes = leader.bucket_sizes
+        return ConsoleSource(coordinator, view, live, servers, sizes(), sizes.offsets(), progress and progress.view(),
                              self._console_coordinators)  # fmt: skip
 
     async def _read_coordinators(self) -> None:

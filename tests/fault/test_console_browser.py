@@ -67,7 +67,9 @@ def test_console_in_chromium_follows_a_leader_kill_and_plans_a_rebalance(cluster
 
     def buckets_with_full_isr() -> list[list[str]] | None:
         rows = _cells(browser, "buckets")
-        full = [r for r in rows if len(r) == 7 and r[1] != "-1" and len(r[4].split(",")) == 2]
+        # columns: bucket, leader, epoch, replicas, ISR, HW, LEO, size, state; HW/LEO arrive with the leaders'
+        # next size report (every 2 s)
+        full = [r for r in rows if len(r) == 9 and r[1] != "-1" and len(r[4].split(",")) == 2 and r[5] != "—"]
         return rows if len(full) == 6 else None
 
     cluster.wait_until(lambda: len(_cells(browser, "servers")) == 3, 30, "three tablet servers on the page")

@@ -78,7 +78,8 @@ function renderBuckets(s) {
   const shown = buckets.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
   fill($("buckets").tBodies[0], shown.map((b) => {
     const status = b.offline ? "offline" : b.under_replicated ? "under-replicated" : "ok";
-    const tr = row([b.bucket, b.leader, b.leader_epoch, b.replicas.join(","), b.isr.join(","), bytes(b.size), status],
+    const tr = row([b.bucket, b.leader, b.leader_epoch, b.replicas.join(","), b.isr.join(","),
+      b.high_watermark < 0 ? "—" : b.high_watermark, b.log_end_offset < 0 ? "—" : b.log_end_offset, bytes(b.size), status],
       b.offline ? "offline" : b.under_replicated ? "under" : "");
     tr.dataset.bucket = b.bucket;
     tr.dataset.leader = b.leader;

@@ -101,3 +101,12 @@ def test_coordinators_panel_names_the_leader_its_epoch_and_the_standbys_in_succe
     assert {r["id"]: (r["state"], r["host"]) for r in rows} == {1: ("Standby", "127.0.0.1:9001"), 5: ("Standby", "")}
     snap = build_snapshot(ConsoleSource({"id": 1}, coordinators=rows), now=1.0)
     assert snap["coordinators"] == rows  # a standby's snapshot (no view) carries the panel too
+
+
+def test_hw_and_leo_of_a_bucket_come_from_its_current_leaders_report():
+    view = _view({0: (1, (1, 2, 3)), 1: (2, (2, 3)), 2: (3, (3,))})
+    source = _source(view, live={1, 2, 3})
+    # server 2 still reports bucket 0 from before it lost the leadership: the leader's report counts
+    source.offsets = {1: {TableBucket(7, 0): (10, 12)}, 2: {TableBucket(7, 0): (4, 4), TableBucket(7, 1): (5, 6)}}
+    rows = {b["bucket"]: b for b in build_snapshot(source, now=1.0)["buckets"]}
+    assert [(rows[b]["high_watermark"], rows[b]["log_end_offset"]) for b in range(3)] == [(10, 12), (5, 6), (-1, -1)]
