@@ -115,8 +115,8 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
                 "replicas": list(bucket.replicas),
                 "isr": isr,
                 "size": size,
-                "high_watermark": hw,
-                "log_end_offset": leo,
+                "hw": hw,
+                "leo": leo,
                 "under_replicated": under,
                 "offline": offline,
             }

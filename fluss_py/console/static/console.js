@@ -79,7 +79,7 @@ function renderBuckets(s) {
   fill($("buckets").tBodies[0], shown.map((b) => {
     const status = b.offline ? "offline" : b.under_replicated ? "under-replicated" : "ok";
     const tr = row([b.bucket, b.leader, b.leader_epoch, b.replicas.join(","), b.isr.join(","),
-      b.high_watermark < 0 ? "—" : b.high_watermark, b.log_end_offset < 0 ? "—" : b.log_end_offset, bytes(b.size), status],
+      b.hw < 0 ? "—" : b.hw, b.leo < 0 ? "—" : b.leo, bytes(b.size), status],
       b.offline ? "offline" : b.under_replicated ? "under" : "");
     tr.dataset.bucket = b.bucket;
     tr.dataset.leader = b.leader;

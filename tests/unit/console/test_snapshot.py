@@ -109,4 +109,4 @@ def test_hw_and_leo_of_a_bucket_come_from_its_current_leaders_report():
     # server 2 still reports bucket 0 from before it lost the leadership: the leader's report counts
     source.offsets = {1: {TableBucket(7, 0): (10, 12)}, 2: {TableBucket(7, 0): (4, 4), TableBucket(7, 1): (5, 6)}}
     rows = {b["bucket"]: b for b in build_snapshot(source, now=1.0)["buckets"]}
-    assert [(rows[b]["high_watermark"], rows[b]["log_end_offset"]) for b in range(3)] == [(10, 12), (5, 6), (-1, -1)]
+    assert [(rows[b]["hw"], rows[b]["leo"]) for b in range(3)] == [(10, 12), (5, 6), (-1, -1)]
