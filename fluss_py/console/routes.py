@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 STATIC_FILES = {"console.js": "application/javascript", "console.css": "text/css"}
 KEEPALIVE_S = 15.0  # an SSE comment line when nothing changed, so proxies keep the stream open
+REFRESH_EVERY = 5  # samples between two runs of ``refresh`` (the ZooKeeper reads of the coordinators panel)
+REFRESH_TIMEOUT_S = 2.0
 
 
 class ConsoleFeed:
@@ -48,8 +50,13 @@ class ConsoleFeed:
         *,
         interval: float = 1.0,
         scheme: str = "http",
+        refresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``refresh``: an async read the ``read`` callable's source depends on (ZooKeeper), run every
+        ``REFRESH_EVERY`` samples and awaited at most ``REFRESH_TIMEOUT_S`` (a slow ZooKeeper delays the
+        next sample by that much, and the panel it feeds stays as last read)."""
         self._read = read
+        self._refresh = refresh
         self._leader = leader
         self.interval = interval
         self.scheme = scheme
@@ -63,8 +70,19 @@ class ConsoleFeed:
 
     async def run(self) -> None:
         """Sample forever; a failed sample is logged and published as an error, the loop goes on."""
+        samples, refreshed_for = 0, None
         while True:
+            # every REFRESH_EVERY samples, and at once when this coordinator's own state or epoch changed
+            # (it just became leader: the panel must not show the election it won for 5 s)
+            own = self._latest.get("coordinator") if self._latest else None
+            if self._refresh is not None and (samples % REFRESH_EVERY == 0 or own != refreshed_for):
+                refreshed_for = own
+                try:
+                    await asyncio.wait_for(self._refresh(), REFRESH_TIMEOUT_S)
+                except Exception as e:  # the panel keeps its last read; the next round tries again
+                    log.warning("console refresh failed: %s: %s", type(e).__name__, e)
             self.sample(time.time())
+            samples += 1
             await asyncio.sleep(self.interval)
 
     def sample(self, now: float) -> None:

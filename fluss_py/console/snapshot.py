@@ -18,8 +18,8 @@ from typing import Any
 
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView
-from fluss_py.types import TableBucket
-from fluss_py.zk.codecs import TabletServerRegistration
+from fluss_py.types import CoordinatorLeaderInfo, TableBucket
+from fluss_py.zk.codecs import CoordinatorRegistration, TabletServerRegistration
 
 TIMELINE_WINDOW_S = 3600.0
 TIMELINE_MAX_EVENTS = 5000  # a mass failover of thousands of buckets still fits; older events are dropped
@@ -34,13 +34,43 @@ class ConsoleSource:
     live: set[int] = field(default_factory=set)
     servers: Mapping[int, TabletServerRegistration] = field(default_factory=dict)
     sizes: Mapping[TableBucket, int] = field(default_factory=dict)
+    offsets: Mapping[int, Mapping[TableBucket, tuple[int, int]]] = field(default_factory=dict)  # per server
     rebalance: dict[str, Any] | None = None
+    coordinators: list[dict[str, Any]] = field(default_factory=list)
+
+
+def coordinators_view(
+    registered: list[CoordinatorRegistration], candidates: list[int], leader: CoordinatorLeaderInfo | None
+) -> list[dict[str, Any]]:
+    """Every coordinator as ZooKeeper knows it (pure): ``registered`` from ``coordinator/servers``,
+    ``candidates`` the server ids of ``coordinator/election`` in election order, ``leader`` the leader node.
+    State: ``Leader`` (the leader node names it), ``Standby`` (registered and in the election, ``rank`` its
+    place in the line of succession), ``Registered`` (registered, not a candidate: starting or stepping
+    down). A leader or candidate without a registration is listed too (its address unknown)."""
+    regs = {r.server_id: r for r in registered}
+    ids = set(regs) | set(candidates) | ({leader.server_id} if leader is not None else set())
+    leader_id = leader.server_id if leader is not None else None
+    standbys = [sid for sid in candidates if sid != leader_id]
+    out = []
+    for sid in sorted(ids):
+        reg = regs.get(sid)
+        state = "Leader" if sid == leader_id else "Standby" if sid in standbys else "Registered"
+        out.append({
+            "id": sid,
+            "host": f"{reg.host}:{reg.port}" if reg is not None else "",
+            "http_port": reg.http_port if reg is not None else 0,
+            "state": state,
+            "epoch": leader.epoch if leader is not None and sid == leader_id else None,
+            "rank": standbys.index(sid) + 1 if state == "Standby" else None,
+        })  # fmt: skip
+    return out
 
 
 def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
     """The console's JSON document (docs/console.md lists its fields)."""
     view = source.view
-    out: dict[str, Any] = {"ts": now, "coordinator": source.coordinator, "servers": [], "tables": [], "buckets": []}
+    out: dict[str, Any] = {"ts": now, "coordinator": source.coordinator, "coordinators": source.coordinators,
+                           "servers": [], "tables": [], "buckets": []}  # fmt: skip
     if view is None:
         return out
     # a server that holds replicas but is not registered (dead) is shown too, as not alive
@@ -64,6 +94,7 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
         offline = leader not in source.live or view.bucket_states.get(tb) is BucketState.OFFLINE
         under = not offline and len(isr) < len(bucket.replicas)
         size = int(source.sizes.get(tb, 0))
+        hw, leo = source.offsets.get(leader, {}).get(tb, (-1, -1))  # the current leader's last report
         table = tables.get(tb.table_id)
         if table is not None:
             table["bytes"] += size
@@ -84,6 +115,8 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
                 "replicas": list(bucket.replicas),
                 "isr": isr,
                 "size": size,
+                "hw": hw,
+                "leo": leo,
                 "under_replicated": under,
                 "offline": offline,
             }

@@ -96,8 +96,8 @@ class LivenessStream(Protocol):
     async def follow(self, server_id: int, reg: TabletServerRegistration, on_heartbeat: Callable[[], None]) -> str: ...
 
 
-# (server, sizes, dropped buckets, incremental): one led-sizes report of a liveness stream
-SizesReport = Callable[[int, dict[TableBucket, int], list[TableBucket], bool], None]
+# (server, sizes, dropped buckets, incremental, (HW, LEO) per bucket): one led-sizes report of a liveness stream
+SizesReport = Callable[[int, dict[TableBucket, int], list[TableBucket], bool, dict[TableBucket, tuple[int, int]]], None]
 
 
 class GrpcLivenessStream:
@@ -124,7 +124,8 @@ class GrpcLivenessStream:
                     return f"answered by server {beat.server_id} incarnation {beat.incarnation!r}"
                 on_heartbeat()
                 if beat.sizes_included and self._on_sizes is not None:
-                    self._on_sizes(server_id, sizes_of(beat), dropped_of(beat), beat.sizes_incremental)
+                    incremental = beat.sizes_incremental
+                    self._on_sizes(server_id, sizes_of(beat), dropped_of(beat), incremental, offsets_of(beat))
             return "stream ended by the server"
         except asyncio.CancelledError:
             call.cancel()
@@ -138,6 +139,14 @@ class GrpcLivenessStream:
 def sizes_of(beat: tablet_pb2.LivenessHeartbeat) -> dict[TableBucket, int]:
     """The led-bucket sizes a heartbeat carries (pure)."""
     return {TableBucket(s.table_bucket.table_id, s.table_bucket.bucket): s.size_bytes for s in beat.led_bucket_sizes}
+
+
+def offsets_of(beat: tablet_pb2.LivenessHeartbeat) -> dict[TableBucket, tuple[int, int]]:
+    """(HW, LEO) of the led buckets a heartbeat carries (pure)."""
+    return {
+        TableBucket(s.table_bucket.table_id, s.table_bucket.bucket): (s.high_watermark, s.log_end_offset)
+        for s in beat.led_bucket_sizes
+    }
 
 
 def dropped_of(beat: tablet_pb2.LivenessHeartbeat) -> list[TableBucket]:

@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
 from fluss_py.console.routes import ConsoleFeed
-from fluss_py.console.snapshot import ConsoleSource
+from fluss_py.console.snapshot import ConsoleSource, coordinators_view
 from fluss_py.coordinator.context import CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
 from fluss_py.coordinator.dynamic_config import config_routes
@@ -56,10 +56,17 @@ from fluss_py.rpc.server import start_rpc_server
 from fluss_py.security.server_security import ServerSecurity
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import retry_session_lost
+from fluss_py.zk.codecs import sequence_of
 from fluss_py.zk.credentials import server_zk_client
 from fluss_py.zk.election import LeaderElection
 from fluss_py.zk.metrics import ZkSessionCollector
-from fluss_py.zk.paths import CoordinatorLeaderZNode, TabletServerZNode, persistent_parents
+from fluss_py.zk.paths import (
+    CandidateZNode,
+    CoordinatorLeaderZNode,
+    CoordinatorServerZNode,
+    TabletServerZNode,
+    persistent_parents,
+)
 from fluss_py.zk.values import ZkError
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
@@ -152,7 +159,10 @@ class CoordinatorServer(CoordinatorLifecycle):
         self.servicer: CoordinatorServicer | None = None
         self.metrics.register(_RefusalCollector(lambda: self.servicer))
         scheme = "https" if self.security.tls else "http"
-        self.console = ConsoleFeed(self._console_source, self.current_leader, scheme=scheme)  # docs/console.md
+        self._console_coordinators: list[dict[str, Any]] = []  # the coordinators panel, read by _read_coordinators
+        self.console = ConsoleFeed(
+            self._console_source, self.current_leader, scheme=scheme, refresh=self._read_coordinators
+        )  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:
         """The replica token in tablet server ``server_id``'s registration (None: not registered)."""
@@ -178,11 +188,34 @@ class CoordinatorServer(CoordinatorLifecycle):
                        "zk_connected": self.zk.connected}  # fmt: skip
         source, leader = self._distribution_source(), self._leader
         if source is None or leader is None:
-            return ConsoleSource(coordinator)
+            return ConsoleSource(coordinator, coordinators=self._console_coordinators)
         view, live = source
         progress = leader.rebalance.progress if leader.rebalance is not None else None
         servers = dict(leader.context.tablet_servers)
-        return ConsoleSource(coordinator, view, live, servers, leader.bucket_sizes(), progress and progress.view())
+        sizes = leader.bucket_sizes
+        return ConsoleSource(coordinator, view, live, servers, sizes(), sizes.offsets(), progress and progress.view(),
+                             self._console_coordinators)  # fmt: skip
+
+    async def _read_coordinators(self) -> None:
+        """Every coordinator from ZooKeeper (registrations, election candidates, leader node) for the
+        console's coordinators panel; a few small reads every ``REFRESH_EVERY`` samples."""
+        if not self.zk.connected:
+            return
+        registered = []
+        parent = CoordinatorServerZNode.parent(self.root)
+        for name in await self.zk.get_children(parent):
+            got = await self.zk.get(f"{parent}/{name}")
+            if got is not None:
+                registered.append(CoordinatorServerZNode.decode(got[0]))
+        candidates = []
+        parent = CandidateZNode.parent(self.root)
+        for name in sorted(await self.zk.get_children(parent), key=sequence_of):
+            got = await self.zk.get(f"{parent}/{name}")
+            if got is not None:
+                candidates.append(CandidateZNode.decode(got[0]))
+        got = await self.zk.get(CoordinatorLeaderZNode.path(self.root))
+        leader = CoordinatorLeaderZNode.decode(got[0]) if got is not None else None
+        self._console_coordinators = coordinators_view(registered, candidates, leader)
 
     @property
     def coordinator_epoch(self) -> int:

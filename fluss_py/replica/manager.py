@@ -197,9 +197,13 @@ class ReplicaManager:
         """One pass over the replicas (called per /metrics scrape and /health; nothing is kept per request)."""
         return collect_stats(self._replicas, self.isr, self.reads, self.group_flush)
 
-    def led_sizes(self) -> list[tuple[TableBucket, int]]:
-        """(bucket, log bytes) of every bucket this server leads (the liveness heartbeat's size report)."""
-        return [(tb, r.log.size_in_bytes) for tb, r in self._replicas.items() if r.state is LocalReplicaState.LEADER]
+    def led_sizes(self) -> list[tuple[TableBucket, tuple[int, int, int]]]:
+        """(bucket, (log bytes, HW, LEO)) of every bucket this server leads (the liveness heartbeat's report)."""
+        return [
+            (tb, (r.log.size_in_bytes, r.log.high_watermark, r.log.log_end_offset))
+            for tb, r in self._replicas.items()
+            if r.state is LocalReplicaState.LEADER
+        ]
 
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:

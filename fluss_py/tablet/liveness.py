@@ -36,7 +36,7 @@ DEFAULT_INTERVAL_MS = 1000
 MIN_INTERVAL_MS = 50
 SIZES_INTERVAL_S = 2.0
 
-LedSizes = Callable[[], Iterable[tuple[TableBucket, int]]]
+LedSizes = Callable[[], Iterable[tuple[TableBucket, tuple[int, int, int]]]]  # (bucket, (bytes, HW, LEO))
 
 
 def new_incarnation() -> str:
@@ -70,17 +70,18 @@ class LivenessBeacon:
     ) -> None:
         self.server_id = server_id
         self.incarnation = incarnation
-        self.led_sizes = led_sizes  # (bucket, bytes) of the buckets this server leads; None: never reported
+        self.led_sizes = led_sizes  # (bucket, (bytes, HW, LEO)) of the buckets it leads; None: never reported
         self.sizes_interval_s = sizes_interval_s
         self._clock = clock
         self.streams = 0  # open streams (for /health and tests)
 
     def heartbeat(
-        self, sequence: int, with_sizes: bool, reported: dict[TableBucket, int] | None = None
-    ) -> tuple[Any, dict[TableBucket, int] | None]:
+        self, sequence: int, with_sizes: bool, reported: dict[TableBucket, tuple[int, int, int]] | None = None
+    ) -> tuple[Any, dict[TableBucket, tuple[int, int, int]] | None]:
         """One heartbeat, and the sizes the stream has reported so far. With ``with_sizes`` and a provider,
-        it carries the led buckets' sizes: all of them when ``reported`` is None (a stream's first report),
-        else only those that differ from ``reported`` and, in ``sizes_dropped``, the ones no longer led."""
+        it carries the led buckets' sizes, HW and LEO: all of them when ``reported`` is None (a stream's first
+        report), else only those whose size, HW or LEO differ from ``reported`` and, in ``sizes_dropped``, the
+        ones no longer led (an idle bucket changes none of the three: it is not in the report)."""
         beat = tablet_pb2.LivenessHeartbeat(server_id=self.server_id, incarnation=self.incarnation, sequence=sequence)
         if not with_sizes or self.led_sizes is None:
             return beat, reported
@@ -89,8 +90,8 @@ class LivenessBeacon:
         changed = now if reported is None else {tb: s for tb, s in now.items() if reported.get(tb) != s}
         beat.led_bucket_sizes.extend(
             tablet_pb2.BucketSize(table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
-                                  size_bytes=size)
-            for tb, size in changed.items()
+                                  size_bytes=size, high_watermark=hw, log_end_offset=leo)
+            for tb, (size, hw, leo) in changed.items()
         )  # fmt: skip
         if reported is not None:
             beat.sizes_incremental = True
@@ -109,7 +110,7 @@ class LivenessBeacon:
         self.streams += 1
         sequence = 0
         sizes_due = self._clock()
-        reported: dict[TableBucket, int] | None = None  # what this stream's reports add up to
+        reported: dict[TableBucket, tuple[int, int, int]] | None = None  # what this stream's reports add up to
         try:
             while True:
                 now = self._clock()

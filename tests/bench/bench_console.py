@@ -44,7 +44,8 @@ def _sample_ms() -> tuple[float, int]:
         bucket.leader_and_isr = LeaderAndIsr(1 + tb.bucket % 3, 0, (1, 2, 3), 1, 0)
     servers = {s: TabletServerRegistration("127.0.0.1", 9000 + s) for s in (1, 2, 3)}
     sizes = {TableBucket(1, b): 1 << 20 for b in range(BUCKETS)}
-    source = ConsoleSource({"id": 1, "state": "Leader"}, view, {1, 2, 3}, servers, sizes)
+    offsets = {s: {TableBucket(1, b): (1000, 1000) for b in range(BUCKETS) if 1 + b % 3 == s} for s in (1, 2, 3)}
+    source = ConsoleSource({"id": 1, "state": "Leader"}, view, {1, 2, 3}, servers, sizes, offsets)
     t = time.perf_counter()
     for _ in range(10):
         encoded = json.dumps(build_snapshot(source, time.time()), separators=(",", ":")).encode()

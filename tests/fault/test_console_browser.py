@@ -67,12 +67,17 @@ def test_console_in_chromium_follows_a_leader_kill_and_plans_a_rebalance(cluster
 
     def buckets_with_full_isr() -> list[list[str]] | None:
         rows = _cells(browser, "buckets")
-        full = [r for r in rows if len(r) == 7 and r[1] != "-1" and len(r[4].split(",")) == 2]
+        # columns: bucket, leader, epoch, replicas, ISR, HW, LEO, size, state; HW/LEO arrive with the leaders'
+        # next size report (every 2 s)
+        full = [r for r in rows if len(r) == 9 and r[1] != "-1" and len(r[4].split(",")) == 2 and r[5] != "—"]
         return rows if len(full) == 6 else None
 
     cluster.wait_until(lambda: len(_cells(browser, "servers")) == 3, 30, "three tablet servers on the page")
     rows = cluster.wait_until(buckets_with_full_isr, 30, "six buckets with a leader and a full ISR on the page")
     assert [r[0] for r in _cells(browser, "tables")] == [TABLE]
+    coordinators = cluster.wait_until(lambda: [r for r in _cells(browser, "coordinators") if r[2] == "Leader"] or None,
+                                      30, "the coordinators panel shows the leader")  # fmt: skip
+    assert len(coordinators) == 1 and coordinators[0][3] not in ("", "—"), coordinators  # with its epoch
     browser.save_screenshot(str(ARTIFACTS / "1-cluster.png"))  # type: ignore[attr-defined]
     renders = int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-renders"))  # type: ignore[attr-defined]
 

@@ -82,6 +82,15 @@ def test_console_pages_redirect_bad_input_and_a_leader_kill(cluster_factory):
     assert [s["alive"] for s in snap["servers"]] == [True, True, True]
     assert len(_first_event(at)["buckets"]) == 4
 
+    def both_coordinators() -> list[dict[str, Any]] | None:
+        rows = _snapshot(at)["coordinators"]
+        return rows if sorted(r["state"] for r in rows) == ["Leader", "Standby"] else None
+
+    rows = cluster.wait_until(both_coordinators, 20, "the coordinators panel shows the leader and the standby")
+    (lead,) = [r for r in rows if r["state"] == "Leader"]
+    assert (lead["id"], lead["epoch"]) == (snap["coordinator"]["id"], snap["coordinator"]["epoch"])
+    assert [r["rank"] for r in rows if r["state"] == "Standby"] == [1]
+
     victim = next(b for b in snap["buckets"] if b["bucket"] == 0)["leader"]
     kill9(cluster, f"{TABLET_SERVER}-{victim}")
 

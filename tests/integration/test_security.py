@@ -384,6 +384,14 @@ def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None
     assert info.value.code == 403
     assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
     assert not zk_exists(cluster, RebalanceZNode.path(cluster.zk_root))
+    # the console's Cancel… button: DELETE /rebalance is a state change too
+    cancel = urllib.request.Request(
+        f"{coordinator.http_url}/rebalance", method="DELETE", headers={"Authorization": f"Basic {token}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(cancel, timeout=5, context=cluster.http_context())
+    assert info.value.code == 403
+    assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
     # no credentials at all: 401
     anonymous = urllib.request.Request(f"{coordinator.http_url}/rebalance", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:

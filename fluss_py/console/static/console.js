@@ -35,6 +35,15 @@ function renderHeader(s) {
     `coordinator ${c.id} · ${c.state} · epoch ${c.epoch} · ZooKeeper ${c.zk_connected ? "connected" : "DISCONNECTED"}`;
 }
 
+function renderCoordinators(s) {
+  fill($("coordinators").tBodies[0], (s.coordinators || []).map((c) => {
+    const tr = row([c.id, c.host || "—", c.state, c.epoch === null ? "—" : c.epoch,
+      c.rank === null ? "—" : `standby #${c.rank}`], c.state === "Leader" ? "selected" : "");
+    tr.dataset.coordinator = c.id;
+    return tr;
+  }));
+}
+
 function renderServers(s) {
   fill($("servers").tBodies[0], s.servers.map((t) => {
     const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated],
@@ -69,7 +78,8 @@ function renderBuckets(s) {
   const shown = buckets.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
   fill($("buckets").tBodies[0], shown.map((b) => {
     const status = b.offline ? "offline" : b.under_replicated ? "under-replicated" : "ok";
-    const tr = row([b.bucket, b.leader, b.leader_epoch, b.replicas.join(","), b.isr.join(","), bytes(b.size), status],
+    const tr = row([b.bucket, b.leader, b.leader_epoch, b.replicas.join(","), b.isr.join(","),
+      b.hw < 0 ? "—" : b.hw, b.leo < 0 ? "—" : b.leo, bytes(b.size), status],
       b.offline ? "offline" : b.under_replicated ? "under" : "");
     tr.dataset.bucket = b.bucket;
     tr.dataset.leader = b.leader;
@@ -113,6 +123,7 @@ function render() {
   if (!s) return;
   if (s.error) { $("coordinator").textContent = `snapshot failed: ${s.error}`; return; }
   renderHeader(s);
+  renderCoordinators(s);
   renderServers(s);
   renderTables(s);
   renderBuckets(s);

@@ -27,6 +27,7 @@ class BucketSizes:
         self.max_age_s = max_age_s
         self._clock = clock
         self._reports: dict[int, tuple[float, dict[TableBucket, int]]] = {}
+        self._offsets: dict[int, dict[TableBucket, tuple[int, int]]] = {}  # (HW, LEO) per led bucket (console)
 
     def report(
         self,
@@ -34,18 +35,29 @@ class BucketSizes:
         sizes: Mapping[TableBucket, int],
         dropped: Iterable[TableBucket] = (),
         incremental: bool = False,
+        offsets: Mapping[TableBucket, tuple[int, int]] | None = None,
     ) -> None:
         """A server's report: whole (replaces its previous one), or ``incremental`` (changed sizes and the
-        buckets it no longer leads, on top of the previous report of the same stream)."""
+        buckets it no longer leads, on top of the previous report of the same stream). ``offsets``: the
+        same buckets' (HW, LEO), merged the same way (O(changed) per report)."""
         previous = self._reports.get(server_id)
         if not incremental or previous is None:
             self._reports[server_id] = (self._clock(), dict(sizes))
+            self._offsets[server_id] = dict(offsets or {})
             return
-        merged = previous[1]
+        merged, merged_offsets = previous[1], self._offsets.setdefault(server_id, {})
         for tb in dropped:
             merged.pop(tb, None)
+            merged_offsets.pop(tb, None)
         merged.update(sizes)
+        merged_offsets.update(offsets or {})
         self._reports[server_id] = (self._clock(), merged)
+
+    def offsets(self) -> dict[int, Mapping[TableBucket, tuple[int, int]]]:
+        """(HW, LEO) per led bucket of each server with a fresh report, as of that report (the console takes
+        a bucket's from its current leader; no copy is made)."""
+        oldest = self._clock() - self.max_age_s
+        return {sid: self._offsets.get(sid, {}) for sid, (at, _) in self._reports.items() if at >= oldest}
 
     def __call__(self) -> dict[TableBucket, int]:
         """Bytes per bucket from the fresh reports (a bucket no server reported is absent: 0 to the planner)."""

@@ -342,9 +342,13 @@ class LivenessHeartbeat(_message.Message):
     def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ..., sizes_incremental: _Optional[bool] = ..., sizes_dropped: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
 
 class BucketSize(_message.Message):
-    __slots__ = ("table_bucket", "size_bytes")
+    __slots__ = ("table_bucket", "size_bytes", "high_watermark", "log_end_offset")
     TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     table_bucket: _common_pb2.TableBucket
     size_bytes: int
-    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    high_watermark: int
+    log_end_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., size_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...

@@ -81,3 +81,32 @@ def test_rates_are_size_growth_over_the_window():
     later = build_snapshot(_source(view, {1, 2, 3}, {tb: 6000}), now=5.0)
     rates.observe(later)
     assert later["tables"][0]["bytes_per_s"] == 1000.0
+
+
+def test_coordinators_panel_names_the_leader_its_epoch_and_the_standbys_in_succession_order():
+    from fluss_py.console.snapshot import coordinators_view
+    from fluss_py.types import CoordinatorLeaderInfo
+    from fluss_py.zk.codecs import CoordinatorRegistration
+
+    registered = [CoordinatorRegistration(sid, "127.0.0.1", 9000 + sid, 9100 + sid) for sid in (1, 2, 3, 4)]
+    leader = CoordinatorLeaderInfo(2, 7, "127.0.0.1", 9002, 9102)
+    rows = coordinators_view(registered, [2, 3, 1], leader)  # 4 registered but not (yet) a candidate
+    got = {r["id"]: (r["state"], r["epoch"], r["rank"]) for r in rows}
+    assert got == {
+        1: ("Standby", None, 2), 2: ("Leader", 7, None), 3: ("Standby", None, 1), 4: ("Registered", None, None)
+    }  # fmt: skip
+    assert rows[1]["host"] == "127.0.0.1:9002"
+    # no leader node (an election in progress): nobody is Leader; an unregistered candidate is still listed
+    rows = coordinators_view(registered[:1], [5, 1], None)
+    assert {r["id"]: (r["state"], r["host"]) for r in rows} == {1: ("Standby", "127.0.0.1:9001"), 5: ("Standby", "")}
+    snap = build_snapshot(ConsoleSource({"id": 1}, coordinators=rows), now=1.0)
+    assert snap["coordinators"] == rows  # a standby's snapshot (no view) carries the panel too
+
+
+def test_hw_and_leo_of_a_bucket_come_from_its_current_leaders_report():
+    view = _view({0: (1, (1, 2, 3)), 1: (2, (2, 3)), 2: (3, (3,))})
+    source = _source(view, live={1, 2, 3})
+    # server 2 still reports bucket 0 from before it lost the leadership: the leader's report counts
+    source.offsets = {1: {TableBucket(7, 0): (10, 12)}, 2: {TableBucket(7, 0): (4, 4), TableBucket(7, 1): (5, 6)}}
+    rows = {b["bucket"]: b for b in build_snapshot(source, now=1.0)["buckets"]}
+    assert [(rows[b]["hw"], rows[b]["leo"]) for b in range(3)] == [(10, 12), (5, 6), (-1, -1)]

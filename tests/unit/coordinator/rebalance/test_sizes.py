@@ -5,7 +5,7 @@ used by the executor's plan (moved bytes non-zero, the smaller buckets moved).""
 from __future__ import annotations
 
 from fluss_py.coordinator.events import StartRebalance
-from fluss_py.coordinator.liveness import dropped_of, sizes_of
+from fluss_py.coordinator.liveness import dropped_of, offsets_of, sizes_of
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.tablet.liveness import LivenessBeacon
@@ -40,11 +40,12 @@ def test_a_report_replaces_the_servers_previous_one_and_the_largest_fresh_report
 
 async def test_the_beacon_carries_led_sizes_on_the_first_heartbeat_and_then_every_interval() -> None:
     clock = Clock()
-    led = [(A, 4096), (C, 1)]
+    led = [(A, (4096, 7, 9)), (C, (1, 0, 0))]
     beacon = LivenessBeacon(1, "inc", lambda: led, sizes_interval_s=5.0, clock=clock)
     beats = beacon.stream(tablet_pb2.WatchLivenessRequest(coordinator_id=0, interval_ms=50))
     first = await anext(beats)
     assert first.sizes_included and sizes_of(first) == {A: 4096, C: 1} and not first.sizes_incremental
+    assert offsets_of(first) == {A: (7, 9), C: (0, 0)}
     second = await anext(beats)
     assert not second.sizes_included and sizes_of(second) == {}
     clock.now += 5
@@ -73,7 +74,7 @@ async def test_the_plan_counts_the_reported_sizes(grown):
 
 async def test_an_idle_servers_later_reports_carry_only_what_changed() -> None:
     clock = Clock()
-    led = {TableBucket(1, b): 0 for b in range(5000)}
+    led = {TableBucket(1, b): (0, 0, 0) for b in range(5000)}
     beacon = LivenessBeacon(1, "inc", lambda: led.items(), sizes_interval_s=5.0, clock=clock)
     beats = beacon.stream(tablet_pb2.WatchLivenessRequest(coordinator_id=0, interval_ms=50))
     sizes = BucketSizes(max_age_s=30, clock=clock)
@@ -82,15 +83,20 @@ async def test_an_idle_servers_later_reports_carry_only_what_changed() -> None:
         clock.now += 5
         beat = await anext(beats)
         assert beat.sizes_included
-        sizes.report(1, sizes_of(beat), dropped_of(beat), beat.sizes_incremental)
+        sizes.report(1, sizes_of(beat), dropped_of(beat), beat.sizes_incremental, offsets_of(beat))
         return beat
 
     assert len((await next_report()).led_bucket_sizes) == 5000
     idle = await next_report()
     assert len(idle.led_bucket_sizes) == 0 and len(idle.sizes_dropped) == 0  # before: all 5000 every time
-    led[A] = 700
+    led[A] = (700, 0, 0)
     del led[TableBucket(1, 9)]
     moved = await next_report()
     assert sizes_of(moved) == {A: 700} and dropped_of(moved) == [TableBucket(1, 9)]
     assert sizes() == {**{tb: 0 for tb in led}, A: 700} and len(sizes()) == 4999
+    d = TableBucket(1, 3)
+    led[d] = (0, 3, 5)  # the HW and LEO moved, the size did not (yet): reported too
+    hw = await next_report()
+    assert offsets_of(hw) == {d: (3, 5)} and sizes.offsets()[1][d] == (3, 5) and len(sizes.offsets()[1]) == 4999
+    assert TableBucket(1, 9) not in sizes.offsets()[1]  # no longer led: dropped with its size
     await beats.aclose()
