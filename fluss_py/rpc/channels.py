@@ -31,6 +31,25 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
+# HTTP/2 keepalive (docs/failure-detection.md "Vanished peers"): both ends ping every KEEPALIVE_TIME_MS on
+# an idle connection, even with no call open, and close it when no ack comes within KEEPALIVE_TIMEOUT_MS,
+# failing its streams: a peer that vanished without FIN/RST is detected within time + timeout (~15 s).
+KEEPALIVE_TIME_MS = 10_000
+KEEPALIVE_TIMEOUT_MS = 5_000
+KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+# The server accepts pings as often as the client sends them (a faster client would get a GOAWAY
+# "too_many_pings"): half the keepalive interval leaves margin for timer jitter.
+SERVER_KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
+    *KEEPALIVE_OPTIONS,
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+]
+
 
 def channel_options(reconnect_backoff_ms: int) -> list[tuple[str, Any]]:
     """The options of every channel: message limits of the registry, no gRPC retries (callers retry with
@@ -45,6 +64,7 @@ def channel_options(reconnect_backoff_ms: int) -> list[tuple[str, Any]]:
         ("grpc.max_reconnect_backoff_ms", 1000),
         ("grpc.enable_retries", 0),
         ("grpc.use_local_subchannel_pool", 1),
+        *KEEPALIVE_OPTIONS,
     ]
 
 

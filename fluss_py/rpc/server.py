@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import grpc.aio
 
 from fluss_py.errors import ErrorCode, FlussError
-from fluss_py.rpc.channels import MAX_MESSAGE_BYTES
+from fluss_py.rpc.channels import MAX_MESSAGE_BYTES, SERVER_KEEPALIVE_OPTIONS
 from fluss_py.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ SERVER_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
+    *SERVER_KEEPALIVE_OPTIONS,
 ]
 
 
