@@ -60,7 +60,7 @@ function renderTables(s) {
   fill($("tables").tBodies[0], s.tables.map((t) => {
     const cls = t.offline ? "offline" : t.under_replicated ? "under" : "";
     const tr = row([t.name, t.buckets, t.replication_factor, bytes(t.bytes), bytes(t.bytes_per_s || 0) + "/s",
-      t.under_replicated, t.offline], cls + (t.id === state.table ? " selected" : ""));
+      (t.records_per_s || 0).toFixed(1), t.under_replicated, t.offline], cls + (t.id === state.table ? " selected" : ""));
     tr.dataset.table = t.id;
     tr.addEventListener("click", () => { state.table = t.id; state.page = 0; render(); });
     return tr;
