@@ -38,6 +38,7 @@ class ConsoleSource:
     offsets: Mapping[int, Mapping[TableBucket, tuple[int, int]]] = field(default_factory=dict)  # per server
     rebalance: dict[str, Any] | None = None
     coordinators: list[dict[str, Any]] = field(default_factory=list)
+    disk: Mapping[int, tuple[int, list[tuple[str, int, int]]]] = field(default_factory=dict)  # per server
 
 
 def coordinators_view(
@@ -125,14 +126,25 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
             }
         )
     out["tables"] = list(tables.values())
-    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid]}
-                      for sid in sorted(known)]  # fmt: skip
+    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid],
+                       **_disk(source.disk.get(sid))} for sid in sorted(known)]  # fmt: skip
     out["rebalance"] = source.rebalance
     return out
 
 
 def _server(reg: TabletServerRegistration | None) -> dict[str, str]:
     return {"host": f"{reg.host}:{reg.port}", "rack": reg.rack} if reg is not None else {"host": "", "rack": ""}
+
+
+def _disk(report: tuple[int, list[tuple[str, int, int]]] | None) -> dict[str, Any]:
+    """``held``: bytes of its replicas; ``free``/``total``: summed over its data directories whose filesystem
+    answered (None when none did, or before its first report); ``dirs``: [path, free, total] each, -1 unknown."""
+    if report is None:
+        return {"held": None, "free": None, "total": None, "dirs": []}
+    held, dirs = report
+    known = [(f, t) for _, f, t in dirs if f >= 0 and t >= 0]
+    free, total = (sum(f for f, _ in known), sum(t for _, t in known)) if known else (None, None)
+    return {"held": held, "free": free, "total": total, "dirs": [list(d) for d in dirs]}
 
 
 class Timeline:

@@ -194,7 +194,7 @@ class CoordinatorServer(CoordinatorLifecycle):
         servers = dict(leader.context.tablet_servers)
         sizes = leader.bucket_sizes
         return ConsoleSource(coordinator, view, live, servers, sizes(), sizes.offsets(), progress and progress.view(),
-                             self._console_coordinators)  # fmt: skip
+                             self._console_coordinators, leader.disk_use)  # fmt: skip
 
     async def _read_coordinators(self) -> None:
         """Every coordinator from ZooKeeper (registrations, election candidates, leader node) for the

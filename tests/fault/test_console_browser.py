@@ -72,7 +72,11 @@ def test_console_in_chromium_follows_a_leader_kill_and_plans_a_rebalance(cluster
         full = [r for r in rows if len(r) == 9 and r[1] != "-1" and len(r[4].split(",")) == 2 and r[5] != "—"]
         return rows if len(full) == 6 else None
 
-    cluster.wait_until(lambda: len(_cells(browser, "servers")) == 3, 30, "three tablet servers on the page")
+    def servers_with_disk_use() -> list[list[str]] | None:
+        rows = _cells(browser, "servers")  # the last two columns: bytes held, "<free> free of <total> (<n>% used)"
+        return rows if len(rows) == 3 and all(r[-1].endswith("% used)") and r[-2] != "—" for r in rows) else None
+
+    cluster.wait_until(servers_with_disk_use, 30, "three tablet servers with their disk use on the page")
     rows = cluster.wait_until(buckets_with_full_isr, 30, "six buckets with a leader and a full ISR on the page")
     assert [r[0] for r in _cells(browser, "tables")] == [TABLE]
     coordinators = cluster.wait_until(lambda: [r for r in _cells(browser, "coordinators") if r[2] == "Leader"] or None,

@@ -80,6 +80,9 @@ def test_console_pages_redirect_bad_input_and_a_leader_kill(cluster_factory):
     snap = cluster.wait_until(table_ready, 30, "the snapshot shows 4 buckets with a full ISR on 3 servers")
     assert [t["name"] for t in snap["tables"]] == [TABLE]
     assert [s["alive"] for s in snap["servers"]] == [True, True, True]
+    # each tablet server's disk use came on its liveness heartbeat: held bytes and its data directory's space
+    assert all(s["total"] > 0 and 0 <= s["free"] <= s["total"] and s["held"] >= 0 and len(s["dirs"]) >= 1
+               for s in snap["servers"]), snap["servers"]  # fmt: skip
     assert len(_first_event(at)["buckets"]) == 4
 
     def both_coordinators() -> list[dict[str, Any]] | None:

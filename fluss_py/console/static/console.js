@@ -46,8 +46,10 @@ function renderCoordinators(s) {
 
 function renderServers(s) {
   fill($("servers").tBodies[0], s.servers.map((t) => {
-    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated],
-      t.alive ? "" : "dead");
+    const disk = t.total ? `${bytes(t.free)} free of ${bytes(t.total)} (${Math.round(100 - 100 * t.free / t.total)}% used)` : "—";
+    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated,
+      t.held === null || t.held === undefined ? "—" : bytes(t.held), disk], t.alive ? "" : "dead");
+    tr.lastChild.title = (t.dirs || []).map(([p, f, n]) => `${p}: ${f < 0 ? "unknown" : `${bytes(f)} free of ${bytes(n)}`}`).join("\n");
     tr.dataset.server = t.id;
     return tr;
   }));
