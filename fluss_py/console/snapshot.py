@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluss_py.console.groups import groups_view
+from fluss_py.coordinator.group_members import GroupMembers
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView
 from fluss_py.types import CoordinatorLeaderInfo, TableBucket
@@ -39,6 +41,9 @@ class ConsoleSource:
     rebalance: dict[str, Any] | None = None
     coordinators: list[dict[str, Any]] = field(default_factory=list)
     disk: Mapping[int, tuple[int, list[tuple[str, int, int]]]] = field(default_factory=dict)  # per server
+    groups: Mapping[str, GroupMembers] = field(default_factory=dict)  # the leader's in-memory membership
+    committed: Mapping[str, Mapping[TableBucket, int]] = field(default_factory=dict)  # last read from ZooKeeper
+    committed_at: float | None = None  # when (wall clock) that read finished; None: never
 
 
 def coordinators_view(
@@ -129,6 +134,17 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
     out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid],
                        **_disk(source.disk.get(sid))} for sid in sorted(known)]  # fmt: skip
     out["rebalance"] = source.rebalance
+
+    def hw(tb: TableBucket) -> int:
+        bucket = view.buckets.get(tb)
+        lai = bucket.leader_and_isr if bucket is not None else None
+        return source.offsets.get(lai.leader, {}).get(tb, (-1, -1))[0] if lai is not None else -1
+
+    committed = {
+        g: {tb: o for tb, o in offsets.items() if tb.table_id in view.tables} for g, offsets in source.committed.items()
+    }  # a dropped table's offsets stay in ZooKeeper only
+    out["groups"] = groups_view(source.groups, committed, hw)
+    out["groups_read"] = source.committed_at
     return out
 
 
