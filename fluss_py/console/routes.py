@@ -25,6 +25,7 @@ from importlib import resources
 
 from aiohttp import web
 
+from fluss_py.console.groups import LagHistory
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.types import CoordinatorLeaderInfo
 
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 STATIC_FILES = {"console.js": "application/javascript", "console.css": "text/css"}
 KEEPALIVE_S = 15.0  # an SSE comment line when nothing changed, so proxies keep the stream open
 REFRESH_EVERY = 5  # samples between two runs of ``refresh`` (the ZooKeeper reads of the coordinators panel)
+WATCHED_S = 10.0  # a snapshot read counts as a watching console for this long (pollers, not only streams)
+MAX_GROUPS = 50  # groups whose committed offsets are read from ZooKeeper for the console, first by name
 REFRESH_TIMEOUT_S = 2.0
 
 
@@ -62,7 +65,9 @@ class ConsoleFeed:
         self.scheme = scheme
         self.timeline = Timeline()
         self.rates = Rates()
+        self.lags = LagHistory()
         self.subscribers = 0
+        self._polled = -WATCHED_S  # monotonic time of the last /console/snapshot read
         self._latest: dict | None = None  # the last snapshot, encoded on first use (``encoded``)
         self._encoded: bytes | None = b"{}"
         self._sequence = 0
@@ -90,6 +95,7 @@ class ConsoleFeed:
             snapshot = build_snapshot(self._read(), now)
             self.rates.observe(snapshot)
             self.timeline.observe(snapshot)
+            self.lags.observe(snapshot.get("groups", []), snapshot.get("groups_read"), now)
             snapshot["timeline"] = self.timeline.events()
         except Exception as e:
             log.exception("console snapshot failed")
@@ -98,6 +104,12 @@ class ConsoleFeed:
         self._sequence += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    @property
+    def watched(self) -> bool:
+        """True while a console is connected (a live stream, or a snapshot read in the last ``WATCHED_S``):
+        the group offsets are read from ZooKeeper only then."""
+        return self.subscribers > 0 or time.monotonic() - self._polled < WATCHED_S
 
     @property
     def encoded(self) -> bytes:
@@ -142,6 +154,7 @@ class ConsoleFeed:
     async def _snapshot(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text="/console/snapshot takes no parameters\n")
+        self._polled = time.monotonic()
         return web.Response(body=self.encoded, content_type="application/json")
 
     async def _events(self, request: web.Request) -> web.StreamResponse:

@@ -4,7 +4,8 @@ timeline and per-table rates.
 ``build_snapshot(source)`` reads a ``ConsoleSource`` (the leader's ClusterView, live servers, registrations,
 led-bucket sizes, rebalance progress) in one synchronous pass, so it sees one consistent state of the
 single-threaded event loop. ``Timeline.observe`` diffs successive snapshots into leader and ISR change events
-and keeps the last ``window_s`` seconds. ``Rates.observe`` turns size totals into bytes/s per table.
+and keeps the last ``window_s`` seconds. ``Rates.observe`` turns size totals and LEOs into bytes/s and records/s
+per table.
 
 Who may call: ``fluss_py/console/routes.py`` (ConsoleFeed's sampling task), on the coordinator's loop.
 """
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fluss_py.console.groups import groups_view
+from fluss_py.coordinator.group_members import GroupMembers
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView
 from fluss_py.types import CoordinatorLeaderInfo, TableBucket
@@ -37,6 +40,10 @@ class ConsoleSource:
     offsets: Mapping[int, Mapping[TableBucket, tuple[int, int]]] = field(default_factory=dict)  # per server
     rebalance: dict[str, Any] | None = None
     coordinators: list[dict[str, Any]] = field(default_factory=list)
+    disk: Mapping[int, tuple[int, list[tuple[str, int, int]]]] = field(default_factory=dict)  # per server
+    groups: Mapping[str, GroupMembers] = field(default_factory=dict)  # the leader's in-memory membership
+    committed: Mapping[str, Mapping[TableBucket, int]] = field(default_factory=dict)  # last read from ZooKeeper
+    committed_at: float | None = None  # when (wall clock) that read finished; None: never
 
 
 def coordinators_view(
@@ -84,6 +91,7 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
             "buckets": info.num_buckets,
             "replication_factor": info.replication_factor,
             "bytes": 0,
+            "records": 0,  # the sum of the buckets' known LEOs
             "under_replicated": 0,
             "offline": 0,
         }
@@ -98,6 +106,7 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
         table = tables.get(tb.table_id)
         if table is not None:
             table["bytes"] += size
+            table["records"] += max(0, leo)
             table["under_replicated"] += under
             table["offline"] += offline
         for sid in bucket.replicas:
@@ -122,14 +131,36 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
             }
         )
     out["tables"] = list(tables.values())
-    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid]}
-                      for sid in sorted(known)]  # fmt: skip
+    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid],
+                       **_disk(source.disk.get(sid))} for sid in sorted(known)]  # fmt: skip
     out["rebalance"] = source.rebalance
+
+    def hw(tb: TableBucket) -> int:
+        bucket = view.buckets.get(tb)
+        lai = bucket.leader_and_isr if bucket is not None else None
+        return source.offsets.get(lai.leader, {}).get(tb, (-1, -1))[0] if lai is not None else -1
+
+    committed = {
+        g: {tb: o for tb, o in offsets.items() if tb.table_id in view.tables} for g, offsets in source.committed.items()
+    }  # a dropped table's offsets stay in ZooKeeper only
+    out["groups"] = groups_view(source.groups, committed, hw)
+    out["groups_read"] = source.committed_at
     return out
 
 
 def _server(reg: TabletServerRegistration | None) -> dict[str, str]:
     return {"host": f"{reg.host}:{reg.port}", "rack": reg.rack} if reg is not None else {"host": "", "rack": ""}
+
+
+def _disk(report: tuple[int, list[tuple[str, int, int]]] | None) -> dict[str, Any]:
+    """``held``: bytes of its replicas; ``free``/``total``: summed over its data directories whose filesystem
+    answered (None when none did, or before its first report); ``dirs``: [path, free, total] each, -1 unknown."""
+    if report is None:
+        return {"held": None, "free": None, "total": None, "dirs": []}
+    held, dirs = report
+    known = [(f, t) for _, f, t in dirs if f >= 0 and t >= 0]
+    free, total = (sum(f for f, _ in known), sum(t for _, t in known)) if known else (None, None)
+    return {"held": held, "free": free, "total": total, "dirs": [list(d) for d in dirs]}
 
 
 class Timeline:
@@ -172,23 +203,36 @@ class Timeline:
 
 
 class Rates:
-    """Bytes/s per table from the growth of its size over the last ``window_s`` seconds (sizes come with
-    the liveness heartbeats, every few seconds, so a rate over one sample would jump between 0 and a spike).
-    Owned by ConsoleFeed's sampling task."""
+    """Bytes/s and records/s per table from the growth of its size and of its buckets' LEOs over the last
+    ``window_s`` seconds (both come with the liveness heartbeats, every few seconds, so a rate over one sample
+    would jump between 0 and a spike). Records/s adds up the LEO growth of the buckets whose LEO is known at
+    both ends of the window, each at least 0: a bucket whose LEO is unknown for a while (a failover, until
+    the new leader reports) or goes back (a new leader truncated) is no spike. Owned by ConsoleFeed's
+    sampling task."""
 
     def __init__(self, window_s: float = 10.0) -> None:
         self.window_s = window_s
-        self._history: deque[tuple[float, dict[int, int]]] = deque()
+        self._history: deque[tuple[float, dict[int, int], dict[tuple[int, int], int]]] = deque()
 
     def observe(self, snapshot: dict[str, Any]) -> None:
         now = float(snapshot["ts"])
         totals = {t["id"]: int(t["bytes"]) for t in snapshot["tables"]}
+        leos = {(b["table_id"], b["bucket"]): int(b["leo"]) for b in snapshot["buckets"] if b["leo"] >= 0}
         while len(self._history) > 1 and self._history[1][0] <= now - self.window_s:
             self._history.popleft()
         first = self._history[0] if self._history else None
+        grown: dict[int, int] = {}
+        if first is not None:
+            for key, leo in leos.items():
+                before = first[2].get(key)
+                if before is not None and leo > before:
+                    grown[key[0]] = grown.get(key[0], 0) + leo - before
         for t in snapshot["tables"]:
-            rate = 0.0
-            if first is not None and now > first[0] and t["id"] in first[1]:
-                rate = max(0.0, (totals[t["id"]] - first[1][t["id"]]) / (now - first[0]))
+            rate = records = 0.0
+            if first is not None and now > first[0]:
+                if t["id"] in first[1]:
+                    rate = max(0.0, (totals[t["id"]] - first[1][t["id"]]) / (now - first[0]))
+                records = grown.get(t["id"], 0) / (now - first[0])
             t["bytes_per_s"] = round(rate, 1)
-        self._history.append((now, totals))
+            t["records_per_s"] = round(records, 1)
+        self._history.append((now, totals, leos))

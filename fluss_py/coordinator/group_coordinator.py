@@ -249,6 +249,11 @@ class GroupCoordinator:
             out.append((name, group.state, len(group.members)))
         return out
 
+    @property
+    def loaded(self) -> Mapping[str, GroupMembers]:
+        """The groups in this leader's memory (the console reads them; not a copy: read, never change)."""
+        return self._groups
+
     # ---------------------------------------------------------------- state I/O
     async def _layouts(self, tables: Iterable[int]) -> dict[int, dict[int, int]]:
         out = {}

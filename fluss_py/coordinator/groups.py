@@ -116,12 +116,26 @@ class GroupOffsets:
         """The group's committed offsets of existing tables (one table, or all); [] for an unknown group."""
         base = f"{ConsumerOffsetZNode.group_path(self._root, event.group)}/offsets"
         table_ids = [event.table_id] if event.table_id else [int(t) for t in await self._children(base)]
+        # a dropped table: its offsets stay in ZooKeeper but are not answered
+        return await self._read_offsets(event.group, [t for t in table_ids if await self._num_buckets(t) is not None])
+
+    async def read_committed(self, max_groups: int) -> dict[str, dict[TableBucket, int]]:
+        """The committed offsets of the first ``max_groups`` groups by name, of every table (the console,
+        which shows those of the tables in its view). ZooKeeper reads only, nothing of the leader's state,
+        so it may run beside the event loop: a commit landing meanwhile shows at the next read."""
+        names = sorted(await self._children(ConsumerOffsetZNode.groups(self._root)))[:max_groups]
+        out = {}
+        for name in names:
+            base = f"{ConsumerOffsetZNode.group_path(self._root, name)}/offsets"
+            out[name] = dict(await self._read_offsets(name, [int(t) for t in await self._children(base)]))
+        return out
+
+    async def _read_offsets(self, group: str, table_ids: list[int]) -> list[tuple[TableBucket, int]]:
+        base = f"{ConsumerOffsetZNode.group_path(self._root, group)}/offsets"
         out: list[tuple[TableBucket, int]] = []
         for table_id in sorted(table_ids):
-            if await self._num_buckets(table_id) is None:
-                continue  # a dropped table: its offsets stay in ZooKeeper but are not answered
             for bucket in sorted(int(b) for b in await self._children(f"{base}/{table_id}")):
-                got = await self._store.get(ConsumerOffsetZNode.path(self._root, event.group, table_id, bucket))
+                got = await self._store.get(ConsumerOffsetZNode.path(self._root, group, table_id, bucket))
                 if got is not None:
                     out.append((TableBucket(table_id, bucket), ConsumerOffsetZNode.decode(got[0])[0]))
         return out

@@ -123,6 +123,7 @@ class LeaderServices:
         self.dynamic_config: DynamicConfigManager | None = None
         self.auto_partition: AutoPartitionManager | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
+        self.disk_use: dict[int, tuple[int, list[tuple[str, int, int]]]] = {}  # per server, its last disk report
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
         self.token = new_token()
 
@@ -175,7 +176,9 @@ class LeaderServices:
         watcher = None
         if self._proof_of_death:
             self.liveness = LivenessMonitor(
-                GrpcLivenessStream(self.pool, ctx.coordinator_id, ctx.epoch, self.bucket_sizes.report),
+                GrpcLivenessStream(
+                    self.pool, ctx.coordinator_id, ctx.epoch, self.bucket_sizes.report, self.disk_use.__setitem__
+                ),
                 lambda sid, reg, why: self.event_loop.put(TabletServerDeathProven(sid, reg, why)),
                 report_alive=lambda sid, reg: self.event_loop.put(TabletServerAliveAgain(sid, reg)),
             )

@@ -98,17 +98,26 @@ class LivenessStream(Protocol):
 
 # (server, sizes, dropped buckets, incremental, (HW, LEO) per bucket): one led-sizes report of a liveness stream
 SizesReport = Callable[[int, dict[TableBucket, int], list[TableBucket], bool, dict[TableBucket, tuple[int, int]]], None]
+# (server, (bytes held, [(data directory, free bytes, filesystem bytes)])): one disk report (the console)
+DiskReport = Callable[[int, tuple[int, list[tuple[str, int, int]]]], None]
 
 
 class GrpcLivenessStream:
     """LivenessStream over ``TabletService.WatchLiveness`` on the leader's ChannelPool (owned by the caller).
-    Heartbeats that carry the server's led-bucket sizes are handed to ``on_sizes`` (docs/rebalance.md §2)."""
+    Heartbeats that carry the server's led-bucket sizes are handed to ``on_sizes`` (docs/rebalance.md §2),
+    those that carry its disk use to ``on_disk`` (the console)."""
 
     def __init__(
-        self, pool: ChannelPool, coordinator_id: int, coordinator_epoch: int, on_sizes: SizesReport | None = None
+        self,
+        pool: ChannelPool,
+        coordinator_id: int,
+        coordinator_epoch: int,
+        on_sizes: SizesReport | None = None,
+        on_disk: DiskReport | None = None,
     ) -> None:
         self._pool = pool
         self._on_sizes = on_sizes
+        self._on_disk = on_disk
         self._request = tablet_pb2.WatchLivenessRequest(
             coordinator_epoch=coordinator_epoch, coordinator_id=coordinator_id, interval_ms=HEARTBEAT_INTERVAL_MS
         )
@@ -126,6 +135,8 @@ class GrpcLivenessStream:
                 if beat.sizes_included and self._on_sizes is not None:
                     incremental = beat.sizes_incremental
                     self._on_sizes(server_id, sizes_of(beat), dropped_of(beat), incremental, offsets_of(beat))
+                if self._on_disk is not None and beat.HasField("disk"):
+                    self._on_disk(server_id, disk_of(beat))
             return "stream ended by the server"
         except asyncio.CancelledError:
             call.cancel()
@@ -147,6 +158,11 @@ def offsets_of(beat: tablet_pb2.LivenessHeartbeat) -> dict[TableBucket, tuple[in
         TableBucket(s.table_bucket.table_id, s.table_bucket.bucket): (s.high_watermark, s.log_end_offset)
         for s in beat.led_bucket_sizes
     }
+
+
+def disk_of(beat: tablet_pb2.LivenessHeartbeat) -> tuple[int, list[tuple[str, int, int]]]:
+    """(bytes held, [(data directory, free bytes, filesystem bytes)]) a heartbeat carries (pure)."""
+    return beat.disk.held_bytes, [(d.path, d.free_bytes, d.total_bytes) for d in beat.disk.dirs]
 
 
 def dropped_of(beat: tablet_pb2.LivenessHeartbeat) -> list[TableBucket]:

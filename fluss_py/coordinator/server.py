@@ -36,7 +36,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
 from fluss_py.common.http import HttpServer, json_response, metrics_route
-from fluss_py.console.routes import ConsoleFeed
+from fluss_py.console.routes import MAX_GROUPS, ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource, coordinators_view
 from fluss_py.coordinator.context import CoordinatorState, StateMachine
 from fluss_py.coordinator.distribution import TabletDistributionCollector
@@ -160,8 +160,9 @@ class CoordinatorServer(CoordinatorLifecycle):
         self.metrics.register(_RefusalCollector(lambda: self.servicer))
         scheme = "https" if self.security.tls else "http"
         self._console_coordinators: list[dict[str, Any]] = []  # the coordinators panel, read by _read_coordinators
+        self._console_committed: tuple[dict[str, dict[Any, int]], float | None] = ({}, None)  # offsets, read at
         self.console = ConsoleFeed(
-            self._console_source, self.current_leader, scheme=scheme, refresh=self._read_coordinators
+            self._console_source, self.current_leader, scheme=scheme, refresh=self._console_refresh
         )  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:
@@ -193,8 +194,20 @@ class CoordinatorServer(CoordinatorLifecycle):
         progress = leader.rebalance.progress if leader.rebalance is not None else None
         servers = dict(leader.context.tablet_servers)
         sizes = leader.bucket_sizes
+        members = leader.tables.groups.members.loaded if leader.tables is not None else {}
         return ConsoleSource(coordinator, view, live, servers, sizes(), sizes.offsets(), progress and progress.view(),
-                             self._console_coordinators)  # fmt: skip
+                             self._console_coordinators, leader.disk_use, members,
+                             *self._console_committed)  # fmt: skip
+
+    async def _console_refresh(self) -> None:
+        """The console's ZooKeeper reads: the coordinators, and the groups' committed offsets while a console
+        watches and this coordinator leads (at most every ``REFRESH_EVERY`` samples, the first ``MAX_GROUPS``)."""
+        await self._read_coordinators()
+        tables = self._leader.tables if self._leader is not None else None
+        if tables is None or self._distribution_source() is None:
+            self._console_committed = {}, None  # not the serving leader: no offsets of another term are shown
+        elif self.console.watched:
+            self._console_committed = await tables.groups.read_committed(MAX_GROUPS), time.time()
 
     async def _read_coordinators(self) -> None:
         """Every coordinator from ZooKeeper (registrations, election candidates, leader node) for the

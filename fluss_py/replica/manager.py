@@ -205,6 +205,11 @@ class ReplicaManager:
             if r.state is LocalReplicaState.LEADER
         ]
 
+    def held_bytes(self) -> int:
+        """Log bytes of every replica this server holds, led or followed (the liveness heartbeat's disk use,
+        checked every few seconds, not per record)."""
+        return sum(r.log.size_in_bytes for r in self._replicas.values())
+
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:
             self._servers[s.id] = s

@@ -9,7 +9,10 @@ exit) breaks it at once on the coordinator's side. It also carries, on its first
 ``sizes_interval_s``, the log sizes of the buckets this server leads (the rebalance planner's input,
 docs/rebalance.md §2): one pass over the replicas, nothing per record. The first report of a stream is
 whole; the later ones are incremental (the buckets whose size changed, and those no longer led), so an idle
-server with thousands of led buckets sends no per-bucket entry.
+server with thousands of led buckets sends no per-bucket entry. Every ``disk_interval_s`` it checks the
+server's disk use (bytes held by all its replicas, one ``statvfs`` per data directory): ``DiskReporter``
+puts it on the heartbeat only on a stream's first check, when it moved by more than ``DISK_THRESHOLD_BYTES``
+or after ``DISK_REFRESH_CHECKS`` checks without a report, so an idle server's heartbeats stay empty.
 
 ``is_own_stale_registration`` is the pure rule a restarting server uses to take over the registration of
 its dead predecessor without waiting for that session to expire.
@@ -35,8 +38,42 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL_MS = 1000
 MIN_INTERVAL_MS = 50
 SIZES_INTERVAL_S = 2.0
+DISK_INTERVAL_S = 10.0
+DISK_THRESHOLD_BYTES = 8 << 20  # held bytes, or a directory's free bytes, moved by more: reported
+DISK_REFRESH_CHECKS = 6  # an unchanged disk use is reported again after this many checks (60 s)
 
 LedSizes = Callable[[], Iterable[tuple[TableBucket, tuple[int, int, int]]]]  # (bucket, (bytes, HW, LEO))
+# (bytes held by all replicas, [(data directory, free bytes, filesystem bytes)], -1 where unknown)
+DiskSample = tuple[int, list[tuple[str, int, int]]]
+DiskUse = Callable[[], DiskSample]
+
+
+def disk_moved(last: DiskSample, now: DiskSample, threshold: int = DISK_THRESHOLD_BYTES) -> bool:
+    """True when ``now`` differs from the last reported sample by more than ``threshold`` bytes (held bytes
+    or a directory's free bytes), or in its directories or their sizes (pure)."""
+    if abs(now[0] - last[0]) > threshold or [(p, t) for p, _, t in now[1]] != [(p, t) for p, _, t in last[1]]:
+        return True
+    return any(abs(a[1] - b[1]) > threshold for a, b in zip(now[1], last[1], strict=True))
+
+
+class DiskReporter:
+    """Which disk checks of one liveness stream go on its heartbeat (see the module docstring). Owned by
+    that stream."""
+
+    def __init__(self, threshold: int = DISK_THRESHOLD_BYTES, refresh_checks: int = DISK_REFRESH_CHECKS) -> None:
+        self.threshold = threshold
+        self.refresh_checks = refresh_checks
+        self._last: DiskSample | None = None
+        self._unreported = 0
+
+    def check(self, sample: DiskSample) -> DiskSample | None:
+        """The sample to report, or None to keep this heartbeat free of it."""
+        self._unreported += 1
+        last = self._last
+        if last is not None and self._unreported < self.refresh_checks and not disk_moved(last, sample, self.threshold):
+            return None
+        self._last, self._unreported = sample, 0
+        return sample
 
 
 def new_incarnation() -> str:
@@ -67,12 +104,16 @@ class LivenessBeacon:
         led_sizes: LedSizes | None = None,
         sizes_interval_s: float = SIZES_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        disk_use: DiskUse | None = None,
+        disk_interval_s: float = DISK_INTERVAL_S,
     ) -> None:
         self.server_id = server_id
         self.incarnation = incarnation
         self.led_sizes = led_sizes  # (bucket, (bytes, HW, LEO)) of the buckets it leads; None: never reported
         self.sizes_interval_s = sizes_interval_s
         self._clock = clock
+        self.disk_use = disk_use  # None: never reported
+        self.disk_interval_s = disk_interval_s
         self.streams = 0  # open streams (for /health and tests)
 
     def heartbeat(
@@ -100,6 +141,12 @@ class LivenessBeacon:
             )
         return beat, now
 
+    @staticmethod
+    def add_disk(beat: Any, sample: DiskSample) -> None:
+        held, dirs = sample
+        beat.disk.held_bytes = held
+        beat.disk.dirs.extend(tablet_pb2.DataDirUse(path=p, free_bytes=f, total_bytes=t) for p, f, t in dirs)
+
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         interval = (request.interval_ms if request.interval_ms > 0 else DEFAULT_INTERVAL_MS) / 1000
         interval = max(interval, MIN_INTERVAL_MS / 1000)
@@ -111,6 +158,7 @@ class LivenessBeacon:
         sequence = 0
         sizes_due = self._clock()
         reported: dict[TableBucket, tuple[int, int, int]] | None = None  # what this stream's reports add up to
+        disk_due, disk = sizes_due, DiskReporter()
         try:
             while True:
                 now = self._clock()
@@ -118,6 +166,11 @@ class LivenessBeacon:
                 if with_sizes:
                     sizes_due = now + self.sizes_interval_s
                 beat, reported = self.heartbeat(sequence, with_sizes, reported)
+                if self.disk_use is not None and now >= disk_due:
+                    disk_due = now + self.disk_interval_s
+                    sample = disk.check(self.disk_use())
+                    if sample is not None:
+                        self.add_disk(beat, sample)
                 yield beat
                 sequence += 1
                 await asyncio.sleep(interval)

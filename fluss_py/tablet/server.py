@@ -63,7 +63,7 @@ from fluss_py.tablet.metrics import PeerRefusalCollector, replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
-from fluss_py.tablet.storage_health import StorageCollector, health_fields
+from fluss_py.tablet.storage_health import StorageCollector, disk_use, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import retry_session_lost
 from fluss_py.zk.codecs import TabletServerRegistration
@@ -255,8 +255,9 @@ class TabletServer:
                 self.replica_verifier,
                 coordinator_certificates=self.security.peer_certificates,
             )
-            rm = self.replica_manager  # its led buckets' sizes ride on the heartbeats (docs/rebalance.md §2)
-            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, rm.led_sizes if rm else None)
+            rm, dirs = self.replica_manager, self.log_manager  # led sizes and disk use ride on the heartbeats
+            sizes, disk = (rm.led_sizes, functools.partial(disk_use, dirs, rm)) if rm and dirs else (None, None)
+            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, sizes, disk_use=disk)
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,

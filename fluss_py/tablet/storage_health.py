@@ -18,7 +18,8 @@
 
 /health adds ``log_dirs`` ({dir: "online" | "offline: <reason> (<ERRNO>) since <time>"}) and ``offline_replicas``;
 the server adds ``status`` ("ok" | "degraded") and ``problems`` (offline dirs, dead background loops).
-Who may call: the tablet server's HTTP handlers, on its loop.
+``disk_use`` is the liveness heartbeat's disk report (``tablet/liveness.py``).
+Who may call: the tablet server's HTTP handlers and its liveness streams, on its loop.
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any
     if rm is not None:
         body["offline_replicas"] = sorted(str(tb) for tb in rm.offline)
     return body
+
+
+def disk_use(log_dirs: LogDirs, rm: ReplicaManager) -> tuple[int, list[tuple[str, int, int]]]:
+    """(bytes held by every replica here, [(data directory, free bytes, filesystem bytes)]) for the liveness
+    heartbeat (the console): one ``statvfs`` per online directory, -1 for a failed one (not asked again)."""
+    offline = log_dirs.offline
+    dirs = []
+    for path in log_dirs.paths:
+        usage = _usage(path) if path not in offline else None
+        dirs.append((str(path), *(usage if usage is not None else (-1, -1))))
+    return rm.held_bytes(), dirs
 
 
 def _usage(path: Any) -> tuple[int, int] | None:

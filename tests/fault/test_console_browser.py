@@ -1,6 +1,7 @@
 """The console in a real headless Chromium (Debian's chromium + chromedriver, driven by selenium) against a
 real cluster: the page shows three tablet servers and a table's buckets; a kill -9 of a bucket leader shows
-as a new leader and a shrunk ISR without a reload; a dry-run rebalance started from the page shows its plan.
+as a new leader and a shrunk ISR without a reload; a dry-run rebalance started from the page shows its plan;
+a consumer group's member, its buckets and their lag (with a sparkline) show in the groups panel.
 Screenshots of each step are saved in ``$FLUSS_PY_ARTIFACTS/console`` (default ``.artifacts/console``)."""
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from fluss_py.cli.console import console_url
-from fluss_py.client import SyncAdmin
+from fluss_py.client import SyncAdmin, SyncConsumer
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.testing.faults import kill9
+from tests.integration.test_console import produce_keyed
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.fault
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 TABLE = "fluss.console_browser"
+GROUP = "console-browser-readers"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--window-size=1400,1800")  # fmt: skip
@@ -72,7 +75,11 @@ def test_console_in_chromium_follows_a_leader_kill_and_plans_a_rebalance(cluster
         full = [r for r in rows if len(r) == 9 and r[1] != "-1" and len(r[4].split(",")) == 2 and r[5] != "—"]
         return rows if len(full) == 6 else None
 
-    cluster.wait_until(lambda: len(_cells(browser, "servers")) == 3, 30, "three tablet servers on the page")
+    def servers_with_disk_use() -> list[list[str]] | None:
+        rows = _cells(browser, "servers")  # the last two columns: bytes held, "<free> free of <total> (<n>% used)"
+        return rows if len(rows) == 3 and all(r[-1].endswith("% used)") and r[-2] != "—" for r in rows) else None
+
+    cluster.wait_until(servers_with_disk_use, 30, "three tablet servers with their disk use on the page")
     rows = cluster.wait_until(buckets_with_full_isr, 30, "six buckets with a leader and a full ISR on the page")
     assert [r[0] for r in _cells(browser, "tables")] == [TABLE]
     coordinators = cluster.wait_until(lambda: [r for r in _cells(browser, "coordinators") if r[2] == "Leader"] or None,
@@ -106,6 +113,28 @@ def test_console_in_chromium_follows_a_leader_kill_and_plans_a_rebalance(cluster
     assert plan.split()[0] in ("PLANNED", "BALANCED"), plan
     assert browser.find_element(By.ID, "rebalance-plan").get_attribute("class") != "error"  # type: ignore[attr-defined]
     browser.save_screenshot(str(ARTIFACTS / "3-dry-run.png"))  # type: ignore[attr-defined]
+
+    # a consumer group reads and commits 30 records, then 30 more arrive: its member and a lag of 30 in total
+    bootstrap = cluster.get(f"{TABLET_SERVER}-1").rpc_address
+    produce_keyed(bootstrap, 0, 30, TABLE)
+    with SyncConsumer(bootstrap, group=GROUP, subscribe=[TABLE]) as consumer:
+        seen: list[object] = []
+        cluster.wait_until(lambda: seen.extend(consumer.poll(1.0)) or len(seen) >= 30, 60, "the member read 30")
+        consumer.commit()
+        produce_keyed(bootstrap, 30, 30, TABLE)
+
+        def lag_shown() -> list[list[str]] | None:
+            # columns: group, table, bucket, committed, HW, lag, sparkline
+            rows = [r for r in _cells(browser, "group-offsets") if r[0] == GROUP]
+            lags = [int(r[5]) for r in rows if r[5] != "—"]
+            return rows if len(rows) == 6 and len(lags) == 6 and sum(lags) == 30 else None
+
+        cluster.wait_until(lag_shown, 60, "the groups panel shows a lag of 30 over the 6 buckets")
+        (member,) = [r for r in _cells(browser, "group-members") if r[0] == GROUP]
+        assert member[1] == "STABLE" and member[2] not in ("", "—") and len(member[4].split(", ")) == 6, member
+        lines = "return document.querySelectorAll('#group-offsets svg.sparkline polyline').length;"
+        cluster.wait_until(lambda: browser.execute_script(lines) == 6, 30, "a lag sparkline per bucket")  # type: ignore[attr-defined]
+        browser.save_screenshot(str(ARTIFACTS / "4-consumer-group.png"))  # type: ignore[attr-defined]
 
 
 def _dry_run(cluster: LocalCluster, driver: object) -> str:

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fluss_py.client import SyncAdmin
+from fluss_py.client import ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.faults import kill9
@@ -20,6 +20,7 @@ from fluss_py.testing.faults import kill9
 pytestmark = pytest.mark.integration
 
 TABLE = "fluss.console_t"
+GROUP = "console-readers"
 
 
 def _get(address: str, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -37,6 +38,34 @@ def _snapshot(address: str) -> dict[str, Any]:
     status, _, body = _get(address, "/console/snapshot")
     assert status == 200, body
     return json.loads(body)
+
+
+def produce_keyed(bootstrap: str, start: int, count: int, table: str = TABLE) -> None:
+    """Records ``v<i>`` with keys ``k<i>`` for i in [start, start + count), acknowledged by the full ISR (the
+    keys spread them over the buckets). Also used by the Chromium test."""
+    with SyncProducer(bootstrap, ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)) as p:
+        futures = [p.send(table, f"v{i}".encode(), key=f"k{i}".encode()) for i in range(start, start + count)]
+        p.flush()
+        for f in futures:
+            f.result(timeout=60)
+
+
+def consume_and_lag(cluster: LocalCluster, at: str, bootstrap: str) -> tuple[SyncConsumer, dict[str, Any]]:
+    """A group member that read and committed 40 records, then 40 more arrive: the console shows the group,
+    its member with the table's 4 buckets and a lag of 40 in total (HW - committed)."""
+    produce_keyed(bootstrap, 0, 40)
+    consumer = SyncConsumer(bootstrap, group=GROUP, subscribe=[TABLE])
+    seen: list[Any] = []
+    cluster.wait_until(lambda: seen.extend(consumer.poll(1.0)) or len(seen) >= 40, 60, "the member read 40 records")
+    consumer.commit()
+    produce_keyed(bootstrap, 40, 40)
+
+    def lagging() -> dict[str, Any] | None:
+        groups = [g for g in _snapshot(at).get("groups", []) if g["name"] == GROUP]
+        lags = [row[4] for g in groups for row in g["offsets"]]
+        return groups[0] if len(lags) == 4 and None not in lags and sum(lags) == 40 and groups[0]["members"] else None
+
+    return consumer, cluster.wait_until(lagging, 60, "the groups panel shows the member and a lag of 40")
 
 
 def _first_event(address: str) -> dict[str, Any]:
@@ -80,6 +109,9 @@ def test_console_pages_redirect_bad_input_and_a_leader_kill(cluster_factory):
     snap = cluster.wait_until(table_ready, 30, "the snapshot shows 4 buckets with a full ISR on 3 servers")
     assert [t["name"] for t in snap["tables"]] == [TABLE]
     assert [s["alive"] for s in snap["servers"]] == [True, True, True]
+    # each tablet server's disk use came on its liveness heartbeat: held bytes and its data directory's space
+    assert all(s["total"] > 0 and 0 <= s["free"] <= s["total"] and s["held"] >= 0 and len(s["dirs"]) >= 1
+               for s in snap["servers"]), snap["servers"]  # fmt: skip
     assert len(_first_event(at)["buckets"]) == 4
 
     def both_coordinators() -> list[dict[str, Any]] | None:
@@ -90,6 +122,15 @@ def test_console_pages_redirect_bad_input_and_a_leader_kill(cluster_factory):
     (lead,) = [r for r in rows if r["state"] == "Leader"]
     assert (lead["id"], lead["epoch"]) == (snap["coordinator"]["id"], snap["coordinator"]["epoch"])
     assert [r["rank"] for r in rows if r["state"] == "Standby"] == [1]
+
+    consumer, group = consume_and_lag(cluster, at, cluster.get(f"{TABLET_SERVER}-1").rpc_address)
+    try:
+        (member,) = group["members"]
+        assert group["state"] == "STABLE" and sorted(map(tuple, member["b"])) == [(snap["tables"][0]["id"], b)
+                                                                                  for b in range(4)], group  # fmt: skip
+        assert sum(row[2] for row in group["offsets"]) == 40  # committed: the 40 records read
+    finally:
+        consumer.close()
 
     victim = next(b for b in snap["buckets"] if b["bucket"] == 0)["leader"]
     kill9(cluster, f"{TABLET_SERVER}-{victim}")

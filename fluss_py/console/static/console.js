@@ -46,8 +46,10 @@ function renderCoordinators(s) {
 
 function renderServers(s) {
   fill($("servers").tBodies[0], s.servers.map((t) => {
-    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated],
-      t.alive ? "" : "dead");
+    const disk = t.total ? `${bytes(t.free)} free of ${bytes(t.total)} (${Math.round(100 - 100 * t.free / t.total)}% used)` : "—";
+    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated,
+      t.held === null || t.held === undefined ? "—" : bytes(t.held), disk], t.alive ? "" : "dead");
+    tr.lastChild.title = (t.dirs || []).map(([p, f, n]) => `${p}: ${f < 0 ? "unknown" : `${bytes(f)} free of ${bytes(n)}`}`).join("\n");
     tr.dataset.server = t.id;
     return tr;
   }));
@@ -60,7 +62,7 @@ function renderTables(s) {
   fill($("tables").tBodies[0], s.tables.map((t) => {
     const cls = t.offline ? "offline" : t.under_replicated ? "under" : "";
     const tr = row([t.name, t.buckets, t.replication_factor, bytes(t.bytes), bytes(t.bytes_per_s || 0) + "/s",
-      t.under_replicated, t.offline], cls + (t.id === state.table ? " selected" : ""));
+      (t.records_per_s || 0).toFixed(1), t.under_replicated, t.offline], cls + (t.id === state.table ? " selected" : ""));
     tr.dataset.table = t.id;
     tr.addEventListener("click", () => { state.table = t.id; state.page = 0; render(); });
     return tr;
@@ -118,6 +120,42 @@ function renderTimeline(s) {
     row([new Date(e.ts * 1000).toLocaleTimeString(), e.table, e.bucket, e.kind, String(e.from), String(e.to)])));
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+
+function sparkline(lags) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", "120");
+  svg.setAttribute("height", "20");
+  svg.setAttribute("viewBox", "0 0 120 20");
+  svg.classList.add("sparkline");
+  if (lags.length > 1) {
+    const max = Math.max(1, ...lags);
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("points", lags.map((v, i) =>
+      `${(120 * i / (lags.length - 1)).toFixed(1)},${(19 - 18 * v / max).toFixed(1)}`).join(" "));
+    svg.appendChild(line);
+  }
+  return svg;
+}
+
+function renderGroups(s) {
+  const groups = s.groups || [];
+  const names = new Map(s.tables.map((t) => [t.id, t.name]));
+  $("groups-read").textContent = s.groups_read ? `(offsets read ${new Date(s.groups_read * 1000).toLocaleTimeString()})` : "";
+  fill($("group-members").tBodies[0], groups.flatMap((g) => (g.members.length ? g.members : [null]).map((m) => {
+    const tr = row([g.name, g.state, m ? m.id : "—", m ? m.host : "—",
+      m ? m.b.map(([t, b]) => `${names.get(t) || t}/${b}`).join(", ") || "—" : "—"]);
+    tr.dataset.group = g.name;
+    return tr;
+  })));
+  fill($("group-offsets").tBodies[0], groups.flatMap((g) => g.offsets.map(([t, b, committed, hw, lag, lags]) => {
+    const tr = row([g.name, names.get(t) || String(t), b, committed, hw < 0 ? "—" : hw, lag === null ? "—" : lag, ""]);
+    tr.lastChild.appendChild(sparkline(lags || []));
+    tr.dataset.group = g.name;
+    return tr;
+  })));
+}
+
 function render() {
   const s = state.snapshot;
   if (!s) return;
@@ -127,6 +165,7 @@ function render() {
   renderServers(s);
   renderTables(s);
   renderBuckets(s);
+  renderGroups(s);
   renderRebalance(s);
   renderTimeline(s);
   document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);

@@ -324,7 +324,7 @@ class WatchLivenessRequest(_message.Message):
     def __init__(self, coordinator_epoch: _Optional[int] = ..., coordinator_id: _Optional[int] = ..., interval_ms: _Optional[int] = ...) -> None: ...
 
 class LivenessHeartbeat(_message.Message):
-    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes", "sizes_incremental", "sizes_dropped")
+    __slots__ = ("server_id", "incarnation", "sequence", "sizes_included", "led_bucket_sizes", "sizes_incremental", "sizes_dropped", "disk")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +332,7 @@ class LivenessHeartbeat(_message.Message):
     LED_BUCKET_SIZES_FIELD_NUMBER: _ClassVar[int]
     SIZES_INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
     SIZES_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
     server_id: int
     incarnation: str
     sequence: int
@@ -339,7 +340,26 @@ class LivenessHeartbeat(_message.Message):
     led_bucket_sizes: _containers.RepeatedCompositeFieldContainer[BucketSize]
     sizes_incremental: bool
     sizes_dropped: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
-    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ..., sizes_incremental: _Optional[bool] = ..., sizes_dropped: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ...) -> None: ...
+    disk: DiskUse
+    def __init__(self, server_id: _Optional[int] = ..., incarnation: _Optional[str] = ..., sequence: _Optional[int] = ..., sizes_included: _Optional[bool] = ..., led_bucket_sizes: _Optional[_Iterable[_Union[BucketSize, _Mapping]]] = ..., sizes_incremental: _Optional[bool] = ..., sizes_dropped: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., disk: _Optional[_Union[DiskUse, _Mapping]] = ...) -> None: ...
+
+class DiskUse(_message.Message):
+    __slots__ = ("held_bytes", "dirs")
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DIRS_FIELD_NUMBER: _ClassVar[int]
+    held_bytes: int
+    dirs: _containers.RepeatedCompositeFieldContainer[DataDirUse]
+    def __init__(self, held_bytes: _Optional[int] = ..., dirs: _Optional[_Iterable[_Union[DataDirUse, _Mapping]]] = ...) -> None: ...
+
+class DataDirUse(_message.Message):
+    __slots__ = ("path", "free_bytes", "total_bytes")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    free_bytes: int
+    total_bytes: int
+    def __init__(self, path: _Optional[str] = ..., free_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ...) -> None: ...
 
 class BucketSize(_message.Message):
     __slots__ = ("table_bucket", "size_bytes", "high_watermark", "log_end_offset")

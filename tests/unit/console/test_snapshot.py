@@ -83,6 +83,29 @@ def test_rates_are_size_growth_over_the_window():
     assert later["tables"][0]["bytes_per_s"] == 1000.0
 
 
+def test_records_per_s_is_leo_growth_over_the_window_of_buckets_known_at_both_ends():
+    rates = Rates(window_s=10.0)
+    view = _view({0: (1, (1, 2, 3)), 1: (1, (1, 2, 3)), 2: (1, (1, 2, 3))})
+
+    def snap(now: float, leos: dict[int, int]) -> dict:
+        source = _source(view, {1, 2, 3})
+        source.offsets = {1: {TableBucket(7, b): (leo, leo) for b, leo in leos.items()}}
+        out = build_snapshot(source, now=now)
+        rates.observe(out)
+        return out["tables"][0]
+
+    first = snap(0.0, {0: 100, 1: 50, 2: 900})
+    assert (first["records"], first["records_per_s"]) == (1050, 0.0)
+    # bucket 2's LEO unknown (a failover): no drop counted; buckets 0 and 1 grew by 400 and 100 in 5 s
+    later = snap(5.0, {0: 500, 1: 150})
+    assert (later["records"], later["records_per_s"]) == (650, 100.0)
+    # bucket 2 reported again, lower (a truncating new leader): neither its return nor its drop is a spike
+    again = snap(8.0, {0: 500, 1: 150, 2: 880})
+    assert again["records_per_s"] == 62.5  # (400 + 100) / 8 s
+    # the window slides: from the sample at 5 s (the one at 0 s is over 10 s old), only bucket 0 grew
+    assert snap(15.0, {0: 1500, 1: 150, 2: 880})["records_per_s"] == 100.0
+
+
 def test_coordinators_panel_names_the_leader_its_epoch_and_the_standbys_in_succession_order():
     from fluss_py.console.snapshot import coordinators_view
     from fluss_py.types import CoordinatorLeaderInfo
