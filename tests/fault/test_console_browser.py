@@ -18,7 +18,7 @@ from fluss_py.client import SyncAdmin, SyncConsumer
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.testing.faults import kill9
-from tests.integration.test_console import produce_keyed
+from tests.integration.console_support import produce_keyed
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402

@@ -12,14 +12,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fluss_py.client import ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.client import SyncAdmin, SyncConsumer
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.faults import kill9
+from tests.integration.console_support import TABLE, produce_keyed
 
 pytestmark = pytest.mark.integration
 
-TABLE = "fluss.console_t"
 GROUP = "console-readers"
 
 
@@ -38,16 +38,6 @@ def _snapshot(address: str) -> dict[str, Any]:
     status, _, body = _get(address, "/console/snapshot")
     assert status == 200, body
     return json.loads(body)
-
-
-def produce_keyed(bootstrap: str, start: int, count: int, table: str = TABLE) -> None:
-    """Records ``v<i>`` with keys ``k<i>`` for i in [start, start + count), acknowledged by the full ISR (the
-    keys spread them over the buckets). Also used by the Chromium test."""
-    with SyncProducer(bootstrap, ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)) as p:
-        futures = [p.send(table, f"v{i}".encode(), key=f"k{i}".encode()) for i in range(start, start + count)]
-        p.flush()
-        for f in futures:
-            f.result(timeout=60)
 
 
 def consume_and_lag(cluster: LocalCluster, at: str, bootstrap: str) -> tuple[SyncConsumer, dict[str, Any]]:
