@@ -376,22 +376,15 @@ def test_principal_without_describe_cannot_list(cluster: LocalCluster) -> None:
 def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None:
     coordinator = cluster.get(cluster.coordinator_leader() or cluster.names(COORDINATOR)[0])
     token = base64.b64encode(f"{READER}:{READER_PASSWORD}".encode()).decode()
-    request = urllib.request.Request(
-        f"{coordinator.http_url}/rebalance?dry_run=false", method="POST", headers={"Authorization": f"Basic {token}"}
-    )
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=5, context=cluster.http_context())
-    assert info.value.code == 403
-    assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
-    assert not zk_exists(cluster, RebalanceZNode.path(cluster.zk_root))
-    # the console's Cancel… button: DELETE /rebalance is a state change too
-    cancel = urllib.request.Request(
-        f"{coordinator.http_url}/rebalance", method="DELETE", headers={"Authorization": f"Basic {token}"}
-    )
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(cancel, timeout=5, context=cluster.http_context())
-    assert info.value.code == 403
-    assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
+    headers = {"Authorization": f"Basic {token}"}
+    # POST (start) and the console's Cancel… button (DELETE) are both state changes
+    for method, path in (("POST", "/rebalance?dry_run=false"), ("DELETE", "/rebalance")):
+        request = urllib.request.Request(f"{coordinator.http_url}{path}", method=method, headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=5, context=cluster.http_context())
+        assert info.value.code == 403, method
+        assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
+        assert not zk_exists(cluster, RebalanceZNode.path(cluster.zk_root))
     # no credentials at all: 401
     anonymous = urllib.request.Request(f"{coordinator.http_url}/rebalance", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:
