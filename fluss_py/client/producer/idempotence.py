@@ -27,7 +27,9 @@ batches — hence at most 5 in flight per bucket), and refuses a gap with OUT_OF
    (rule 6). With acks=all it must never happen (only an unclean election or a replication bug can do it):
    the batch fails with OUT_OF_ORDER_SEQUENCE saying so, and the bucket is reset for the batches after it
    (as Kafka's idempotent producer does). Either way ``lost_state`` counts it, for the sender to log.
-5. DUPLICATE_SEQUENCE (a duplicate older than the leader remembers): in the log, completed with -1.
+5. DUPLICATE_SEQUENCE (a duplicate older than the leader remembers): in the log, completed with -1; like
+   an acknowledgement it moves ``acked_next`` past the batch (under the same writer id), so rule 4 still
+   recognises a later lost-state answer and rule 2's pipelining resumes.
 6. A non-retriable failure of a sent batch, UNKNOWN_WRITER_ID, or rule 4's lost state set ``reset_from``
    = that batch's sequence. Batches after it cannot have been appended (they would follow a gap). Once
    nothing is in flight and every retry batch before ``reset_from`` is resolved, the bucket takes a new
@@ -167,8 +169,7 @@ class BucketSequencer(Generic[T]):
     # ---------------------------------------------------------------- answers
     def on_success(self, batch: T) -> None:
         self._remove_in_flight(batch)
-        if batch.writer_id == self.writer_id:
-            self.acked_next = max(self.acked_next, end_sequence(batch))
+        self._acknowledged(batch)
 
     def on_error(self, batch: T, error: FlussError, expired: bool) -> Outcome:
         """Rules 3-7 for a failed attempt of an in-flight batch; ``expired``: its delivery time is up."""
@@ -177,6 +178,7 @@ class BucketSequencer(Generic[T]):
         if code not in NOT_APPENDED:
             batch.ambiguous = True
         if code == ErrorCode.DUPLICATE_SEQUENCE:
+            self._acknowledged(batch)
             return Outcome.DONE_NO_OFFSET
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE:
             if batch.base_sequence < self.acked_next:
@@ -215,6 +217,10 @@ class BucketSequencer(Generic[T]):
         self.retry.append(batch)
         self.retry.sort(key=lambda b: b.base_sequence)
         return Outcome.RETRY
+
+    def _acknowledged(self, batch: SequencedBatch) -> None:
+        if batch.writer_id == self.writer_id:
+            self.acked_next = max(self.acked_next, end_sequence(batch))
 
     def _earlier_unresolved(self, batch: SequencedBatch) -> bool:
         return any(b.base_sequence < batch.base_sequence for b in (*self.in_flight, *self.retry))

@@ -89,6 +89,20 @@ def test_duplicate_sequence_completes_without_offset() -> None:
     assert s.on_error(b0, DuplicateSequenceError(), expired=False) is Outcome.DONE_NO_OFFSET
 
 
+def test_a_duplicate_counts_as_acknowledged_for_lost_state_detection() -> None:
+    """Rule 5: a duplicate is in the log, so the leader's next expected sequence is past it. Without
+    moving ``acked_next`` a later lost-state answer (rule 4) would look like a gap and be retried until
+    the delivery timeout instead of failing at once under acks=all."""
+    s = BucketSequencer(7, max_in_flight=5, acks_all=True)
+    first = B()
+    s.assign(first)
+    assert s.on_error(first, DuplicateSequenceError(), expired=False) is Outcome.DONE_NO_OFFSET
+    assert s.acked_next == 2 and s.can_send_new()  # pipelining resumes as after an acknowledgement
+    (b1,) = sent(s, 1)
+    assert s.on_error(b1, OutOfOrderSequenceError(), expired=False) is Outcome.FAIL  # b1 == acked_next
+    assert s.lost_state == 1
+
+
 def test_lost_writer_state_resets_to_a_new_writer_id() -> None:
     s = warm()
     b0, b1 = sent(s, 2)
