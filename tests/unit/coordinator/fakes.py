@@ -73,11 +73,13 @@ class FakeGateway:
         self.refusing: dict[int, int] = {}  # server -> whole-request error code it answers
         self.bucket_errors: dict[int, int] = {}  # server -> error code of every bucket it is notified of
         self.attempts = 0
+        self.failed = 0  # attempts that raised; attempts == failed: no call is in progress
 
     async def send(self, server: ServerNode, kind: str, request: Any) -> Any:
         self.attempts += 1
         await asyncio.sleep(0)
         if server.id in self.down:
+            self.failed += 1
             raise ConnectionError(f"server {server.id} unreachable")
         self.calls.append((server.id, kind, request))
         refusal = self.refusing.get(server.id)
