@@ -4,6 +4,8 @@ Both ends of every connection ping it ``time`` after the last ping, even with no
 no ack arrives within ``timeout``, failing its calls and streams: a peer that vanished without FIN or RST
 (powered off, partitioned away) is noticed within ``time + timeout`` (docs/failure-detection.md "Vanished
 peers"). The values come from ``rpc.keepalive.time`` / ``rpc.keepalive.timeout`` (every role reads them).
+The timeout is also gRPC's ping timeout: grpcio 1.85 closes a connection whose ping went unanswered only when
+``grpc.http2.ping_timeout_ms`` (default 1 min) runs out, ``grpc.keepalive_timeout_ms`` alone closes nothing.
 
 A gRPC server answers a client that pings more often than it permits with GOAWAY ``too_many_pings``, which
 fails every call on the connection. A server here permits pings every ``PERMITTED_PING_INTERVAL_S`` (half the

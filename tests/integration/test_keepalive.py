@@ -83,6 +83,7 @@ async def test_a_black_holed_connection_is_closed_by_both_ends_and_the_client_go
     loop = asyncio.get_running_loop()
     proxy = await BlackHoleProxy.start(address)
     transport = GrpcTransport(keepalive=keepalive)
+    pending: asyncio.Task | None = None
     try:
         assert _offset(await transport.call(proxy.address, PRODUCE_LOG, _produce(table_id, b"before"), 10.0)) == 0
         assert proxy.address in transport._streams  # it went on the ProduceLogStream
@@ -107,8 +108,14 @@ async def test_a_black_holed_connection_is_closed_by_both_ends_and_the_client_go
         assert _offset(after) == 1  # the discarded request never reached the log
         assert len(proxy.connections) == 2  # on a new connection
     finally:
+        if pending is not None and not pending.done():
+            pending.cancel()  # the test failed while it hung
         await transport.close()
         await proxy.close()
+        if pending is not None:
+            await asyncio.wait([pending])
+            if not pending.cancelled():
+                pending.exception()  # retrieved (raised above when the test got that far)
 
 
 async def test_a_client_pinging_faster_than_the_servers_keepalive_time_is_not_sent_too_many_pings() -> None:
