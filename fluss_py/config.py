@@ -72,6 +72,7 @@ MAX_FETCH_RESPONSE_BYTES = MAX_RPC_MESSAGE_BYTES - 16 * MiB
 MAX_BUCKETS = 4096  # buckets of one table (Fluss: max.bucket.num)
 MAX_REPLICATION_FACTOR = 32767  # Kafka's bound (a short)
 MAX_TABLE_COMMENT_BYTES = 16 * KiB  # the table's znode must stay far below ZooKeeper's 1 MiB node limit
+MIN_RPC_KEEPALIVE_TIME = 1.0  # a gRPC client pings at most once a second while no data arrives anyway
 
 OPTIONS: dict[str, ConfigOption] = {}
 
@@ -119,6 +120,17 @@ ADVERTISED_HOST = option("advertised.host", "str", "127.0.0.1", _SERVERS,
                          "host other processes use to reach us", HOST)  # fmt: skip
 RPC_PORT = option("rpc.port", "int", 0, _SERVERS, "RPC port (0: the role default, 9123 or 9122)", PORT)
 HTTP_PORT = option("http.port", "int", 0, _SERVERS, "HTTP port for /metrics and /health (0: 9124 or 9125)", PORT)
+# HTTP/2 keepalive of every connection, servers' and clients' alike (docs/failure-detection.md "Vanished peers")
+RPC_KEEPALIVE_TIME = option(
+    "rpc.keepalive.time", "duration", 10.0, _ALL,
+    "ping each connection after this long without a ping, calls open or not (a vanished peer is noticed "
+    "within time + timeout)", Range(MIN_RPC_KEEPALIVE_TIME, 2 * HOUR),
+)  # fmt: skip
+RPC_KEEPALIVE_TIMEOUT = option(
+    "rpc.keepalive.timeout", "duration", 5.0, _ALL,
+    "close a connection, failing its calls and streams, when its ping is not acknowledged within this long",
+    Range(1.0, 10 * MINUTE),
+)  # fmt: skip
 LOG_DIR = option("log.dir", "str", "logs", _SERVERS, "directory of the process's log file", NON_EMPTY)
 LOG_LEVEL = option("log.level", "str", "INFO", _SERVERS, "logging level",
                    Choice(("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")))  # fmt: skip

@@ -44,6 +44,7 @@ from fluss_py.errors import (
     TableNotExistError,
 )
 from fluss_py.rpc.convert import raise_for_client, to_client_exception
+from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import OffsetSpec, TableBucket, TablePath
@@ -108,9 +109,12 @@ class Admin:
         security: PeerIdentity | None = None,
         request_timeout: float = 30.0,
         retry: RetryOptions = DEFAULT_RETRY,
+        keepalive: Keepalive = DEFAULT_KEEPALIVE,
     ) -> None:
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
+        self._transport = transport or GrpcTransport(  # TLS + credentials (docs/security.md)
+            security or PLAINTEXT, keepalive=keepalive
+        )
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=request_timeout, retry=retry

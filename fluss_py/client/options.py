@@ -12,6 +12,7 @@ from typing import Any
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError
 from fluss_py.record import CompressionType
+from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
@@ -52,6 +53,8 @@ class ProducerOptions:
     delivery_timeout          a record fails once it has been retried this long after ``send``
     produce_stream            requests to a leader on one ProduceLogStream (docs/client.md "Produce on a
                               stream"); False: one unary ProduceLog call per request
+    keepalive                 pings of its connections: a vanished server fails its calls within
+                              time + timeout (rpc.keepalive.*, docs/failure-detection.md "Vanished peers")
     """
 
     acks: int = -1
@@ -66,6 +69,7 @@ class ProducerOptions:
     compression: CompressionType = CompressionType.NONE
     retry: RetryOptions = DEFAULT_RETRY
     produce_stream: bool = True
+    keepalive: Keepalive = DEFAULT_KEEPALIVE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "acks", parse_acks(self.acks))
@@ -103,6 +107,7 @@ class ProducerOptions:
                 "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
                 "delivery_timeout": config[cfg.CLIENT_DELIVERY_TIMEOUT],
                 "retry": _retry(config),
+                "keepalive": Keepalive.from_config(config),
             }
         return _build(cls, base, overrides)
 
@@ -118,6 +123,7 @@ class ConsumerOptions:
     max_poll_records          records returned by one ``poll``
     auto_offset_reset         where a bucket without a position (or out of range) starts:
                               "earliest", "latest" or "none" (raise OFFSET_OUT_OF_RANGE)
+    keepalive                 pings of its connections (as ProducerOptions.keepalive)
     """
 
     fetch_max_wait: float = 0.5
@@ -128,6 +134,7 @@ class ConsumerOptions:
     auto_offset_reset: str = "earliest"
     request_timeout: float = 30.0
     retry: RetryOptions = DEFAULT_RETRY
+    keepalive: Keepalive = DEFAULT_KEEPALIVE
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
@@ -141,6 +148,7 @@ class ConsumerOptions:
                 "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
                 "fetch_max_wait": config[cfg.CLIENT_FETCH_MAX_WAIT],
                 "retry": _retry(config),
+                "keepalive": Keepalive.from_config(config),
             }
         return _build(cls, base, overrides)
 

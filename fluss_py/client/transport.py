@@ -28,8 +28,9 @@ import grpc.aio
 
 from fluss_py.client.produce_stream import ProduceStreamClient
 from fluss_py.errors import AuthenticationFailedError, FlussError, NetworkExceptionError
-from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS, open_channel
+from fluss_py.rpc.channels import client_channel_options, open_channel
 from fluss_py.rpc.convert import map_grpc_error, map_stream_error
+from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.rpc.streams import GrpcStream
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
@@ -127,10 +128,18 @@ class GrpcTransport:
 
     ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous).
     ``produce_stream``: PRODUCE_LOG calls travel on one ProduceLogStream per address (docs/client.md
-    "Produce on a stream"); off: unary ProduceLog calls."""
+    "Produce on a stream"); off: unary ProduceLog calls.
+    ``keepalive``: the pings of its connections (``rpc.keepalive.*``, docs/failure-detection.md)."""
 
-    def __init__(self, identity: PeerIdentity = PLAINTEXT, *, produce_stream: bool = True) -> None:
+    def __init__(
+        self,
+        identity: PeerIdentity = PLAINTEXT,
+        *,
+        produce_stream: bool = True,
+        keepalive: Keepalive = DEFAULT_KEEPALIVE,
+    ) -> None:
         self._identity = identity
+        self._channel_options = client_channel_options(keepalive)
         self._metadata = identity.metadata()  # user + password with every call (inside TLS only)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
@@ -141,7 +150,7 @@ class GrpcTransport:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = open_channel(address, self._identity, CLIENT_CHANNEL_OPTIONS, send_credentials=False)
+            channel = open_channel(address, self._identity, self._channel_options, send_credentials=False)
             self._channels[address] = channel
         return channel
 

@@ -49,7 +49,8 @@ from fluss_py.coordinator.predecessor import PredecessorWatch
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
 from fluss_py.coordinator.rebalance.routes import leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
-from fluss_py.rpc.channels import set_server_identity
+from fluss_py.rpc.channels import set_server_identity, set_server_keepalive
+from fluss_py.rpc.keepalive import Keepalive
 from fluss_py.rpc.pb import coordinator_pb2_grpc
 from fluss_py.rpc.peer import replica_verifier
 from fluss_py.rpc.server import start_rpc_server
@@ -156,6 +157,7 @@ class CoordinatorServer(CoordinatorLifecycle):
               ).set_function(lambda: self._partition_stat("late"))  # fmt: skip
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
+        set_server_keepalive(Keepalive.from_config(config))  # rpc.keepalive.*: its server and its channels
         self.servicer: CoordinatorServicer | None = None
         self.metrics.register(_RefusalCollector(lambda: self.servicer))
         scheme = "https" if self.security.tls else "http"

@@ -1,17 +1,20 @@
 """The one place gRPC channels are made: ``open_channel(address, identity, options)``; and ``ChannelPool``.
-Their options are named here once: ``CHANNEL_OPTIONS`` (servers) and ``CLIENT_CHANNEL_OPTIONS`` (the client).
+Their options are named here once: ``server_channel_options()`` (server to server) and
+``client_channel_options(keepalive)`` (the client's transport).
 
 ``open_channel`` makes a TLS channel (trusting ``security.tls.ca-file``, presenting the process's certificate)
 or a plaintext one, per the ``PeerIdentity``; a user + password identity adds an interceptor that sends them
 with every call. Server-to-server callers (coordinator -> tablet server, follower fetchers, AdjustIsr,
-ControlledShutdown) pass no identity: they use the process's own, set once at start by the server wiring
-with ``set_server_identity`` (plaintext until then).
+ControlledShutdown) pass no identity and no options: they use the process's own identity and keepalive
+(``rpc.keepalive.*``, docs/failure-detection.md "Vanished peers"), set once at start by the server wiring with
+``set_server_identity`` and ``set_server_keepalive`` (plaintext and the default keepalive until then).
 
 ``ChannelPool`` caches one channel per ``host:port`` for the coordinator leader's calls to tablet servers:
 created when it becomes leader, closed (every channel) when it loses leadership. Channels use big message
 limits and a short reconnect backoff so a restarted server is reached again quickly.
 
-Who may call: coroutines on the owning loop; ``set_server_identity`` once, before any channel is made.
+Who may call: coroutines on the owning loop; ``set_server_identity`` and ``set_server_keepalive`` once, before
+any channel is made.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import grpc
 import grpc.aio
 
 from fluss_py.config import MAX_RPC_MESSAGE_BYTES
+from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import channel_credentials
 
@@ -31,31 +35,12 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = MAX_RPC_MESSAGE_BYTES  # the registry bounds sizes that must fit in one message
 
-# HTTP/2 keepalive (docs/failure-detection.md "Vanished peers"): both ends ping every KEEPALIVE_TIME_MS on
-# an idle connection, even with no call open, and close it when no ack comes within KEEPALIVE_TIMEOUT_MS,
-# failing its streams: a peer that vanished without FIN/RST is detected within time + timeout (~15 s).
-KEEPALIVE_TIME_MS = 10_000
-KEEPALIVE_TIMEOUT_MS = 5_000
-KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
-    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-]
-# The server accepts pings as often as the client sends them (a faster client would get a GOAWAY
-# "too_many_pings"): half the keepalive interval leaves margin for timer jitter.
-SERVER_KEEPALIVE_OPTIONS: list[tuple[str, Any]] = [
-    *KEEPALIVE_OPTIONS,
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
-    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
-]
 
-
-def channel_options(reconnect_backoff_ms: int) -> list[tuple[str, Any]]:
+def channel_options(reconnect_backoff_ms: int, keepalive: Keepalive = DEFAULT_KEEPALIVE) -> list[tuple[str, Any]]:
     """The options of every channel: message limits of the registry, no gRPC retries (callers retry with
-    their own backoff), a reconnect backoff of ``reconnect_backoff_ms`` growing to 1 s, and subchannels of
-    their own: gRPC shares them process-wide by default, and a shared one still waiting out its reconnect
-    backoff makes a fresh channel to a restarted server fail too."""
+    their own backoff), a reconnect backoff of ``reconnect_backoff_ms`` growing to 1 s, subchannels of
+    their own (gRPC shares them process-wide by default, and a shared one still waiting out its reconnect
+    backoff makes a fresh channel to a restarted server fail too), and ``keepalive``'s pings."""
     return [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -64,17 +49,21 @@ def channel_options(reconnect_backoff_ms: int) -> list[tuple[str, Any]]:
         ("grpc.max_reconnect_backoff_ms", 1000),
         ("grpc.enable_retries", 0),
         ("grpc.use_local_subchannel_pool", 1),
-        *KEEPALIVE_OPTIONS,
+        *keepalive.channel_args(),
     ]
 
 
-CHANNEL_OPTIONS = channel_options(100)
-"""Server to server (coordinator -> tablet server, follower fetchers, AdjustIsr, ControlledShutdown)."""
-CLIENT_CHANNEL_OPTIONS = channel_options(50)
-"""The client's transport: it drops a channel that failed to connect and retries on its own backoff, so a
-shorter first reconnect reaches a restarted server sooner."""
+def client_channel_options(keepalive: Keepalive = DEFAULT_KEEPALIVE) -> list[tuple[str, Any]]:
+    """The client's transport: it drops a channel that failed to connect and retries on its own backoff, so a
+    shorter first reconnect reaches a restarted server sooner."""
+    return channel_options(50, keepalive)
+
+
+CLIENT_CHANNEL_OPTIONS = client_channel_options()
+"""``client_channel_options()`` with the default keepalive."""
 
 _server_identity: PeerIdentity = PLAINTEXT
+_server_keepalive: Keepalive = DEFAULT_KEEPALIVE
 
 
 def set_server_identity(identity: PeerIdentity) -> None:
@@ -85,6 +74,22 @@ def set_server_identity(identity: PeerIdentity) -> None:
 
 def server_identity() -> PeerIdentity:
     return _server_identity
+
+
+def set_server_keepalive(keepalive: Keepalive) -> None:
+    """This server's keepalive (``rpc.keepalive.*``): its RPC server's and its channels to other servers'
+    (called once by the server wiring at start)."""
+    global _server_keepalive
+    _server_keepalive = keepalive
+
+
+def server_keepalive() -> Keepalive:
+    return _server_keepalive
+
+
+def server_channel_options() -> list[tuple[str, Any]]:
+    """Server to server (coordinator -> tablet server, follower fetchers, AdjustIsr, ControlledShutdown)."""
+    return channel_options(100, _server_keepalive)
 
 
 class _Credentials(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
@@ -111,15 +116,17 @@ class _Credentials(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamCli
 def open_channel(
     address: str,
     identity: PeerIdentity | None = None,
-    options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS,
+    options: Sequence[tuple[str, Any]] | None = None,
     *,
     send_credentials: bool = True,
 ) -> grpc.aio.Channel:
-    """A new channel to ``address`` secured per ``identity`` (default: this server's own identity).
+    """A new channel to ``address`` secured per ``identity`` (default: this server's own identity), with
+    ``options`` (default: ``server_channel_options()``).
 
     ``send_credentials=False``: the caller passes ``identity.metadata()`` with each call itself (the client
     transport does: an aio client interceptor costs an extra task per call)."""
     identity = identity or _server_identity
+    options = server_channel_options() if options is None else options
     metadata = identity.metadata() if send_credentials else None
     interceptors = [_Credentials(metadata)] if metadata else None
     if identity.tls is None:

@@ -48,7 +48,8 @@ from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
 from fluss_py.replica.gateway import GrpcCoordinatorEndpoint
 from fluss_py.replica.manager import ReplicaManager, ReplicaStats
-from fluss_py.rpc.channels import set_server_identity
+from fluss_py.rpc.channels import set_server_identity, set_server_keepalive
+from fluss_py.rpc.keepalive import Keepalive
 from fluss_py.rpc.pb import tablet_pb2_grpc
 from fluss_py.rpc.peer import new_token, replica_verifier
 from fluss_py.rpc.server import start_rpc_server
@@ -149,6 +150,7 @@ class TabletServer:
         self.request_metrics = RequestMetrics(self.metrics)
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
+        set_server_keepalive(Keepalive.from_config(config))  # rpc.keepalive.*: its server and its channels
         # followers prove who they are: the certificate names them (mutual TLS) and they present their token
         self.replica_verifier = replica_verifier(
             self.server_id, self._registered_token, certificates=self.security.peer_certificates

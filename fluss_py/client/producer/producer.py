@@ -64,7 +64,7 @@ class Producer:
         self.options = opts = options or ProducerOptions()
         self._owns_transport = transport is None
         self._transport = transport or GrpcTransport(  # TLS + credentials (docs/security.md)
-            security or PLAINTEXT, produce_stream=opts.produce_stream
+            security or PLAINTEXT, produce_stream=opts.produce_stream, keepalive=opts.keepalive
         )
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
