@@ -104,21 +104,36 @@ class MembershipHandlers:
         if not died:
             return
         affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
-        changed = await self._reconcile(affected)
-        batch = self._batch()
-        # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
-        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
-        for tb, _ in changed:
-            self._notify(batch, tb)
-        for tb in affected:
-            self._set_states(tb)
-        self._send(batch)
+        dead = set(died)
+        leaderless = {tb for tb in affected if self._leader_of(tb) in dead}
+        changes = 0
+        # the buckets that lost their leader first: each is led again (written, told) before the ISR-only
+        # changes of the others are written (docs/control-plane.md §6, "Tablet server died"); no other event
+        # runs in between
+        for part in (leaderless, affected - leaderless):
+            if not part:
+                continue
+            changed = await self._reconcile(part)
+            batch = self._batch()
+            # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
+            batch.metadata_delta(self.live(), [tb for tb, _ in changed])
+            for tb, _ in changed:
+                self._notify(batch, tb)
+            self._send(batch)
+            for tb in part:
+                self._set_states(tb)
+            changes += len(changed)
         log.warning(
-            "Tablet server(s) %s died: %d bucket(s) affected, %d leadership/ISR change(s)",
+            "Tablet server(s) %s died: %d bucket(s) affected (%d leaderless), %d leadership/ISR change(s)",
             died,
             len(affected),
-            len(changed),
+            len(leaderless),
+            changes,
         )
+
+    def _leader_of(self, tb: TableBucket) -> int:
+        lai = self.view.buckets[tb].leader_and_isr
+        return -1 if lai is None else lai.leader
 
     async def _servers_joined(self, joined: set[int]) -> None:
         if not joined:
