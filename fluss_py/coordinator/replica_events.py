@@ -204,8 +204,12 @@ class ReplicaEventHandlers:
                     changes.append((tb, new))
         changed = await self.store.write_leader_isr(changes)
         batch = self._batch()
+        stopped = set(followed)
         for tb, _ in changed:
-            self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
+            if tb in stopped:  # the leader and the other followers learn the ISR; the stopping server stops it
+                self._notify(batch, tb, [r for r in self.view.buckets[tb].replicas if r != sid])
+            else:
+                self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
         for tb in followed:
             lai = self.view.buckets[tb].leader_and_isr
             batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)

@@ -366,6 +366,14 @@ async def test_controlled_shutdown_moves_leaders_and_leaves_isrs(h):
         assert lai.leader != 1 and 1 not in lai.isr
     followed = [b.table_bucket.bucket for stop in h.gateway.of(STOP, 1) for b in stop.buckets]
     assert followed and all(not b.delete for stop in h.gateway.of(STOP, 1) for b in stop.buckets)
+    # the stopping server hears NotifyLeaderAndIsr only of the buckets it led; their leaders of the others
+    told = [b.table_bucket.bucket for n in h.gateway.of(NOTIFY, 1) for b in n.buckets]
+    assert sorted(told + followed) == [0, 1, 2] and not set(told) & set(followed)
+    for b in followed:
+        leader = h.lai(table_id, b).leader
+        assert any(
+            t.table_bucket.bucket == b and 1 not in t.isr for n in h.gateway.of(NOTIFY, leader) for t in n.buckets
+        )
     assert any(h.lai(single, b).leader == 1 for b in range(3))
     # a shutting-down server cannot lead a bucket created meanwhile
     other = await h.proc.create_table(CreateTable(TablePath("fluss", "later"), num_buckets=4, replication_factor=2))
