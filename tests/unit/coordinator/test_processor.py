@@ -11,11 +11,13 @@ from fluss_py.coordinator.events import (
     AllocateWriterId,
     ControlledShutdown,
     CreateTable,
+    DeadLeaveIsrs,
     DropDatabase,
     DropTable,
     GetMetadata,
     ListTables,
     ReplicasCorrupt,
+    ReplicasFailed,
     ReplicasRecovered,
 )
 from fluss_py.coordinator.processor import options_from_config
@@ -517,11 +519,15 @@ async def test_a_replica_reporting_a_storage_failure_loses_leadership_until_its_
     await h.drain()
     h.gateway.bucket_errors[2] = ErrorCode.STORAGE_ERROR
     await h.kill(3)  # server 2 is told about changed buckets and answers STORAGE_ERROR
-    await wait_until(lambda: loop.events)
+    await h.drain()
+    for event in [e for e in loop.events if isinstance(e, DeadLeaveIsrs)]:
+        await h.proc.dead_leave_isrs(event)  # the death's second round, queued as its own event
+    await wait_until(lambda: any(isinstance(e, ReplicasFailed) for e in loop.events))
     await h.drain()  # (one event per NotifyLeaderAndIsr answered: the death's two rounds may send two)
-    assert all(event.server_id == 2 and event.buckets for event in loop.events)
-    failed = [tb for event in loop.events for tb in event.buckets]
-    for event in list(loop.events):
+    reports = [e for e in loop.events if isinstance(e, ReplicasFailed)]
+    assert all(event.server_id == 2 and event.buckets for event in reports)
+    failed = [tb for event in reports for tb in event.buckets]
+    for event in reports:
         await h.proc.replicas_failed(event)
     await h.drain()
     for tb in failed:
