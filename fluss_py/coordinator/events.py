@@ -146,6 +146,14 @@ class AllocateWriterId(Event):
 
 
 @dataclass(eq=False)
+class DeadLeaveIsrs(Event):
+    """The second round of a death (queued by its first, membership.py): the dead servers leave the ISRs of the
+    buckets they followed."""
+
+    servers: list[int]
+
+
+@dataclass(eq=False)
 class ReplicasFailed(Event):
     """A tablet server answered NotifyLeaderAndIsr with a storage failure for these buckets."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.coordinator import election
+from fluss_py.coordinator.events import DeadLeaveIsrs
 from fluss_py.coordinator.view_store import (
     Change,
 )
@@ -43,6 +44,7 @@ class MembershipHandlers:
         if not self._started:
             await self._startup()
             return
+        await self._leave_isrs()  # a death's second round before any other membership change (dead first)
         self._not_live = set(died)
         try:
             await self._servers_died(died)
@@ -101,24 +103,65 @@ class MembershipHandlers:
         return self._unclean if raw is None else bool(cfg.UNCLEAN_LEADER_ELECTION.parse(raw))
 
     async def _servers_died(self, died: list[int]) -> None:
+        """Two rounds (docs/control-plane.md §6, "Tablet server died"): the buckets the dead servers led get a
+        leader now; taking them out of the ISRs of the buckets they followed is a follow-up event, so that the
+        events which waited (clients' GetMetadata among them) see every bucket led first."""
         if not died:
             return
+        dead = set(died)
         affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
-        changed = await self._reconcile(affected)
+        leaderless = {tb for tb in affected if self._leader_of(tb) in dead or self._leader_of(tb) < 0}
+        changes = await self._reconcile_and_tell(leaderless)
+        if self._followups is None:  # no event loop (unit tests of the handlers): the second round now
+            changes += await self._reconcile_and_tell(affected - leaderless)
+        else:
+            self._isr_leavers |= dead
+            self._followups.put(DeadLeaveIsrs(sorted(dead)))
+        log.warning(
+            "Tablet server(s) %s died: %d bucket(s) affected, %d leaderless: %d leadership change(s)%s",
+            died,
+            len(affected),
+            len(leaderless),
+            changes,
+            "" if self._followups is None else "; leaving the other ISRs next",
+        )
+
+    async def dead_leave_isrs(self, _event: DeadLeaveIsrs) -> None:
+        await self._leave_isrs()
+
+    async def _leave_isrs(self) -> None:
+        """The second round of the deaths not yet through it: those servers count as dead (also one that has
+        registered again since: it is out of every ISR before its return is handled)."""
+        leavers, self._isr_leavers = self._isr_leavers, set()
+        if not leavers:
+            return
+        before = self._not_live
+        self._not_live = before | leavers
+        try:
+            affected = {tb for sid in leavers for tb in self.view.buckets_on(sid)}
+            changes = await self._reconcile_and_tell(affected)
+        finally:
+            self._not_live = before
+        log.warning("Tablet server(s) %s left the ISRs of %d bucket(s)", sorted(leavers), changes)
+
+    async def _reconcile_and_tell(self, tbs: set[TableBucket]) -> int:
+        """Reconcile ``tbs``, write, tell the live servers (UpdateMetadata before NotifyLeaderAndIsr: Fluss's
+        leader must know who is live), then update the coordinator's own states; returns the changes."""
+        if not tbs:
+            return 0
+        changed = await self._reconcile(tbs)
         batch = self._batch()
-        # before any NotifyLeaderAndIsr (Fluss: the leader must know who is live)
         batch.metadata_delta(self.live(), [tb for tb, _ in changed])
         for tb, _ in changed:
             self._notify(batch, tb)
-        for tb in affected:
-            self._set_states(tb)
         self._send(batch)
-        log.warning(
-            "Tablet server(s) %s died: %d bucket(s) affected, %d leadership/ISR change(s)",
-            died,
-            len(affected),
-            len(changed),
-        )
+        for tb in tbs:
+            self._set_states(tb)
+        return len(changed)
+
+    def _leader_of(self, tb: TableBucket) -> int:
+        lai = self.view.buckets[tb].leader_and_isr
+        return -1 if lai is None else lai.leader
 
     async def _servers_joined(self, joined: set[int]) -> None:
         if not joined:

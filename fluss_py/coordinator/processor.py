@@ -41,6 +41,7 @@ from fluss_py.coordinator.events import (
     AllocateWriterId,
     ControlledShutdown,
     CreateTable,
+    DeadLeaveIsrs,
     DropDatabase,
     DropTable,
     Event,
@@ -137,6 +138,8 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         self._membership_seen = False
         self._started = False
         self._not_live: set[int] = set()  # restarted servers count as dead while their death is handled
+        self._followups: Any = None  # the event loop (install): a death queues its second round there
+        self._isr_leavers: set[int] = set()  # dead servers whose second round has not run yet (membership.py)
         self.metadata_version = 0  # of the last UpdateMetadata queued in this leadership (docs/control-plane.md §8)
         if channel is not None:  # None: unit tests of handlers that send nothing
             channel.full_view = self.full_view_request
@@ -153,6 +156,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             ControlledShutdown: self.controlled_shutdown,
             AllocateWriterId: self.allocate_writer_id,
             ReplicasFailed: self.replicas_failed,
+            DeadLeaveIsrs: self.dead_leave_isrs,
         }
         # Consumer-group offsets (coordinator/groups.py): fenced ZooKeeper writes, validated against the view.
         self.groups = GroupOffsets(store, lambda: context.fence, self._num_buckets, group_limits, self._bucket_layout)
@@ -166,6 +170,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         """
         for event_type, handler in self.handlers.items():
             loop.register(event_type, handler)
+        self._followups = loop
         self.channel.on_response = lambda server, kind, request, response: self._check_notify(
             loop, server, kind, response
         )

@@ -204,15 +204,19 @@ class ReplicaEventHandlers:
                     changes.append((tb, new))
         changed = await self.store.write_leader_isr(changes)
         batch = self._batch()
+        stopped = set(followed)
         for tb, _ in changed:
-            self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
+            if tb in stopped:  # the leader and the other followers learn the ISR; the stopping server stops it
+                self._notify(batch, tb, [r for r in self.view.buckets[tb].replicas if r != sid])
+            else:
+                self._notify(batch, tb)  # the stopping server included: it learns it no longer leads
         for tb in followed:
             lai = self.view.buckets[tb].leader_and_isr
             batch.stop_replica(sid, tb, lai.leader_epoch if lai else 0, delete=False)
-        for tb in self.view.buckets_on(sid):
-            self._set_states(tb)
         batch.metadata_delta(live, [tb for tb, _ in changed])
         self._send(batch)
+        for tb in self.view.buckets_on(sid):  # the coordinator's own bookkeeping: after the requests left
+            self._set_states(tb)
         remaining = [tb for tb in self.view.buckets_led_by(sid) if len(self.view.buckets[tb].replicas) > 1]
         log.info(
             "Controlled shutdown of tablet server %d: %d leadership/ISR change(s), %d bucket(s) still led",

@@ -46,7 +46,7 @@ from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.replica.settings import ReplicaSettings
 from fluss_py.replica.stats import BucketStats, ReplicaStats, collect_stats
 from fluss_py.replica.write_path import WritePath
-from fluss_py.types import ServerNode, TableBucket
+from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
 
 if TYPE_CHECKING:
     from fluss_py.common.dynamic_config import LayeredConfig
@@ -110,6 +110,7 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self.failures: list[BaseException] = []
         self._closed = False
+        self._handing_over = False  # controlled shutdown began: see begin_controlled_shutdown
         self.offline: dict[TableBucket, str] = {}  # replicas whose data directory failed: why
         self.checkpoint_failures = 0  # flush/checkpoint rounds that failed for another reason than a disk
         self.faults = LogFaultHandler(self, config)
@@ -175,6 +176,15 @@ class ReplicaManager:
         self.reads.delayed_fetch.wake_all()
         self.reads.fetch_sessions.close_all()
         self.log_manager.checkpoint()
+
+    def begin_controlled_shutdown(self) -> None:
+        """This server is about to stop (the tablet server calls it before asking ControlledShutdown): from now on
+        a bucket it follows outside the ISR is not fetched, so not truncated either; its restart does that
+        (docs/replication.md "A stopping server leaves truncation to its restart")."""
+        self._handing_over = True
+
+    def _leaves_to_restart(self, lai: LeaderAndIsr) -> bool:
+        return self._handing_over and self.server_id not in lai.isr
 
     @property
     def closed(self) -> bool:
@@ -374,13 +384,19 @@ class ReplicaManager:
                     self.delayed_produce.fail_bucket(tb, self.not_leader(tb, replica))
                     self._role_changed(tb)
                     leader = self._servers.get(lai.leader)
-                    if leader is not None:
+                    if self._leaves_to_restart(lai):
+                        stop_fetching.append(tb)
+                    elif leader is not None:
                         follow[tb] = (leader, lai.leader_epoch)  # (re)starts in Truncating, same fetcher if it can
                     else:
                         stop_fetching.append(tb)
                         if lai.leader >= 0:
                             log.warning("bucket %s: leader %d has no known address; not fetching", tb, lai.leader)
-                elif self.fetchers.fetcher_of(tb) is None and lai.leader in self._servers:
+                elif (
+                    lai.leader in self._servers
+                    and self.fetchers.fetcher_of(tb) is None
+                    and not self._leaves_to_restart(lai)
+                ):
                     follow[tb] = (self._servers[lai.leader], lai.leader_epoch)  # its address is known now
                 replica.adding_replicas = state.adding_replicas  # the coordinator's latest word (in-order requests)
                 errors[tb] = None

@@ -264,7 +264,7 @@ class ManagerReplicaLayer:
         failed = {tb: e for tb, e in errors.items() if e is not None}
         if failed:
             log.warning("NotifyLeaderAndIsr: %d of %d buckets failed: %s", len(failed), len(errors), _brief(failed))
-        return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=_bucket_results(errors))
+        return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=_failed_results(errors))
 
     async def stop_replica(self, request: Any) -> Any:
         items = [
@@ -278,7 +278,7 @@ class ManagerReplicaLayer:
         deleted = sum(1 for i in items if i.delete)
         log.info("StopReplica for %d buckets (%d deleted) from coordinator %d", len(items), deleted,
                  request.coordinator_id)  # fmt: skip
-        return tablet_pb2.StopReplicaResponse(error=convert.ok(), buckets=_bucket_results(errors))
+        return tablet_pb2.StopReplicaResponse(error=convert.ok(), buckets=_failed_results(errors))
 
     async def update_metadata(self, request: Any) -> Any:
         if not self.metadata.apply(request):
@@ -320,10 +320,14 @@ class ManagerReplicaLayer:
                 tablet.config = by_table[tid]
 
 
-def _bucket_results(errors: dict[TableBucket, Any]) -> list[tablet_pb2.BucketResult]:
+def _failed_results(errors: dict[TableBucket, Any]) -> list[tablet_pb2.BucketResult]:
+    """The buckets of a NotifyLeaderAndIsr/StopReplica that failed, each with its error; a bucket not named was
+    applied (tablet.proto). Servers before 2026-12 named every bucket, with NONE for the applied ones: the
+    coordinator reads only the errors, so it is right with either."""
     return [
-        tablet_pb2.BucketResult(table_bucket=convert.table_bucket_to_pb(tb), error=_error(e))
+        tablet_pb2.BucketResult(table_bucket=convert.table_bucket_to_pb(tb), error=convert.error_info(e))
         for tb, e in errors.items()
+        if e is not None
     ]
 
 

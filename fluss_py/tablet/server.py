@@ -342,6 +342,7 @@ class TabletServer:
             log.info("Tablet server %d leads no bucket and knows no coordinator leader: stopping", self.server_id)
             return
         self.state = transition(self.server_id, self.state, TabletServerState.SHUTTING_DOWN)
+        self.replica_manager.begin_controlled_shutdown()  # what it hands over, its restart truncates
         log.info("Controlled shutdown of tablet server %d: leading %d buckets", self.server_id, leading)
         timeout = CONTROLLED_SHUTDOWN_TIMEOUT_S if leading else FOLLOWER_SHUTDOWN_TIMEOUT_S
         if await controlled_shutdown(

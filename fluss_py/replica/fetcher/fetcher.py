@@ -343,9 +343,11 @@ class ReplicaFetcher:
             return
         logs = []
         for tb in self._touched:
+            replica = self._replica_of(tb)  # the table setting first: most tables have no on-ack flush
+            if replica is None or not replica.flush_on_ack or replica.log.recovery_point >= replica.log.log_end_offset:
+                continue
             state = self._states.get(tb)
-            replica = self._current(tb, state) if state is not None else None
-            if replica is not None and replica.flush_on_ack and replica.log.recovery_point < replica.log.log_end_offset:
+            if state is not None and self._current(tb, state) is replica:
                 logs.append(replica.log)
         if not logs:
             return

@@ -84,7 +84,7 @@ async def test_notify_produce_fetch_and_offsets_round_trip(cluster: ReplicaClust
     lai = LeaderAndIsr(1, 0, (1,), 1, 0)
     answer = await layer.notify_leader_and_isr(_notify(1, [(TB, lai, (1,))]))
     assert answer.error.code == ErrorCode.NONE
-    assert [(b.table_bucket.bucket, b.error.code) for b in answer.buckets] == [(0, ErrorCode.NONE)]
+    assert list(answer.buckets) == []  # only failed buckets are named
 
     produced = await layer.produce_log(_produce(TB, batch(b"a", b"b")))
     assert produced.error.code == ErrorCode.NONE
@@ -141,11 +141,17 @@ async def test_per_bucket_errors_carry_the_leader_hint_and_stale_epochs_fail_the
     stale = await layer.notify_leader_and_isr(_notify(2, [(OTHER, follower, (2, 1))]))
     assert stale.error.code == ErrorCode.INVALID_COORDINATOR_EPOCH
 
-    older = await layer.notify_leader_and_isr(_notify(3, [(OTHER, LeaderAndIsr(2, -1, (2, 1), 3, 0), (2, 1))]))
-    assert older.buckets[0].error.code == ErrorCode.FENCED_LEADER_EPOCH
+    older = await layer.notify_leader_and_isr(
+        _notify(3, [(OTHER, LeaderAndIsr(2, -1, (2, 1), 3, 0), (2, 1)), (TB, LeaderAndIsr(1, 0, (1,), 3, 0), (1,))])
+    )
+    # the answer names the failed bucket only (TB became leader: not named)
+    assert [(b.table_bucket.table_id, b.table_bucket.bucket, b.error.code) for b in older.buckets] == [
+        (OTHER.table_id, OTHER.bucket, ErrorCode.FENCED_LEADER_EPOCH)
+    ]
+    assert cluster.managers[1].replica(TB).is_leader
 
     leaderless = await layer.notify_leader_and_isr(_notify(3, [(OTHER, LeaderAndIsr(-1, 1, (1,), 3, 1), (2, 1))]))
-    assert leaderless.buckets[0].error.code == ErrorCode.NONE
+    assert leaderless.error.code == ErrorCode.NONE and list(leaderless.buckets) == []
     assert cluster.managers[1].fetchers.fetcher_of(OTHER) is None  # nobody to follow
 
 
@@ -176,7 +182,7 @@ async def test_stop_replica_with_delete_removes_the_files(cluster: ReplicaCluste
             buckets=[tablet_pb2.StopReplicaBucket(table_bucket=convert.table_bucket_to_pb(TB), delete=True)],
         )
     )
-    assert answer.error.code == ErrorCode.NONE and answer.buckets[0].error.code == ErrorCode.NONE
+    assert answer.error.code == ErrorCode.NONE and list(answer.buckets) == []
     assert not directory.exists()
     (r,) = (await layer.produce_log(_produce(TB, batch(b"b")))).buckets
     assert r.error.code == ErrorCode.UNKNOWN_TABLE_OR_BUCKET
