@@ -89,7 +89,9 @@ class Consumer:
         self.options = opts = options or ConsumerOptions()
         self.group = validate_group(group) if group is not None else None
         self._owns_transport = transport is None
-        self._transport = transport or GrpcTransport(security or PLAINTEXT)  # TLS + credentials (docs/security.md)
+        self._transport = transport or GrpcTransport(  # TLS + credentials (docs/security.md)
+            security or PLAINTEXT, fetch_stream=opts.fetch_stream
+        )
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(
             bootstrap_servers, self._transport, request_timeout=opts.request_timeout, retry=opts.retry

@@ -147,7 +147,10 @@ class Producer:
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
-        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size)
+        idle = self._sender.idle  # nothing on the wire: this record's request starts in this turn
+        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size, wake=not idle)
+        if idle:
+            self._sender.send_now()
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut
