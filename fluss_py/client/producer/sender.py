@@ -131,11 +131,14 @@ class Sender:
 
     def _start_requests(self, requests: dict[int, list[ProducerBatch]]) -> None:
         for server_id, batches in requests.items():
-            self._requests += 1
-            self._tasks.spawn(self._send(server_id, batches)).add_done_callback(self._request_done)
+            self._requests += 1  # back down in the request's own last step (a done callback runs a turn late,
+            self._spawn(self._request(server_id, batches))  # after the caller its answer woke)
 
-    def _request_done(self, _task: asyncio.Task[None]) -> None:
-        self._requests -= 1
+    async def _request(self, server_id: int, batches: list[ProducerBatch]) -> None:
+        try:
+            await self._send(server_id, batches)
+        finally:
+            self._requests -= 1
 
     async def _run(self) -> None:
         try:
