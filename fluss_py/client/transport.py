@@ -21,6 +21,7 @@ naming its dates (a server refusing a client certificate only closes the connect
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -166,7 +167,8 @@ class GrpcTransport:
                 return None
             what = f"ProduceLogStream to {address}"
             opener = self._opener(address, PRODUCE_LOG_STREAM_PATH, tablet_pb2.ProduceLogResponse, "produce stream")
-            client = self._streams[address] = ProduceStreamClient(opener, self._broken(address, what), what)
+            broken = self._broken(address, "ProduceLogStream", what)
+            client = self._streams[address] = ProduceStreamClient(opener, broken, what)
         return client
 
     def _fetch_stream_client(self, address: str) -> LockstepStreamClient | None:
@@ -180,12 +182,13 @@ class GrpcTransport:
                 return None
             what = f"ConsumerFetchStream to {address}"
             opener = self._opener(address, CONSUMER_FETCH_STREAM_PATH, tablet_pb2.FetchLogResponse, "fetch stream")
+            broken = self._broken(address, "ConsumerFetchStream", what)
             client = self._fetch_streams[address] = LockstepStreamClient(
-                opener, self._broken(address, what), CONSUMER_FETCH_STREAM_ACCEPTED, what
+                opener, broken, CONSUMER_FETCH_STREAM_ACCEPTED, what
             )
         return client
 
-    def _opener(self, address: str, path: str, response_type: Any, what: str) -> Any:
+    def _opener(self, address: str, path: str, response_type: Any, what: str) -> Callable[[], GrpcStream]:
         def open_stream() -> GrpcStream:
             method = self._channel(address).stream_stream(
                 path,
@@ -196,9 +199,8 @@ class GrpcTransport:
 
         return open_stream
 
-    def _broken(self, address: str, what: str) -> Any:
-        """What a failure of a stream to ``address`` becomes for the requests on it."""
-        method = what.split(" ", 1)[0]
+    def _broken(self, address: str, method: str, what: str) -> Callable[[BaseException], BaseException]:
+        """What a failure of a ``method`` stream to ``address`` becomes for the requests on it."""
 
         def broken(cause: BaseException) -> BaseException:
             if isinstance(cause, grpc.aio.AioRpcError):
