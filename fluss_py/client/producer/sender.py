@@ -6,12 +6,14 @@ accumulator queue while fewer than ``max_in_flight_per_bucket`` are in flight â€
 server into ONE ProduceLog request per server carrying many buckets, fires those requests as tasks, and
 (4) sleeps until a new batch, an answer, a linger or backoff timer, or a metadata refresh wakes it.
 
-A record sent while no request is on the wire (``idle``: a one-at-a-time caller) does not wait for the loop
-to wake: ``Producer.send`` runs one round itself (``send_now``), in its own loop turn, so the request task
-starts in the next turn (two turns from ``send`` to the write, one saved); the loop is woken after that task
-to arm its timers. Under load (a request on the wire) records wait for the loop's round as before, and batch
-meanwhile. A round is the same code either way (one round at a time: both run synchronously on one loop), so
-the ordering and idempotence rules do not depend on who runs it.
+A record sent by ``send_and_wait`` while no request is on the wire (``idle``: a one-at-a-time caller) does not
+wait for the loop to wake: the producer runs one round itself (``send_now``), in the caller's loop turn, so the
+request task starts in the next turn (two turns from the call to the write, one saved); the loop is woken
+after that task to arm its timers. ``send`` never does (a caller sending several records in one turn would
+have the first go alone and the rest in a second request), nor does anything while a request is on the wire:
+those records wait for the loop's round as before, and batch meanwhile. A round is the same code either way
+(one round at a time: both run synchronously on one loop), so the ordering and idempotence rules do not depend
+on who runs it.
 
 Answers are judged per bucket by ``BucketSequencer`` (ordering and exactly-once rules, see
 ``idempotence.py``). Errors that invalidate metadata move the bucket's leader at once when the error
@@ -19,7 +21,7 @@ names the new leader (and then retry without delay), else request a metadata ref
 backoff starts at ``retry.backoff`` (tens of ms) and doubles up to ``retry.backoff_max``.
 
 Owned by the producer's event loop. Only the sender task, the request tasks it spawns and ``send_now``
-(from ``Producer.send``, synchronously) touch the sequencers; ``Producer`` otherwise only appends to the
+(from ``Producer.send_and_wait``, synchronously) touch the sequencers; ``Producer`` otherwise only appends to the
 accumulator and waits on futures.
 """
 
@@ -121,8 +123,8 @@ class Sender:
         )
 
     def send_now(self) -> None:
-        """One round of the loop in the caller's turn (``Producer.send``, right after it appended a record while
-        ``idle``; see the module docstring), then wake the loop to arm its timers."""
+        """One round of the loop in the caller's turn (``Producer.send_and_wait``, right after it appended a record
+        while ``idle``; see the module docstring), then wake the loop to arm its timers."""
         now = time.monotonic()
         self._expire(now)
         requests, _ = self._collect(now)

@@ -60,16 +60,16 @@ async def test_a_record_sent_while_nothing_is_on_the_wire_reaches_the_transport_
     assert delays == [1] * 5  # was 2: the sender task's wake-up, then the request task
 
 
-async def test_records_sent_while_a_request_is_on_the_wire_batch_into_the_next_request() -> None:
+async def test_records_sent_in_one_turn_by_send_go_in_one_request_even_when_the_sender_was_idle() -> None:
+    """A paced pipelining caller (bench_latency's load producer): a burst of ``send`` in one turn, then a sleep
+    long enough for every answer to come back. Each burst is one request; a sender round run by the first
+    ``send`` of a burst would send it alone and the rest in a second request (twice the requests under load)."""
     cluster = FakeCluster()
     cluster.create_table("fluss", "t", num_buckets=1)
-    cluster.latency = 0.05
-    options = ProducerOptions(acks=-1, max_in_flight_per_bucket=1)
-    async with Producer(cluster.servers[0], options, transport=cluster) as producer:
+    async with Producer(cluster.servers[0], ProducerOptions(acks=-1), transport=cluster) as producer:
         await producer.send_and_wait("fluss.t", b"warm-up")  # a writer id, the table's metadata
         cluster.calls.clear()
-        first = await producer.send("fluss.t", b"first")  # goes at once, alone
-        rest = [await producer.send("fluss.t", b"%d" % i) for i in range(20)]
-        await asyncio.gather(first, *rest)
-    requests = _produce_calls(cluster)
-    assert len(requests) == 2  # the first record, then the 20 sent while it was on the wire, in one batch
+        for burst in range(3):
+            futures = [await producer.send("fluss.t", b"%d-%d" % (burst, i)) for i in range(20)]
+            await asyncio.gather(*futures)  # nothing on the wire again before the next burst
+    assert [len(r.buckets) for r in _produce_calls(cluster)] == [1, 1, 1]  # one request (one batch) per burst
