@@ -124,6 +124,8 @@ class ConsumerOptions:
     auto_offset_reset         where a bucket without a position (or out of range) starts:
                               "earliest", "latest" or "none" (raise OFFSET_OUT_OF_RANGE)
     keepalive                 pings of its connections (as ProducerOptions.keepalive)
+    fetch_stream              fetches to a leader on a ConsumerFetchStream (docs/client.md "Consumer fetches
+                              on a stream"); False: one unary FetchLog call per fetch
     """
 
     fetch_max_wait: float = 0.5
@@ -135,6 +137,7 @@ class ConsumerOptions:
     request_timeout: float = 30.0
     retry: RetryOptions = DEFAULT_RETRY
     keepalive: Keepalive = DEFAULT_KEEPALIVE
+    fetch_stream: bool = True
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in ("earliest", "latest", "none"):

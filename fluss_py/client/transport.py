@@ -12,7 +12,8 @@ gRPC failures become ``ApiError``s (``rpc.convert.map_grpc_error``, with its tab
 ``retriable``/``invalid_metadata`` only. Application errors travel inside responses (``ErrorInfo``);
 ``rpc.convert.raise_for_client`` turns one into an exception carrying the server's leader hint.
 PRODUCE_LOG calls travel on one ProduceLogStream per address (``client/produce_stream.py``; docs/client.md
-"Produce on a stream"), unary ProduceLog for a server without it.
+"Produce on a stream"), unary ProduceLog for a server without it; a consumer's FETCH_LOG calls travel on a
+ConsumerFetchStream per address the same way (``client/lockstep_stream.py``; "Consumer fetches on a stream").
 A connection that fails while our own certificate is expired or not yet valid is AUTHENTICATION_FAILED
 naming its dates (a server refusing a client certificate only closes the connection: ``tls.validity_problem``).
 """
@@ -20,19 +21,21 @@ naming its dates (a server refusing a client certificate only closes the connect
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
 import grpc.aio
 
+from fluss_py.client.lockstep_stream import LockstepStreamClient
 from fluss_py.client.produce_stream import ProduceStreamClient
 from fluss_py.errors import AuthenticationFailedError, FlussError, NetworkExceptionError
 from fluss_py.rpc.channels import client_channel_options, open_channel
 from fluss_py.rpc.convert import map_grpc_error, map_stream_error
 from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
-from fluss_py.rpc.streams import GrpcStream
+from fluss_py.rpc.streams import CONSUMER_FETCH_STREAM_ACCEPTED, GrpcStream
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import validity_problem
 
@@ -57,6 +60,7 @@ class Rpc:
 PRODUCE_LOG = Rpc(TABLET_SERVICE, "ProduceLog", tablet_pb2.ProduceLogResponse)
 PRODUCE_LOG_STREAM_PATH = f"/fluss.v1.{TABLET_SERVICE}/ProduceLogStream"  # PRODUCE_LOG's stream (GrpcTransport)
 FETCH_LOG = Rpc(TABLET_SERVICE, "FetchLog", tablet_pb2.FetchLogResponse)
+CONSUMER_FETCH_STREAM_PATH = f"/fluss.v1.{TABLET_SERVICE}/ConsumerFetchStream"  # a consumer's FETCH_LOG stream
 LIST_OFFSETS = Rpc(TABLET_SERVICE, "ListOffsets", tablet_pb2.ListOffsetsResponse)
 TABLET_GET_METADATA = Rpc(TABLET_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
 # Coordinator service (admin, writer ids, metadata).
@@ -116,11 +120,12 @@ class Transport(Protocol):
 
 
 class _StreamUnsupported(Exception):
-    """The server answered UNIMPLEMENTED to ProduceLogStream: it handled nothing, send unary."""
+    """The server answered UNIMPLEMENTED to a stream (ProduceLogStream, ConsumerFetchStream): it handled
+    nothing, send unary."""
 
 
 STREAM_RETRY_S = 60.0
-"""After a server answered UNIMPLEMENTED to ProduceLogStream, unary ProduceLog calls to it for this long."""
+"""After a server answered UNIMPLEMENTED to a stream, unary calls to it for this long."""
 
 
 class GrpcTransport:
@@ -128,7 +133,8 @@ class GrpcTransport:
 
     ``identity``: TLS files and credentials sent to every server (default plaintext, anonymous).
     ``produce_stream``: PRODUCE_LOG calls travel on one ProduceLogStream per address (docs/client.md
-    "Produce on a stream"); off: unary ProduceLog calls.
+    "Produce on a stream"); off: unary ProduceLog calls. ``fetch_stream``: a consumer's FETCH_LOG calls
+    (replica_id -1) travel on ConsumerFetchStreams ("Consumer fetches on a stream"); off: unary FetchLog.
     ``keepalive``: the pings of its connections (``rpc.keepalive.*``, docs/failure-detection.md)."""
 
     def __init__(
@@ -136,6 +142,7 @@ class GrpcTransport:
         identity: PeerIdentity = PLAINTEXT,
         *,
         produce_stream: bool = True,
+        fetch_stream: bool = True,
         keepalive: Keepalive = DEFAULT_KEEPALIVE,
     ) -> None:
         self._identity = identity
@@ -146,6 +153,9 @@ class GrpcTransport:
         self._produce_stream = produce_stream
         self._streams: dict[str, ProduceStreamClient] = {}
         self._unary_until: dict[str, float] = {}  # address -> loop time: no ProduceLogStream there until then
+        self._fetch_stream = fetch_stream
+        self._fetch_streams: dict[str, LockstepStreamClient] = {}
+        self._fetch_unary_until: dict[str, float] = {}  # the same for ConsumerFetchStream
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -164,29 +174,68 @@ class GrpcTransport:
             if until is not None and asyncio.get_running_loop().time() < until:
                 return None
             what = f"ProduceLogStream to {address}"
-
-            def open_stream() -> GrpcStream:
-                method = self._channel(address).stream_stream(
-                    PRODUCE_LOG_STREAM_PATH,
-                    request_serializer=lambda m: m.SerializeToString(),
-                    response_deserializer=tablet_pb2.ProduceLogResponse.FromString,
-                )
-                return GrpcStream(method(metadata=self._metadata), "produce stream")
-
-            def broken(cause: BaseException) -> BaseException:
-                if isinstance(cause, grpc.aio.AioRpcError):
-                    if cause.code() is grpc.StatusCode.UNIMPLEMENTED:
-                        return _StreamUnsupported(str(cause.details()))
-                    problem = validity_problem(self._identity.tls) if self._identity.tls else None
-                    if cause.code() is grpc.StatusCode.UNAVAILABLE and problem is not None:
-                        return AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}")
-                    return map_stream_error(address, "ProduceLogStream", cause.code(), cause.details())
-                if isinstance(cause, FlussError):
-                    return cause
-                return NetworkExceptionError(f"{what}: {cause!r}")
-
-            client = self._streams[address] = ProduceStreamClient(open_stream, broken, what)
+            opener = self._opener(address, PRODUCE_LOG_STREAM_PATH, tablet_pb2.ProduceLogResponse, "produce stream")
+            broken = self._broken(address, "ProduceLogStream", what)
+            client = self._streams[address] = ProduceStreamClient(opener, broken, what)
         return client
+
+    def _fetch_stream_client(self, address: str) -> LockstepStreamClient | None:
+        """The address's consumer fetch stream client; None: send unary (stream off, or the server has none)."""
+        if not self._fetch_stream:
+            return None
+        client = self._fetch_streams.get(address)
+        if client is None:
+            until = self._fetch_unary_until.get(address)
+            if until is not None and asyncio.get_running_loop().time() < until:
+                return None
+            what = f"ConsumerFetchStream to {address}"
+            opener = self._opener(address, CONSUMER_FETCH_STREAM_PATH, tablet_pb2.FetchLogResponse, "fetch stream")
+            broken = self._broken(address, "ConsumerFetchStream", what)
+            client = self._fetch_streams[address] = LockstepStreamClient(
+                opener, broken, CONSUMER_FETCH_STREAM_ACCEPTED, what
+            )
+        return client
+
+    def _opener(self, address: str, path: str, response_type: Any, what: str) -> Callable[[], GrpcStream]:
+        def open_stream() -> GrpcStream:
+            method = self._channel(address).stream_stream(
+                path,
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=response_type.FromString,
+            )
+            return GrpcStream(method(metadata=self._metadata), what)
+
+        return open_stream
+
+    def _broken(self, address: str, method: str, what: str) -> Callable[[BaseException], BaseException]:
+        """What a failure of a ``method`` stream to ``address`` becomes for the requests on it."""
+
+        def broken(cause: BaseException) -> BaseException:
+            if isinstance(cause, grpc.aio.AioRpcError):
+                if cause.code() is grpc.StatusCode.UNIMPLEMENTED:
+                    return _StreamUnsupported(str(cause.details()))
+                problem = validity_problem(self._identity.tls) if self._identity.tls else None
+                if cause.code() is grpc.StatusCode.UNAVAILABLE and problem is not None:
+                    return AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}")
+                return map_stream_error(address, method, cause.code(), cause.details())
+            if isinstance(cause, FlussError):
+                return cause
+            return NetworkExceptionError(f"{what}: {cause!r}")
+
+        return broken
+
+    async def _consumer_fetch(self, address: str, client: LockstepStreamClient, request: Any, timeout: float) -> Any:
+        try:
+            return await client.call(request, timeout)
+        except _StreamUnsupported:
+            if self._fetch_streams.get(address) is client:
+                del self._fetch_streams[address]
+                client.close()
+                self._fetch_unary_until[address] = asyncio.get_running_loop().time() + STREAM_RETRY_S
+            return await self.call(address, FETCH_LOG, request, timeout)
+        except NetworkExceptionError:
+            await self._drop_if_unreachable(address)
+            raise
 
     async def _produce(self, address: str, client: ProduceStreamClient, request: Any, timeout: float) -> Any:
         try:
@@ -217,6 +266,10 @@ class GrpcTransport:
             client = self._stream_client(address)
             if client is not None:
                 return await self._produce(address, client, request, timeout)
+        elif rpc is FETCH_LOG and request.replica_id == -1:
+            fetcher = self._fetch_stream_client(address)
+            if fetcher is not None:
+                return await self._consumer_fetch(address, fetcher, request, timeout)
         try:
             return await self._stub(address, rpc)(request, timeout=timeout, metadata=self._metadata)
         except asyncio.CancelledError:
@@ -242,12 +295,18 @@ class GrpcTransport:
         stream = self._streams.pop(address, None)
         if stream is not None:
             await stream.close()
+        fetcher = self._fetch_streams.pop(address, None)
+        if fetcher is not None:
+            fetcher.close()
         await channel.close()  # it has no connection: nothing in flight on it can succeed
 
     async def close(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
             await stream.close()
+        fetchers, self._fetch_streams = list(self._fetch_streams.values()), {}
+        for fetcher in fetchers:
+            fetcher.close()
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
         for channel in channels:
             await channel.close()

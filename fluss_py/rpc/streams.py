@@ -1,6 +1,6 @@
 """One open bidirectional grpc.aio stream as the narrow ``write`` / ``read`` / ``cancel`` edge that the
-stream clients use (the follower's ``FetchStreamClient``, the producer's ``ProduceStreamClient``); their
-unit tests plug in in-memory streams instead.
+stream clients use (the follower's ``FetchStreamClient``, the producer's ``ProduceStreamClient``, the
+consumer's ``LockstepStreamClient``); their unit tests plug in in-memory streams instead.
 
 Who calls: the endpoint or transport that opened the call, on its event loop.
 """
@@ -17,6 +17,8 @@ from fluss_py.errors import NetworkExceptionError
 
 PRODUCE_STREAM_ACCEPTED = ("fluss-stream", "produce")
 """Initial metadata a leader sends as soon as its handler takes a ProduceLogStream (before any answer)."""
+CONSUMER_FETCH_STREAM_ACCEPTED = ("fluss-stream", "consumer-fetch")
+"""Initial metadata a leader sends as soon as its handler takes a ConsumerFetchStream (before any answer)."""
 
 
 class GrpcStream:

@@ -11,9 +11,9 @@ the client maps to an error code (``client/transport.py``)::
 The handler then runs with ``current_principal()`` naming the caller (handlers may ask "who is the peer",
 e.g. to check a follower's identity). No handler contains security code.
 
-A stream of requests is checked once, at open, by its own rule; a stream listed in
-``operations.MESSAGE_RULES`` (``ProduceLogStream``) is in addition authorized **per message** against the
-rule of the unary method it stands for, with the principal proven at open and the ACLs current then: its
+A stream of requests is checked once, at open, by its own rule; a stream listed in ``operations.MESSAGE_RULES``
+(``ProduceLogStream``, ``ConsumerFetchStream``) is in addition authorized **per message** against the rule
+of the unary method it stands for, with the principal proven at open and the ACLs current then: its
 handler asks ``message_refusal(request)`` before handling each message and answers a refusal (an
 ``ApiError``: AUTHORIZATION_FAILED, or UNKNOWN_TABLE_OR_BUCKET) for that message instead of handling it.
 Without the interceptor (security off) every message may go on, as every unary call may.

@@ -71,6 +71,7 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     # tablet servers: replication and coordinator control
     _T + "FetchLogStream": lambda r, names: INTERNAL,  # followers only; checked at open (no request yet)
     _T + "ProduceLogStream": lambda r, names: PUBLIC,  # any principal may open; each message: MESSAGE_RULES
+    _T + "ConsumerFetchStream": lambda r, names: PUBLIC,  # any principal may open; each message: MESSAGE_RULES
     _T + "OffsetsForLeaderEpoch": lambda r, names: INTERNAL,
     _T + "NotifyLeaderAndIsr": lambda r, names: INTERNAL,
     _T + "StopReplica": lambda r, names: INTERNAL,
@@ -103,7 +104,10 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
 
 # streams of requests whose every message is checked as the unary method named (docs/client.md "Produce on a
 # stream"): the stream's own rule above is checked at open, then each message against this one
-MESSAGE_RULES: dict[str, str] = {_T + "ProduceLogStream": _T + "ProduceLog"}
+MESSAGE_RULES: dict[str, str] = {
+    _T + "ProduceLogStream": _T + "ProduceLog",
+    _T + "ConsumerFetchStream": _T + "FetchLog",
+}
 
 # methods whose answers are cut down to what the principal may DESCRIBE (tables in a MetadataResponse)
 FILTERED = frozenset({_T + "GetMetadata", _C + "GetMetadata"})

@@ -9,7 +9,8 @@ proved it is that server; the replica tokens it checks come with each accepted U
 ``FetchLogStream`` is proven the same way at its first message, then bound to that replica, one fetch session
 and one leader epoch per bucket (``replica/fetch_stream.py``, docs/replication.md "Streamed follower fetches").
 A ``ProduceLogStream`` carries produce requests, each authorized by the security interceptor like a ProduceLog
-(``tablet/produce_stream.py``, docs/client.md "Produce on a stream").
+(``tablet/produce_stream.py``, docs/client.md "Produce on a stream"); a ``ConsumerFetchStream`` carries a
+consumer's fetches the same way, each authorized like a FetchLog (``tablet/consumer_fetch_stream.py``).
 Refusals are whole-request errors, logged and counted by a ``RefusalLog``
 (``fluss_tablet_peer_refusals_total{kind}``).
 
@@ -43,9 +44,10 @@ from fluss_py.rpc.peer import (
     TokenReplicaVerifier,
     presented,
 )
-from fluss_py.rpc.streams import PRODUCE_STREAM_ACCEPTED
+from fluss_py.rpc.streams import CONSUMER_FETCH_STREAM_ACCEPTED, PRODUCE_STREAM_ACCEPTED
 from fluss_py.security.interceptor import message_refusal
 from fluss_py.security.server_names import COORDINATOR, certificate_refusal
+from fluss_py.tablet.consumer_fetch_stream import serve_consumer_fetches
 from fluss_py.tablet.coordinator_fence import NOT_LEADER, CoordinatorFence, CoordinatorRefused
 from fluss_py.tablet.produce_stream import ProduceStreamHandler
 
@@ -161,6 +163,12 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
             if refused is not None:
                 return refused
         return await self.layer.fetch_log(request)
+
+    async def ConsumerFetchStream(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> None:
+        """A consumer's fetches on one stream (docs/client.md "Consumer fetches on a stream"): each message
+        authorized as a FetchLog by the interceptor's per-message check, handled as one, answered in order."""
+        await context.send_initial_metadata((CONSUMER_FETCH_STREAM_ACCEPTED,))  # the client writes after this
+        await serve_consumer_fetches(requests, self.layer.fetch_log, context.write, message_refusal)
 
     async def FetchLogStream(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
         """A follower's fetch session on one stream (docs/replication.md "Streamed follower fetches"): the

@@ -14,7 +14,7 @@ import grpc
 import grpc.aio
 
 from fluss_py.client.producer.request import encode_produce_request
-from fluss_py.client.transport import PRODUCE_LOG, TABLET_GET_METADATA, GrpcTransport
+from fluss_py.client.transport import FETCH_LOG, PRODUCE_LOG, TABLET_GET_METADATA, GrpcTransport
 from fluss_py.errors import NetworkExceptionError
 from fluss_py.rpc.channels import CLIENT_CHANNEL_OPTIONS
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
@@ -100,6 +100,30 @@ async def test_a_server_without_the_produce_stream_gets_unary_produce_calls() ->
         assert sorted(a.buckets[0].base_offset for a in [*answers, later]) == list(range(1, 22))
         assert seen == [1] * 21  # each handled once, unary
         assert address not in transport._streams  # not tried again for STREAM_RETRY_S
+    finally:
+        await transport.close()
+        await server.stop(0)
+
+
+async def test_a_server_without_the_consumer_fetch_stream_gets_unary_fetches() -> None:
+    """Compatibility (docs/client.md "Consumer fetches on a stream"): a server whose TabletService has only the
+    unary FetchLog answers UNIMPLEMENTED to ConsumerFetchStream; the fetch is sent unary, and so are the next."""
+    port = default_allocator().allocate()
+    seen: list[int] = []
+
+    async def fetch(request: bytes, context: grpc.aio.ServicerContext) -> tablet_pb2.FetchLogResponse:
+        seen.append(tablet_pb2.FetchLogRequest.FromString(request).replica_id)
+        return tablet_pb2.FetchLogResponse(session_id=len(seen))
+
+    server = await _serve(port, {"FetchLog": fetch})
+    transport = GrpcTransport()
+    try:
+        address = f"127.0.0.1:{port}"
+        request = tablet_pb2.FetchLogRequest(replica_id=-1, max_wait_ms=0)
+        answers = [await transport.call(address, FETCH_LOG, request, 5.0) for _ in range(3)]
+        assert [a.session_id for a in answers] == [1, 2, 3]
+        assert seen == [-1] * 3  # each handled once, unary
+        assert address not in transport._fetch_streams  # not tried again for STREAM_RETRY_S
     finally:
         await transport.close()
         await server.stop(0)

@@ -2,7 +2,8 @@
 real ZooKeeper, a real coordinator, three tablet servers, the Python client over gRPC.
 
 - the producer's requests travel on one stream per leader (no unary ProduceLog, no reopened stream), every
-  acknowledged record is read back exactly once at its offset;
+  acknowledged record is read back exactly once at its offset, by a consumer fetching on one
+  ConsumerFetchStream per leader;
 - on one raw stream, answers carry the requests' correlation ids; a request to a server that does not lead
   the bucket is answered NOT_LEADER_OR_FOLLOWER for that bucket and the stream goes on;
 - kill -9 of a leader while records are in flight on its stream: the pending requests fail as a broken
@@ -43,7 +44,8 @@ def _fully_replicated(admin: SyncAdmin) -> bool:
     return len(buckets) == BUCKETS and all(b.leader >= 0 and len(b.isr) == 3 for b in buckets)
 
 
-def _consume(bootstrap: str, expected: int, timeout: float = 60.0) -> list:
+def _consume(bootstrap: str, expected: int, timeout: float = 60.0, fetch_streams: dict | None = None) -> list:
+    """The records read back; ``fetch_streams`` gets the consumer's fetch streams opened per address."""
     records: list = []
     with SyncConsumer(bootstrap, ConsumerOptions(fetch_max_wait=0.2)) as consumer:
         consumer.assign(TABLE)
@@ -51,6 +53,9 @@ def _consume(bootstrap: str, expected: int, timeout: float = 60.0) -> list:
         while len(records) < expected and time.monotonic() < deadline:
             records.extend(consumer.poll(0.5))
         records.extend(consumer.poll(1.0))  # nothing more may come
+        if fetch_streams is not None:
+            transport = consumer._client._transport
+            fetch_streams.update({a: s.opened for a, s in transport._fetch_streams.items()})
     return records
 
 
@@ -81,10 +86,13 @@ def test_the_producer_writes_on_one_stream_per_leader_exactly_once(cluster) -> N
         leaders = {cluster.get(f"tablet-server-{b.leader}").rpc_address for b in placement}
         assert set(streams) == leaders  # every request to a leader went on its stream
         assert all(s.opened == 1 for s in streams.values())  # none broke and reopened
-    records = _consume(bootstrap, len(acked))
+    fetch_streams: dict = {}
+    records = _consume(bootstrap, len(acked), fetch_streams=fetch_streams)
     got = Counter((r.bucket.bucket, r.offset) for r in records)
     assert all(n == 1 for n in got.values()), "a record was read twice"
     assert {(r.bucket.bucket, r.offset): r.value for r in records} == acked
+    # the consumer's fetches went on a ConsumerFetchStream to each leader (docs/client.md), none broke
+    assert set(fetch_streams) == leaders and set(fetch_streams.values()) == {1}
 
 
 def test_answers_carry_correlation_ids_and_a_not_leader_answer_leaves_the_stream_open(cluster) -> None:

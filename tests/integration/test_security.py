@@ -10,17 +10,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from fluss_py.client import Admin, ProducerOptions, SyncAdmin, SyncProducer
+from fluss_py.client import Admin, ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
@@ -358,6 +360,84 @@ def test_produce_stream_authorizes_each_message(cluster: LocalCluster) -> None:
     assert answers[2].error.code == ErrorCode.NONE and answers[2].buckets[0].error.code == ErrorCode.NONE
     assert end_offsets(cluster) == before  # nothing of the refused messages was appended
     assert f"DENIED principal={READER} operation=WRITE resource=table {TABLE}" in server_logs(cluster)
+
+
+def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) -> None:
+    """One ConsumerFetchStream opened as READER (READ on TABLE only): each message is authorized as a
+    FetchLog, so the fetch of CLOSED_TABLE between two fetches of TABLE on the same stream is answered
+    AUTHORIZATION_FAILED (not read, audited) and the stream goes on; NOBODY's consumer, whose fetches go on
+    such streams, gets AUTHORIZATION_FAILED from poll (it may DESCRIBE the table, not READ it)."""
+    closed = "sec.closed_to_reader"
+    admin = admin_identity(cluster)
+    with SyncAdmin(bootstrap(cluster), security=admin) as a:
+        a.create_table(closed, num_buckets=1, replication_factor=2)
+        _, (closed_bucket,) = a.get_table_placement(closed)
+        _, buckets = a.get_table_placement(TABLE)
+    # TABLE's bucket led by the same server if there is one (else its answer is NOT_LEADER for that bucket)
+    on_leader = next((b for b in buckets if b.leader == closed_bucket.leader), buckets[0])
+    leader = cluster.get(f"tablet-server-{closed_bucket.leader}").rpc_address
+
+    def fetch(tb: Any) -> tablet_pb2.FetchLogRequest:
+        request = tablet_pb2.FetchLogRequest(replica_id=-1, max_wait_ms=0, max_bytes=1 << 20)
+        request.buckets.add(
+            table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
+            max_bytes=1 << 20,
+            current_leader_epoch=-1,
+        )
+        return request
+
+    tls = admin.tls
+    assert tls is not None
+    ca, cert, key = tls.read()
+    metadata = identity_as(cluster, READER, READER_PASSWORD).metadata()
+
+    def exchange() -> list[tablet_pb2.FetchLogResponse]:
+        with grpc.secure_channel(leader, grpc.ssl_channel_credentials(ca, key, cert)) as channel:
+            stream = tablet_pb2_grpc.TabletServiceStub(channel).ConsumerFetchStream(
+                iter([fetch(on_leader.table_bucket), fetch(closed_bucket.table_bucket), fetch(on_leader.table_bucket)]),
+                metadata=metadata,
+                timeout=10,
+            )
+            return list(stream)
+
+    def known() -> bool:  # the new table reaches the leader's metadata through UpdateMetadata
+        return exchange()[1].error.code != ErrorCode.UNKNOWN_TABLE_OR_BUCKET
+
+    wait_until(known, 20, "the leader knows the new table")
+    answers = exchange()
+    assert len(answers) == 3
+    refused = answers[1]
+    assert refused.error.code == ErrorCode.AUTHORIZATION_FAILED
+    assert f"{READER} may not READ table {closed}" in refused.error.message
+    assert not refused.buckets  # refused as a whole: not read at all
+    for allowed in (answers[0], answers[2]):
+        assert allowed.error.code == ErrorCode.NONE and len(allowed.buckets) == 1  # handled as a FetchLog
+    assert f"DENIED principal={READER} operation=READ resource=table {closed}" in server_logs(cluster)
+
+    describe = Acl(NOBODY, ResourceType.TABLE, PatternType.LITERAL, closed, Operation.DESCRIBE, Permission.ALLOW)
+    with_zookeeper(
+        cluster.security, cluster.zookeeper_address, cluster.zk_root, lambda zk, root: add_acls(zk, root, [describe])
+    )
+    options = ConsumerOptions(fetch_max_wait=0.1, request_timeout=5)
+    with SyncConsumer(bootstrap(cluster), options, security=identity_as(cluster, NOBODY, NOBODY_PASSWORD)) as c:
+
+        def assigned() -> bool:  # NOBODY may see the table once its DESCRIBE grant is in force
+            try:
+                c.assign(closed)
+            except FlussError as e:
+                if e.code is not ErrorCode.TABLE_NOT_EXIST:
+                    raise
+                return False
+            return True
+
+        wait_until(assigned, 20, "NOBODY's DESCRIBE grant is in force")
+        with pytest.raises(FlussError) as info:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                c.poll(0.5)
+        assert c._client._transport._fetch_streams  # its fetches went on a ConsumerFetchStream
+    assert info.value.code is ErrorCode.AUTHORIZATION_FAILED
+    assert f"{NOBODY} may not READ table {closed}" in info.value.message
 
 
 def test_principal_without_describe_cannot_list(cluster: LocalCluster) -> None:

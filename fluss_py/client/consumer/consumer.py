@@ -90,7 +90,7 @@ class Consumer:
         self.group = validate_group(group) if group is not None else None
         self._owns_transport = transport is None
         self._transport = transport or GrpcTransport(  # TLS + credentials (docs/security.md)
-            security or PLAINTEXT, keepalive=opts.keepalive
+            security or PLAINTEXT, keepalive=opts.keepalive, fetch_stream=opts.fetch_stream
         )
         self._owns_metadata = metadata is None
         self.metadata = metadata or ClusterMetadata(

@@ -117,6 +117,19 @@ class Producer:
         The future fails with the record's error once it cannot be delivered (a non-retriable error, or
         ``delivery_timeout`` passed).
         """
+        return await self._queue(table, value, key, bucket, timestamp_ms, at_once=False)
+
+    async def _queue(
+        self,
+        table: TablePath | str,
+        value: bytes | None,
+        key: bytes | None,
+        bucket: int | None,
+        timestamp_ms: int | None,
+        at_once: bool,
+    ) -> asyncio.Future[RecordMetadata]:
+        """``send``; ``at_once``: the caller awaits the answer before it sends again (``send_and_wait``), so a
+        record finding the sender idle may have its request started in this turn (docs/client.md)."""
         if self._closed:
             raise ProducerClosedError("the producer is closed")
         if self._sender.error is not None:
@@ -147,13 +160,27 @@ class Producer:
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
-        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size)
+        idle = at_once and self._sender.idle  # nothing on the wire: this record's request starts in this turn
+        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size, wake=not idle)
+        if idle:
+            self._sender.send_now()
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut
 
-    async def send_and_wait(self, table: TablePath | str, value: bytes | None, **kwargs: object) -> RecordMetadata:
-        return await (await self.send(table, value, **kwargs))  # type: ignore[arg-type]
+    async def send_and_wait(
+        self,
+        table: TablePath | str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        bucket: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """``send`` and wait for the answer. A record sent while nothing of this producer is on the wire has its
+        request started in this loop turn (no batch can form behind it: this caller sends nothing more until the
+        answer)."""
+        return await (await self._queue(table, value, key, bucket, timestamp_ms, at_once=True))
 
     async def _partition(self, info: TableInfo, unit: TimeUnit, timestamp_ms: int) -> TableInfo:
         """The partition of the partitioned table ``info`` that a record stamped ``timestamp_ms`` goes to

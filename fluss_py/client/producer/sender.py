@@ -6,13 +6,23 @@ accumulator queue while fewer than ``max_in_flight_per_bucket`` are in flight â€
 server into ONE ProduceLog request per server carrying many buckets, fires those requests as tasks, and
 (4) sleeps until a new batch, an answer, a linger or backoff timer, or a metadata refresh wakes it.
 
+A record sent by ``send_and_wait`` while no request is on the wire (``idle``: a one-at-a-time caller) does not
+wait for the loop to wake: the producer runs one round itself (``send_now``), in the caller's loop turn, so the
+request task starts in the next turn (two turns from the call to the write, one saved); the loop is woken
+after that task to arm its timers. ``send`` never does (a caller sending several records in one turn would
+have the first go alone and the rest in a second request), nor does anything while a request is on the wire:
+those records wait for the loop's round as before, and batch meanwhile. A round is the same code either way
+(one round at a time: both run synchronously on one loop), so the ordering and idempotence rules do not depend
+on who runs it.
+
 Answers are judged per bucket by ``BucketSequencer`` (ordering and exactly-once rules, see
 ``idempotence.py``). Errors that invalidate metadata move the bucket's leader at once when the error
 names the new leader (and then retry without delay), else request a metadata refresh; the per-bucket
 backoff starts at ``retry.backoff`` (tens of ms) and doubles up to ``retry.backoff_max``.
 
-Owned by the producer's event loop. Only the sender task and the request tasks it spawns touch the
-sequencers; ``Producer`` only appends to the accumulator and waits on futures.
+Owned by the producer's event loop. Only the sender task, the request tasks it spawns and ``send_now``
+(from ``Producer.send_and_wait``, synchronously) touch the sequencers; ``Producer`` otherwise only appends to the
+accumulator and waits on futures.
 """
 
 from __future__ import annotations
@@ -77,6 +87,7 @@ class Sender:
         self._metadata_retry_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._requests = 0  # produce request tasks started and not yet done
         self.error: BaseException | None = None  # set when the loop died; surfaced by Producer.send
         self.lost_writer_state = 0  # leaders that answered rule 4's lost writer state (idempotence.py)
 
@@ -100,6 +111,37 @@ class Sender:
             state.sequencer.retry.clear()
 
     # ---------------------------------------------------------------- the loop
+    @property
+    def idle(self) -> bool:
+        """No produce request on the wire and the loop running with a writer id: ``send_now`` may run."""
+        return (
+            self._requests == 0
+            and self._task is not None
+            and not self._stopping
+            and self.error is None
+            and self._writer_id is not None
+        )
+
+    def send_now(self) -> None:
+        """One round of the loop in the caller's turn (``Producer.send_and_wait``, right after it appended a record
+        while ``idle``; see the module docstring), then wake the loop to arm its timers."""
+        now = time.monotonic()
+        self._expire(now)
+        requests, _ = self._collect(now)
+        self._start_requests(requests)
+        self._acc.wakeup.set()  # after the request tasks: they run first in the next turn
+
+    def _start_requests(self, requests: dict[int, list[ProducerBatch]]) -> None:
+        for server_id, batches in requests.items():
+            self._requests += 1  # back down in the request's own last step (a done callback runs a turn late,
+            self._spawn(self._request(server_id, batches))  # after the caller its answer woke)
+
+    async def _request(self, server_id: int, batches: list[ProducerBatch]) -> None:
+        try:
+            await self._send(server_id, batches)
+        finally:
+            self._requests -= 1
+
     async def _run(self) -> None:
         try:
             while not self._stopping:
@@ -107,8 +149,7 @@ class Sender:
                 now = time.monotonic()
                 self._expire(now)
                 requests, next_wake = self._collect(now)
-                for server_id, batches in requests.items():
-                    self._spawn(self._send(server_id, batches))
+                self._start_requests(requests)
                 if requests:
                     next_wake = now  # a bucket may have more ready batches and in-flight room: look again
                 timeout = None if next_wake is None else max(next_wake - time.monotonic(), 0.0005)

@@ -55,6 +55,11 @@ class TabletServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.FromString,
                 _registered_method=True)
+        self.ConsumerFetchStream = channel.stream_stream(
+                '/fluss.v1.TabletService/ConsumerFetchStream',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/fluss.v1.TabletService/ListOffsets',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ListOffsetsRequest.SerializeToString,
@@ -118,7 +123,15 @@ class TabletServiceServicer:
     def FetchLogStream(self, request_iterator, context):
         """Follower -> leader: one fetch session on one stream, one answer per request in order (lockstep);
         bound to the replica id proven at open, one session, one leader epoch per bucket
-        (docs/replication.md "Streamed follower fetches"). Consumers use FetchLog.
+        (docs/replication.md "Streamed follower fetches"). Consumers use ConsumerFetchStream or FetchLog.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerFetchStream(self, request_iterator, context):
+        """Consumer -> leader: its fetches (replica_id -1) on one stream, each handled and authorized as a
+        FetchLog, one answer per request in order (lockstep; docs/client.md "Consumer fetches on a stream").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -190,6 +203,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
             ),
             'FetchLogStream': grpc.stream_stream_rpc_method_handler(
                     servicer.FetchLogStream,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.SerializeToString,
+            ),
+            'ConsumerFetchStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ConsumerFetchStream,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.SerializeToString,
             ),
@@ -335,6 +353,33 @@ class TabletService:
             request_iterator,
             target,
             '/fluss.v1.TabletService/FetchLogStream',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerFetchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/fluss.v1.TabletService/ConsumerFetchStream',
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.FetchLogResponse.FromString,
             options,
