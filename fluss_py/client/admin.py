@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fluss_py.client import transport as rpcs
@@ -195,14 +195,25 @@ class Admin:
     async def get_table_placement(self, path: TablePath | str) -> tuple[TableInfo, list[BucketLocation]]:
         """Authoritative TableInfo and per-bucket leader/epochs/replicas/ISR, from the coordinator leader."""
         path = _as_path(path)
-        request = common_pb2.MetadataRequest(tables=[_path_pb(path)])
+        return (await self.get_table_placements([path]))[path]
+
+    async def get_table_placements(
+        self, paths: Sequence[TablePath | str]
+    ) -> dict[TablePath, tuple[TableInfo, list[BucketLocation]]]:
+        """``get_table_placement`` of several tables in one GetMetadata (one consistent view of them all)."""
+        wanted = [_as_path(p) for p in paths]
+        request = common_pb2.MetadataRequest(tables=[_path_pb(p) for p in wanted])
         response = await self._gateway.call(rpcs.COORDINATOR_GET_METADATA, request)
+        found: dict[TablePath, tuple[TableInfo, list[BucketLocation]]] = {}
         for tm in response.metadata.tables:
             info = table_info_from_pb(tm.info)
-            if info.path == path:
-                self.metadata.apply_servers(response.metadata)
-                return info, sorted((bucket_from_pb(b) for b in tm.buckets), key=lambda loc: loc.table_bucket)
-        raise TableNotExistError(f"table {path} does not exist")
+            if info.path in wanted:
+                found[info.path] = info, sorted((bucket_from_pb(b) for b in tm.buckets), key=lambda x: x.table_bucket)
+        missing = [str(p) for p in wanted if p not in found]
+        if missing:
+            raise TableNotExistError(f"table {', '.join(missing)} does not exist")
+        self.metadata.apply_servers(response.metadata)
+        return found
 
     async def get_table_info(self, path: TablePath | str) -> TableInfo:
         return (await self.get_table_placement(path))[0]

@@ -119,7 +119,8 @@ class Placement:
         self.admin.close()
 
     def buckets(self) -> list[BucketLocation]:
-        return [b for name in self.names for b in self.admin.get_table_placement(name)[1]]
+        # one GetMetadata for every table: five in a row would each queue behind the coordinator's events
+        return [b for _, buckets in self.admin.get_table_placements(self.names).values() for b in buckets]
 
     def leaders(self) -> Counter[int]:
         return Counter(b.leader for b in self.buckets())

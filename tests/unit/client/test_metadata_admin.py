@@ -172,6 +172,23 @@ async def test_admin_ddl_and_describe() -> None:
             await admin.describe_table("db.t")
 
 
+async def test_placements_of_several_tables_in_one_request() -> None:
+    cluster = FakeCluster()
+    async with Admin(cluster.servers[1], transport=cluster, retry=FAST) as admin:
+        await admin.create_database("db")
+        t1 = await admin.create_table("db.a", num_buckets=2, replication_factor=2)
+        t2 = await admin.create_table("db.b", num_buckets=3, replication_factor=2)
+        before = len(cluster.calls)
+        placements = await admin.get_table_placements(["db.a", TablePath("db", "b")])
+        assert len(cluster.calls) == before + 1  # one GetMetadata for both
+        assert {str(p): [loc.table_bucket for loc in bs] for p, (_, bs) in placements.items()} == {
+            "db.a": [TableBucket(t1, 0), TableBucket(t1, 1)],
+            "db.b": [TableBucket(t2, b) for b in range(3)],
+        }
+        with pytest.raises(TableNotExistError, match=r"db\.c"):
+            await admin.get_table_placements(["db.a", "db.c"])
+
+
 async def test_admin_follows_the_coordinator_through_failures() -> None:
     cluster = FakeCluster()
     cluster.fault("AllocateWriterId", "disconnect", times=2)
