@@ -257,7 +257,8 @@ class TabletServer:
             )
             rm, dirs = self.replica_manager, self.log_manager  # led sizes and disk use ride on the heartbeats
             sizes, disk = (rm.led_sizes, functools.partial(disk_use, dirs, rm)) if rm and dirs else (None, None)
-            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, sizes, disk_use=disk)
+            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, sizes, disk_use=disk,
+                                               led_changes=rm.led if rm else None)  # fmt: skip
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,
