@@ -6,7 +6,12 @@
     GET /console/snapshot        the latest snapshot as JSON (scripts, tests)
 
 Every sample is encoded once and the same bytes go to every connected console, so a console costs the
-coordinator one socket write per sample. State-changing actions are not here: the page calls the guarded
+coordinator one socket write per sample. Samples are taken only while a console watches (a live stream, or a
+snapshot read in the last ``WATCHED_S``): the first read of an unwatched coordinator waits for a fresh one.
+The failover timeline does not depend on samples: the view tells the feed of each LeaderAndIsr change, so
+nobody watching costs the coordinator nothing per bucket (docs/console.md).
+
+State-changing actions are not here: the page calls the guarded
 ``POST|DELETE /rebalance`` routes (fluss_py/coordinator/rebalance/routes.py), so the ALTER check of the
 security layer applies to them unchanged.
 
@@ -27,7 +32,8 @@ from aiohttp import web
 
 from fluss_py.console.groups import LagHistory
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
-from fluss_py.types import CoordinatorLeaderInfo
+from fluss_py.coordinator.tables import ClusterView
+from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +43,15 @@ REFRESH_EVERY = 5  # samples between two runs of ``refresh`` (the ZooKeeper read
 WATCHED_S = 10.0  # a snapshot read counts as a watching console for this long (pollers, not only streams)
 MAX_GROUPS = 50  # groups whose committed offsets are read from ZooKeeper for the console, first by name
 REFRESH_TIMEOUT_S = 2.0
+FRESH_TIMEOUT_S = REFRESH_TIMEOUT_S + 3.0  # a first read waits at most this long for its fresh sample
 
 
 class ConsoleFeed:
     """Owns the sampling loop, the latest encoded snapshot and the subscribers' wake-up event.
 
     ``read()`` gives one ConsoleSource (called from the sampling task, on the coordinator's loop);
-    ``leader()`` the known leader, for the standby's redirect.
+    ``leader()`` the known leader, for the standby's redirect; ``view()`` the serving leader's ClusterView
+    (None on a standby), whose LeaderAndIsr changes feed the timeline (``attach``, every tick).
     """
 
     def __init__(
@@ -54,11 +62,14 @@ class ConsoleFeed:
         interval: float = 1.0,
         scheme: str = "http",
         refresh: Callable[[], Awaitable[None]] | None = None,
+        view: Callable[[], ClusterView | None] | None = None,
     ) -> None:
         """``refresh``: an async read the ``read`` callable's source depends on (ZooKeeper), run every
         ``REFRESH_EVERY`` samples and awaited at most ``REFRESH_TIMEOUT_S`` (a slow ZooKeeper delays the
         next sample by that much, and the panel it feeds stays as last read)."""
         self._read = read
+        self._view = view
+        self._attached: ClusterView | None = None  # the view whose changes feed the timeline
         self._refresh = refresh
         self._leader = leader
         self.interval = interval
@@ -72,31 +83,71 @@ class ConsoleFeed:
         self._encoded: bytes | None = b"{}"
         self._sequence = 0
         self._changed = asyncio.Event()
+        self._wake = asyncio.Event()  # set by a first read: sample now, not at the next tick
 
     async def run(self) -> None:
-        """Sample forever; a failed sample is logged and published as an error, the loop goes on."""
+        """Every ``interval``: follow the serving view (``attach``) and, while a console watches, sample; a
+        failed sample is logged and published as an error, the loop goes on. Unwatched, a tick costs O(1)."""
         samples, refreshed_for = 0, None
         while True:
-            # every REFRESH_EVERY samples, and at once when this coordinator's own state or epoch changed
-            # (it just became leader: the panel must not show the election it won for 5 s)
-            own = self._latest.get("coordinator") if self._latest else None
-            if self._refresh is not None and (samples % REFRESH_EVERY == 0 or own != refreshed_for):
-                refreshed_for = own
-                try:
-                    await asyncio.wait_for(self._refresh(), REFRESH_TIMEOUT_S)
-                except Exception as e:  # the panel keeps its last read; the next round tries again
-                    log.warning("console refresh failed: %s: %s", type(e).__name__, e)
-            self.sample(time.time())
-            samples += 1
-            await asyncio.sleep(self.interval)
+            self.attach()
+            if self.watched or self._wake.is_set():
+                # every REFRESH_EVERY samples, and at once when this coordinator's own state or epoch changed
+                # (it just became leader: the panel must not show the election it won for 5 s)
+                own = self._latest.get("coordinator") if self._latest else None
+                if self._refresh is not None and (samples % REFRESH_EVERY == 0 or own != refreshed_for):
+                    refreshed_for = own
+                    try:
+                        await asyncio.wait_for(self._refresh(), REFRESH_TIMEOUT_S)
+                    except Exception as e:  # the panel keeps its last read; the next round tries again
+                        log.warning("console refresh failed: %s: %s", type(e).__name__, e)
+                self._wake.clear()
+                self.sample(time.time())
+                samples += 1
+            else:
+                samples = 0  # the first sample of the next watch refreshes the coordinators panel
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except TimeoutError:
+                pass
+
+    def attach(self) -> None:
+        """Feed the timeline from the serving leader's view (a new term's view: a new, empty timeline)."""
+        view = self._view() if self._view is not None else None
+        if view is self._attached:
+            return
+        if self._attached is not None and self._attached.on_leader_and_isr == self._bucket_changed:
+            self._attached.on_leader_and_isr = None
+        self._attached = view
+        self.timeline.clear()
+        if view is not None:
+            view.on_leader_and_isr = self._bucket_changed
+
+    def _bucket_changed(self, tb: TableBucket, old: LeaderAndIsr | None, new: LeaderAndIsr) -> None:
+        info = self._attached.tables.get(tb.table_id) if self._attached is not None else None
+        table = f"{info.path.database}.{info.path.table}" if info is not None else str(tb.table_id)
+        self.timeline.record(time.time(), table, tb.bucket, old, new)
+
+    async def fresh(self) -> None:
+        """Wait (at most ``FRESH_TIMEOUT_S``) for a sample taken after this call: the first read of a
+        console nobody watched (the last sample may be long gone)."""
+        sequence = self._sequence
+        self._wake.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FRESH_TIMEOUT_S
+        while self._sequence == sequence and loop.time() < deadline:
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                break
 
     def sample(self, now: float) -> None:
         try:
             snapshot = build_snapshot(self._read(), now)
             self.rates.observe(snapshot)
-            self.timeline.observe(snapshot)
             self.lags.observe(snapshot.get("groups", []), snapshot.get("groups_read"), now)
-            snapshot["timeline"] = self.timeline.events()
+            snapshot["timeline"] = self.timeline.events(now)
         except Exception as e:
             log.exception("console snapshot failed")
             snapshot = {"ts": now, "error": f"{type(e).__name__}: {e}"}
@@ -154,7 +205,10 @@ class ConsoleFeed:
     async def _snapshot(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text="/console/snapshot takes no parameters\n")
+        watched = self.watched
         self._polled = time.monotonic()
+        if not watched:
+            await self.fresh()
         return web.Response(body=self.encoded, content_type="application/json")
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
@@ -162,8 +216,11 @@ class ConsoleFeed:
             raise web.HTTPBadRequest(text="/console/events takes no parameters\n")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
+        watched = self.watched
         self.subscribers += 1
         try:  # ends when the browser goes away (the write raises) or the server closes
+            if not watched:
+                await self.fresh()
             sent = -1
             while True:
                 if sent != self._sequence:

@@ -3,11 +3,13 @@ timeline and per-table rates.
 
 ``build_snapshot(source)`` reads a ``ConsoleSource`` (the leader's ClusterView, live servers, registrations,
 led-bucket sizes, rebalance progress) in one synchronous pass, so it sees one consistent state of the
-single-threaded event loop. ``Timeline.observe`` diffs successive snapshots into leader and ISR change events
-and keeps the last ``window_s`` seconds. ``Rates.observe`` turns size totals and LEOs into bytes/s and records/s
-per table.
+single-threaded event loop (only while a console watches). ``Timeline.record`` turns each change of a
+bucket's LeaderAndIsr (told by the view, ``ClusterView.on_leader_and_isr``) into leader and ISR change
+events and keeps the last ``window_s`` seconds: it costs O(changes), also while nobody watches.
+``Rates.observe`` turns size totals and LEOs into bytes/s and records/s per table.
 
-Who may call: ``fluss_py/console/routes.py`` (ConsoleFeed's sampling task), on the coordinator's loop.
+Who may call: ``fluss_py/console/routes.py`` (ConsoleFeed's sampling task; the view's hook, from the event
+processor's task), on the coordinator's loop.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from fluss_py.console.groups import groups_view
 from fluss_py.coordinator.group_members import GroupMembers
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView
-from fluss_py.types import CoordinatorLeaderInfo, TableBucket
+from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket
 from fluss_py.zk.codecs import CoordinatorRegistration, TabletServerRegistration
 
 TIMELINE_WINDOW_S = 3600.0
@@ -164,32 +166,30 @@ def _disk(report: tuple[int, list[tuple[str, int, int]]] | None) -> dict[str, An
 
 
 class Timeline:
-    """Leader and ISR changes seen between successive snapshots, newest last, at most ``window_s`` old.
-    Owned by ConsoleFeed's sampling task."""
+    """Leader and ISR changes of the view's buckets as they happen, newest last, at most ``window_s`` old.
+    Fed by ConsoleFeed from the leader's view (``ClusterView.on_leader_and_isr``), read by its sampling task."""
 
     def __init__(self, window_s: float = TIMELINE_WINDOW_S, max_events: int = TIMELINE_MAX_EVENTS) -> None:
         self.window_s = window_s
         self._events: deque[dict[str, Any]] = deque(maxlen=max_events)
-        self._last: dict[tuple[int, int], tuple[int, int, tuple[int, ...]]] | None = None
 
-    def observe(self, snapshot: Mapping[str, Any]) -> None:
-        now = float(snapshot["ts"])
-        names = {t["id"]: t["name"] for t in snapshot["tables"]}
-        current = {
-            (b["table_id"], b["bucket"]): (b["leader"], b["leader_epoch"], tuple(b["isr"])) for b in snapshot["buckets"]
-        }
-        if self._last is not None and snapshot["buckets"]:  # a standby's empty view is no event
-            for key, (leader, epoch, isr) in current.items():
-                before = self._last.get(key)
-                if before is None:
-                    continue
-                table = names.get(key[0], str(key[0]))
-                if before[0] != leader:
-                    self._add(now, table, key[1], "leader", before[0], leader, epoch)
-                if set(before[2]) != set(isr):
-                    self._add(now, table, key[1], "isr", list(before[2]), list(isr), epoch)
-        if snapshot["buckets"]:
-            self._last = current
+    def record(self, now: float, table: str, bucket: int, old: LeaderAndIsr | None, new: LeaderAndIsr) -> None:
+        """A bucket's LeaderAndIsr went from ``old`` to ``new`` at ``now``: a ``leader`` event when the leader
+        changed, an ``isr`` event when the ISR set did (both, for an election that also shrank it). A bucket's
+        first LeaderAndIsr (``old`` None: a new table) is no event."""
+        if old is None:
+            return
+        if old.leader != new.leader:
+            self._add(now, table, bucket, "leader", old.leader, new.leader, new.leader_epoch)
+        if set(old.isr) != set(new.isr):
+            self._add(now, table, bucket, "isr", list(old.isr), list(new.isr), new.leader_epoch)
+        self._expire(now)
+
+    def clear(self) -> None:
+        """Another term's view: its timeline starts empty."""
+        self._events.clear()
+
+    def _expire(self, now: float) -> None:
         while self._events and self._events[0]["ts"] < now - self.window_s:
             self._events.popleft()
 
@@ -198,7 +198,8 @@ class Timeline:
             {"ts": ts, "table": table, "bucket": bucket, "kind": kind, "from": old, "to": new, "leader_epoch": epoch}
         )
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, now: float) -> list[dict[str, Any]]:
+        self._expire(now)
         return list(self._events)
 
 
@@ -216,6 +217,8 @@ class Rates:
 
     def observe(self, snapshot: dict[str, Any]) -> None:
         now = float(snapshot["ts"])
+        if self._history and self._history[-1][0] < now - self.window_s:
+            self._history.clear()  # nobody watched for a while (no samples): a rate starts again from here
         totals = {t["id"]: int(t["bytes"]) for t in snapshot["tables"]}
         leos = {(b["table_id"], b["bucket"]): int(b["leo"]) for b in snapshot["buckets"] if b["leo"] >= 0}
         while len(self._history) > 1 and self._history[1][0] <= now - self.window_s:

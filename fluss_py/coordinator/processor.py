@@ -293,7 +293,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         batch = self._batch()
         for b, lai in sorted(leaders.items()):
             tb = TableBucket(info.table_id, b)
-            self.view.buckets[tb].leader_and_isr = lai
+            self.view.set_leader_and_isr(tb, lai)
             self.view.buckets[tb].zk_version = 0
             self._set_states(tb)
             self._notify(batch, tb)

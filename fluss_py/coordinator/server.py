@@ -49,6 +49,7 @@ from fluss_py.coordinator.predecessor import PredecessorWatch
 from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
 from fluss_py.coordinator.rebalance.routes import leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
+from fluss_py.coordinator.tables import ClusterView
 from fluss_py.rpc.channels import set_server_identity, set_server_keepalive
 from fluss_py.rpc.keepalive import Keepalive
 from fluss_py.rpc.pb import coordinator_pb2_grpc
@@ -164,7 +165,11 @@ class CoordinatorServer(CoordinatorLifecycle):
         self._console_coordinators: list[dict[str, Any]] = []  # the coordinators panel, read by _read_coordinators
         self._console_committed: tuple[dict[str, dict[Any, int]], float | None] = ({}, None)  # offsets, read at
         self.console = ConsoleFeed(
-            self._console_source, self.current_leader, scheme=scheme, refresh=self._console_refresh
+            self._console_source,
+            self.current_leader,
+            scheme=scheme,
+            refresh=self._console_refresh,
+            view=self._serving_view,
         )  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:
@@ -178,6 +183,13 @@ class CoordinatorServer(CoordinatorLifecycle):
         if leader is None or leader.tables is None or self.state.current is not CoordinatorState.LEADER:
             return None
         return leader.tables.view, leader.tables.live()
+
+    def _serving_view(self) -> ClusterView | None:
+        """The leader's view while this coordinator serves as leader (the console's timeline follows it)."""
+        leader = self._leader
+        if leader is None or leader.tables is None or self.state.current is not CoordinatorState.LEADER:
+            return None
+        return leader.tables.view
 
     def _offline_buckets(self) -> int:
         source = self._distribution_source()

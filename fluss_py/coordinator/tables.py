@@ -12,7 +12,7 @@ Who may call: the event processor's task only (single writer); TableRegistration
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +142,16 @@ class BucketInfo:
     zk_version: int = -1
 
 
+LeaderAndIsrHook = Callable[[TableBucket, "LeaderAndIsr | None", LeaderAndIsr], None]
+
+
 class ClusterView:
-    """Tables, assignments and bucket states of the leader. Owned by the event processor's task."""
+    """Tables, assignments and bucket states of the leader. Owned by the event processor's task.
+
+    ``set_leader_and_isr`` is how a bucket's LeaderAndIsr changes once loaded (elections, ISR changes,
+    rebalance moves); it tells ``on_leader_and_isr`` (old, new), the console's failover timeline, so the
+    timeline costs O(changes) and nothing while the cluster is quiet (docs/console.md).
+    """
 
     def __init__(self) -> None:
         self.tables: dict[int, TableRegistration] = {}
@@ -160,6 +168,14 @@ class ClusterView:
         # tb -> (leader_and_isr, replicas, adding, message): the inputs it was built from, compared by identity
         self._bucket_pb: dict[TableBucket, tuple[Any, tuple[int, ...], tuple[int, ...], Any]] = {}
         self._table_pb: dict[int, common_pb2.TableMetadata] = {}  # valid while no bucket_pb of it was rebuilt
+        self.on_leader_and_isr: LeaderAndIsrHook | None = None  # told (bucket, old, new) by set_leader_and_isr
+
+    def set_leader_and_isr(self, tb: TableBucket, lai: LeaderAndIsr) -> None:
+        """The bucket's new LeaderAndIsr (written to ZooKeeper, or read back from it)."""
+        bucket = self.buckets[tb]
+        old, bucket.leader_and_isr = bucket.leader_and_isr, lai
+        if self.on_leader_and_isr is not None and old is not lai:
+            self.on_leader_and_isr(tb, old, lai)
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""

@@ -192,7 +192,7 @@ class ViewStore:
 
     def _apply(self, tb: TableBucket, lai: LeaderAndIsr, result: Any, level: int = logging.INFO) -> None:
         bucket = self.view.buckets[tb]
-        bucket.leader_and_isr = lai
+        self.view.set_leader_and_isr(tb, lai)
         bucket.zk_version = result.version if hasattr(result, "version") else 0
         log.log(level, "Bucket %s: leader %d, leader epoch %d, ISR %s, bucket epoch %d", tb, lai.leader,
                 lai.leader_epoch, list(lai.isr), lai.bucket_epoch)  # fmt: skip
@@ -200,10 +200,13 @@ class ViewStore:
     async def _reread(self, tb: TableBucket) -> None:
         got = await self._store.get(LeaderIsrZNode.path(self.root, tb.table_id, tb.bucket))
         bucket = self.view.buckets.get(tb)
-        if bucket is not None:
-            bucket.leader_and_isr, bucket.zk_version = (
-                (None, -1) if got is None else (LeaderIsrZNode.decode(got[0]), got[1].version)
-            )
+        if bucket is None:
+            return
+        if got is None:
+            bucket.leader_and_isr, bucket.zk_version = None, -1
+        else:
+            self.view.set_leader_and_isr(tb, LeaderIsrZNode.decode(got[0]))
+            bucket.zk_version = got[1].version
 
 
 # ---------------------------------------------------------------- ZooKeeper operations (pure)

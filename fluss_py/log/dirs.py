@@ -114,6 +114,19 @@ class LogDirs:
         self._where: dict[TableBucket, _Dir] = {}
         self.listeners: list[FailureListener] = []
         self.had_clean_shutdown = True
+        self._on_log_change: Callable[[LogTablet], None] | None = None
+
+    @property
+    def on_log_change(self) -> Callable[[LogTablet], None] | None:
+        """Told after any change of a log of any directory (``LogManager.on_log_change``), also of the logs
+        of a directory that came back (its new manager is told to tell it)."""
+        return self._on_log_change
+
+    @on_log_change.setter
+    def on_log_change(self, hook: Callable[[LogTablet], None] | None) -> None:
+        self._on_log_change = hook
+        for d in self._dirs:
+            d.manager.on_log_change = hook
 
     # ------------------------------------------------------------ start / stop
     def lock(self) -> None:
@@ -192,6 +205,12 @@ class LogDirs:
     @property
     def offline(self) -> dict[Path, DirFailure]:
         return {d.path: d.failure for d in self._dirs if d.failure is not None}
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the logs of every online directory (each manager keeps its sum; a failed directory's
+        logs were forgotten, so it counts 0). O(directories)."""
+        return sum(d.manager.held_bytes for d in self._dirs)
 
     @property
     def verified_bytes(self) -> int:
@@ -308,6 +327,7 @@ class LogDirs:
                 probe.write_bytes(b"\0" * 4096)
                 probe.unlink()
                 manager = LogManager(d.path, self.config, self.fail)
+                manager.on_log_change = self._on_log_change
                 logs = manager.load_logs()
             except (OSError, FlussError) as e:  # still full, failing, or a file it cannot load (LOG_CORRUPTED)
                 log.info("data directory %s is still unusable: %s", d.path, e)

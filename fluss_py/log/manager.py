@@ -62,7 +62,8 @@ class LogManager:
     Each log tells it when its offsets change (``LogTablet.on_change``): a flush round visits only the logs
     written since the last one, and a checkpoint round writes nothing when no offset changed and refreshes
     only the changed entries of its snapshot otherwise (docs/storage.md §7) — an idle server with 20,000
-    logs does no per-log work.
+    logs does no per-log work. The same notice keeps ``held_bytes`` (the bytes of all its logs) and is passed
+    on to ``on_log_change`` (the replica layer's led-size report), so neither scans the logs either.
     """
 
     def __init__(
@@ -82,6 +83,9 @@ class LogManager:
         # the offsets of the last snapshot, per checkpoint file: refreshed per changed log
         self._offsets: tuple[dict[TableBucket, int], dict[TableBucket, int], dict[TableBucket, int]] = ({}, {}, {})
         self.had_clean_shutdown = False
+        self.held_bytes = 0  # bytes of every log held here: the sum of their size_in_bytes, kept per change
+        self._counted: dict[TableBucket, int] = {}  # each log's size as counted in held_bytes
+        self.on_log_change: Callable[[LogTablet], None] | None = None  # told after each log's own notice
 
     def default_log_config(self) -> LogConfig:
         return LogConfig.from_config(self.config)
@@ -133,15 +137,24 @@ class LogManager:
         return tablet
 
     def _log_changed(self, tablet: LogTablet) -> None:
+        tb = tablet.table_bucket
         self._to_flush.add(tablet)
-        self._offsets_changed.add(tablet.table_bucket)
+        self._offsets_changed.add(tb)
+        size = tablet.size_in_bytes
+        self.held_bytes += size - self._counted.get(tb, 0)
+        self._counted[tb] = size
+        if self.on_log_change is not None:
+            self.on_log_change(tablet)
 
     def _forget(self, table_bucket: TableBucket, tablet: LogTablet | None) -> None:
         """A log left this manager (deleted, set aside, its dir failed): its entries leave the checkpoints."""
         self._offsets_changed.add(table_bucket)
+        self.held_bytes -= self._counted.pop(table_bucket, 0)
         if tablet is not None:
             tablet.on_change = None
             self._to_flush.discard(tablet)
+            if self.on_log_change is not None:
+                self.on_log_change(tablet)
 
     def _tablet_io_error(self, tablet: LogTablet, error: BaseException) -> None:
         if self.on_io_error is not None:

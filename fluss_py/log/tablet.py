@@ -76,6 +76,7 @@ class LogTablet:
         self.config = config
         self.segments = loaded.segments
         self._bases = [s.base_offset for s in self.segments]
+        self._size = sum(s.size for s in self.segments)  # bytes of all segments, kept by each change of them
         self.epoch_cache = loaded.epoch_cache
         self.writers = loaded.writers
         self._leo = loaded.log_end_offset
@@ -124,6 +125,7 @@ class LogTablet:
     def _reset_at(self, offset: int) -> None:
         self.segments = reset_log(self.dir, self.segments, offset, self.config, self.epoch_cache, self.writers)
         self._bases = [offset]
+        self._size = sum(s.size for s in self.segments)
         self._leo = self._log_start = self._hw = self._recovery_point = offset
         self._truncations += 1
         self.corrupt_from = None
@@ -151,8 +153,8 @@ class LogTablet:
         return self._recovery_point
 
     @property
-    def size_in_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+    def size_in_bytes(self) -> int:  # O(1): appends count, truncation/retention/reset recount (test_held_bytes)
+        return self._size
 
     @property
     def latest_epoch(self) -> int | None:
@@ -258,6 +260,7 @@ class LogTablet:
             self.roll()
             active = self.segments[-1]
         active.append(buf, metas)
+        self._size += len(buf)
         self._leo = last_offset + 1
         self._bytes_since_snapshot += len(buf)
         self._changed()
@@ -355,6 +358,7 @@ class LogTablet:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self._size = sum(s.size for s in self.segments)
         self._leo = self.segments[-1].next_offset
         self.epoch_cache.truncate_from_end(self._leo)
         self._rebuild_writer_state()
@@ -440,7 +444,7 @@ class LogTablet:
 
         def over_size(seg: LogSegment) -> bool:
             limit = self.config.retention_bytes
-            return limit >= 0 and self.size_in_bytes - seg.size >= limit
+            return limit >= 0 and self._size - seg.size >= limit
 
         if len(self.segments) == 1 and expired(self.segments[0]) and self._hw == self._leo:
             self.roll()
@@ -449,6 +453,7 @@ class LogTablet:
             if seg.next_offset > self._hw or not (expired(seg) or over_size(seg)):
                 break
             log.info("%s: retention deletes segment %d (%d bytes)", self.dir, seg.base_offset, seg.size)
+            self._size -= seg.size
             self.segments.pop(0).delete()
             self._bases.pop(0)
             deleted += 1

@@ -35,6 +35,7 @@ from fluss_py.replica.fetcher.manager import FetcherManager
 from fluss_py.replica.gateway import CoordinatorEndpoint
 from fluss_py.replica.group_flush import GroupFlusher
 from fluss_py.replica.isr_changes import IsrChanges
+from fluss_py.replica.led_report import LedChanges
 from fluss_py.replica.log_faults import LogFaultHandler
 from fluss_py.replica.messages import (
     LeaderAndIsrItem,
@@ -114,6 +115,8 @@ class ReplicaManager:
         self.offline: dict[TableBucket, str] = {}  # replicas whose data directory failed: why
         self.checkpoint_failures = 0  # flush/checkpoint rounds that failed for another reason than a disk
         self.faults = LogFaultHandler(self, config)
+        self.led = LedChanges(self._replicas)  # the liveness report's changed led buckets (led_report.py)
+        log_manager.on_log_change = self.led.log_changed
         if isinstance(log_manager, LogDirs):  # told of every failed data directory
             log_manager.listeners.append(self.faults.dir_failed)
 
@@ -208,17 +211,14 @@ class ReplicaManager:
         return collect_stats(self._replicas, self.isr, self.reads, self.group_flush)
 
     def led_sizes(self) -> list[tuple[TableBucket, tuple[int, int, int]]]:
-        """(bucket, (log bytes, HW, LEO)) of every bucket this server leads (the liveness heartbeat's report)."""
-        return [
-            (tb, (r.log.size_in_bytes, r.log.high_watermark, r.log.log_end_offset))
-            for tb, r in self._replicas.items()
-            if r.state is LocalReplicaState.LEADER
-        ]
+        """(bucket, (log bytes, HW, LEO)) of every bucket this server leads (a liveness stream's first report;
+        the later ones ask ``led`` for what changed)."""
+        return self.led.all()
 
     def held_bytes(self) -> int:
-        """Log bytes of every replica this server holds, led or followed (the liveness heartbeat's disk use,
-        checked every few seconds, not per record)."""
-        return sum(r.log.size_in_bytes for r in self._replicas.values())
+        """Log bytes of every log this server holds, led or followed (the liveness heartbeat's disk use): the
+        log managers' running sums, O(data directories)."""
+        return self.log_manager.held_bytes
 
     def update_servers(self, servers: Iterable[ServerNode]) -> None:
         for s in servers:
@@ -336,6 +336,7 @@ class ReplicaManager:
                 lag_time_s=self.settings.lag_time_s,
                 clock=self._clock,
             )
+            replica.on_transition = self.led.replica_changed
             replica.transition(LocalReplicaState.ONLINE)
             self._replicas[tb] = replica
         else:

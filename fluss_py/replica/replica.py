@@ -108,6 +108,8 @@ class Replica:
         self.durable_offset = 0  # leader, log.flush.on-ack: fsynced on every maximal-ISR member below it
         self._refused_batches = 0  # malformed batches refused as leader since the last warning about them
         self._refused_warned_at: float | None = None
+        # told after every state change (the replica manager's led-size report: leadership came or went)
+        self.on_transition: Callable[[Replica], None] | None = None
 
     def __repr__(self) -> str:
         return f"Replica({self.table_bucket}, {self.state.value}, epoch={self.leader_epoch}, isr={self.isr})"
@@ -117,6 +119,8 @@ class Replica:
     def transition(self, target: LocalReplicaState) -> None:
         check_transition(f"bucket {self.table_bucket}", self.state, target, VALID_PREVIOUS[target], log)
         self.state = target
+        if self.on_transition is not None:
+            self.on_transition(self)
 
     @property
     def is_leader(self) -> bool:

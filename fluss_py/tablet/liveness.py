@@ -7,9 +7,11 @@ the ``tabletservers/ids/<id>`` registration), so the coordinator knows which lif
 The stream changes no state; it exists so that the kernel closing this process's sockets (kill -9, crash,
 exit) breaks it at once on the coordinator's side. It also carries, on its first heartbeat and then every
 ``sizes_interval_s``, the log sizes of the buckets this server leads (the rebalance planner's input,
-docs/rebalance.md §2): one pass over the replicas, nothing per record. The first report of a stream is
-whole; the later ones are incremental (the buckets whose size changed, and those no longer led), so an idle
-server with thousands of led buckets sends no per-bucket entry. Every ``disk_interval_s`` it checks the
+docs/rebalance.md §2). The first report of a stream is whole (one pass over the replicas); the later ones
+are incremental (the buckets whose size changed, and those no longer led), so an idle server with thousands
+of led buckets sends no per-bucket entry. With a ``LedSource`` (the replica manager's ``LedChanges``,
+replica/led_report.py) a later report looks only at the buckets whose log or role changed since the last
+one, so it does not scan the replicas either: an idle server's report is O(1). Every ``disk_interval_s`` it checks the
 server's disk use (bytes held by all its replicas, one ``statvfs`` per data directory): ``DiskReporter``
 puts it on the heartbeat only on a stream's first check, when it moved by more than ``DISK_THRESHOLD_BYTES``
 or after ``DISK_REFRESH_CHECKS`` checks without a report, so an idle server's heartbeats stay empty.
@@ -27,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import TableBucket
@@ -43,6 +45,22 @@ DISK_THRESHOLD_BYTES = 8 << 20  # held bytes, or a directory's free bytes, moved
 DISK_REFRESH_CHECKS = 6  # an unchanged disk use is reported again after this many checks (60 s)
 
 LedSizes = Callable[[], Iterable[tuple[TableBucket, tuple[int, int, int]]]]  # (bucket, (bytes, HW, LEO))
+
+
+class LedTouched(Protocol):
+    def take(self) -> set[TableBucket]: ...  # the buckets whose log or role changed since the last take
+
+    def close(self) -> None: ...
+
+
+class LedSource(Protocol):
+    """What changed among the led buckets (``replica.led_report.LedChanges``)."""
+
+    def watch(self) -> LedTouched: ...
+
+    def current(self, tb: TableBucket) -> tuple[int, int, int] | None: ...  # (bytes, HW, LEO) if led, else None
+
+
 # (bytes held by all replicas, [(data directory, free bytes, filesystem bytes)], -1 where unknown)
 DiskSample = tuple[int, list[tuple[str, int, int]]]
 DiskUse = Callable[[], DiskSample]
@@ -106,6 +124,7 @@ class LivenessBeacon:
         clock: Callable[[], float] = time.monotonic,
         disk_use: DiskUse | None = None,
         disk_interval_s: float = DISK_INTERVAL_S,
+        led_changes: LedSource | None = None,
     ) -> None:
         self.server_id = server_id
         self.incarnation = incarnation
@@ -114,18 +133,27 @@ class LivenessBeacon:
         self._clock = clock
         self.disk_use = disk_use  # None: never reported
         self.disk_interval_s = disk_interval_s
+        self.led_changes = led_changes  # None: every report compares all led buckets (led_sizes)
         self.streams = 0  # open streams (for /health and tests)
 
     def heartbeat(
-        self, sequence: int, with_sizes: bool, reported: dict[TableBucket, tuple[int, int, int]] | None = None
+        self,
+        sequence: int,
+        with_sizes: bool,
+        reported: dict[TableBucket, tuple[int, int, int]] | None = None,
+        touched: LedTouched | None = None,
     ) -> tuple[Any, dict[TableBucket, tuple[int, int, int]] | None]:
         """One heartbeat, and the sizes the stream has reported so far. With ``with_sizes`` and a provider,
         it carries the led buckets' sizes, HW and LEO: all of them when ``reported`` is None (a stream's first
         report), else only those whose size, HW or LEO differ from ``reported`` and, in ``sizes_dropped``, the
-        ones no longer led (an idle bucket changes none of the three: it is not in the report)."""
+        ones no longer led (an idle bucket changes none of the three: it is not in the report). ``touched``
+        (the stream's watch of ``led_changes``, opened before its first report): a later report compares
+        only the buckets it names, and updates ``reported`` in place."""
         beat = tablet_pb2.LivenessHeartbeat(server_id=self.server_id, incarnation=self.incarnation, sequence=sequence)
         if not with_sizes or self.led_sizes is None:
             return beat, reported
+        if reported is not None and touched is not None and self.led_changes is not None:
+            return self._changes(beat, reported, touched, self.led_changes), reported
         now = dict(self.led_sizes())
         beat.sizes_included = True
         changed = now if reported is None else {tb: s for tb, s in now.items() if reported.get(tb) != s}
@@ -140,6 +168,26 @@ class LivenessBeacon:
                 common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket) for tb in reported if tb not in now
             )
         return beat, now
+
+    @staticmethod
+    def _changes(
+        beat: Any, reported: dict[TableBucket, tuple[int, int, int]], touched: LedTouched, led: LedSource
+    ) -> Any:
+        """An incremental report from the touched buckets only (``reported`` brought up to date)."""
+        beat.sizes_included = beat.sizes_incremental = True
+        for tb in touched.take():
+            now = led.current(tb)
+            if now is None:
+                if reported.pop(tb, None) is not None:
+                    beat.sizes_dropped.append(common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket))
+            elif reported.get(tb) != now:
+                reported[tb] = now
+                size, hw, leo = now
+                beat.led_bucket_sizes.append(
+                    tablet_pb2.BucketSize(table_bucket=common_pb2.TableBucket(table_id=tb.table_id, bucket=tb.bucket),
+                                          size_bytes=size, high_watermark=hw, log_end_offset=leo)
+                )  # fmt: skip
+        return beat
 
     @staticmethod
     def add_disk(beat: Any, sample: DiskSample) -> None:
@@ -159,13 +207,16 @@ class LivenessBeacon:
         sizes_due = self._clock()
         reported: dict[TableBucket, tuple[int, int, int]] | None = None  # what this stream's reports add up to
         disk_due, disk = sizes_due, DiskReporter()
+        touched: LedTouched | None = None  # opened with the first report, in the same loop step
         try:
             while True:
                 now = self._clock()
                 with_sizes = now >= sizes_due
                 if with_sizes:
                     sizes_due = now + self.sizes_interval_s
-                beat, reported = self.heartbeat(sequence, with_sizes, reported)
+                    if touched is None and self.led_changes is not None and self.led_sizes is not None:
+                        touched = self.led_changes.watch()
+                beat, reported = self.heartbeat(sequence, with_sizes, reported, touched)
                 if self.disk_use is not None and now >= disk_due:
                     disk_due = now + self.disk_interval_s
                     sample = disk.check(self.disk_use())
@@ -175,5 +226,7 @@ class LivenessBeacon:
                 sequence += 1
                 await asyncio.sleep(interval)
         finally:
+            if touched is not None:
+                touched.close()
             self.streams -= 1
             log.debug("Liveness stream of coordinator %d closed", request.coordinator_id)

@@ -63,6 +63,7 @@ from fluss_py.tablet.metadata_cache import MetadataCache
 from fluss_py.tablet.metrics import PeerRefusalCollector, replica_metrics_text
 from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
+from fluss_py.tablet.retention import retention_pass
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
 from fluss_py.tablet.storage_health import StorageCollector, disk_use, health_fields
 from fluss_py.types import CoordinatorLeaderInfo
@@ -259,7 +260,8 @@ class TabletServer:
             )
             rm, dirs = self.replica_manager, self.log_manager  # led sizes and disk use ride on the heartbeats
             sizes, disk = (rm.led_sizes, functools.partial(disk_use, dirs, rm)) if rm and dirs else (None, None)
-            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, sizes, disk_use=disk)
+            servicer.liveness = LivenessBeacon(self.server_id, self.incarnation, sizes, disk_use=disk,
+                                               led_changes=rm.led if rm else None)  # fmt: skip
             self._rpc_server, self.rpc_port = await start_rpc_server(
                 self.bind_host,
                 self.rpc_port,
@@ -314,16 +316,7 @@ class TabletServer:
         assert self.log_manager is not None
         while True:
             await asyncio.sleep(RETENTION_CHECK_INTERVAL_S)
-            now_ms = int(time.time() * 1000)
-            for tb, tablet in list(self.log_manager.logs.items()):
-                if self.log_manager.get(tb) is not tablet:  # deleted (StopReplica) or its dir failed meanwhile
-                    continue
-                try:
-                    tablet.apply_retention(now_ms)
-                except Exception:  # one failing log must not stop retention of the others (a disk error also
-                    # takes its directory offline: LogDirs is told by the log itself); it stays visible
-                    log.exception("Retention of bucket %s failed", tb)
-                await asyncio.sleep(0)
+            await retention_pass(self.log_manager, int(time.time() * 1000))  # tablet/retention.py
 
     def _retention_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

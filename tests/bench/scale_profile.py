@@ -2,7 +2,10 @@
 the SIGTERM of another server, its restart, and the kill -9 of the first (``tests/bench/scale.py``'s
 cluster and tables).
 
-    .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR]
+    .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR] [idle]
+
+With ``idle`` as third argument it stops after the idle phase; ``FLUSS_PROFILE_IDLE_S`` sets the idle window
+(default 10 s; a longer one gives more samples of a nearly idle process).
 
 For each phase and process, writes ``OUT_DIR/<phase>-<process>.txt`` (py-spy's collapsed stacks, idle
 samples dropped) and prints the top frames by inclusive share of the busy samples. The phase figures
@@ -11,6 +14,7 @@ samples dropped) and prints the top frames by inclusive share of the busy sample
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -75,6 +79,8 @@ def main() -> None:
     buckets = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="scale-profile-"))
     out.mkdir(parents=True, exist_ok=True)
+    idle_only = len(sys.argv) > 3 and sys.argv[3] == "idle"
+    idle_s = float(os.environ.get("FLUSS_PROFILE_IDLE_S", "10"))
     with tempfile.TemporaryDirectory(prefix="scale-profile-cluster-") as d:
         cluster: LocalCluster = start_cluster(Path(d))
         try:
@@ -86,8 +92,11 @@ def main() -> None:
             prof.stop()
             time.sleep(3.0)  # start-up work settles before the idle window
             prof = Profiler(out, "idle", pids)
-            time.sleep(10.0)  # the idle window itself
+            time.sleep(idle_s)  # the idle window itself
             prof.stop()
+            if idle_only:
+                _print(out)
+                return
             victim = cluster.names(TABLET_SERVER)[1]
             handle = cluster.handle(victim)
             assert handle is not None
@@ -115,6 +124,10 @@ def main() -> None:
                 placement.close()
         finally:
             cluster.close()
+    _print(out)
+
+
+def _print(out: Path) -> None:
     for f in sorted(out.glob("*.txt")):
         print(summary(f))
     print(f"collapsed stacks in {out}")

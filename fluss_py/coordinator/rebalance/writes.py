@@ -60,7 +60,8 @@ class RebalanceWrites:
         self._node_version = getattr(results[-1], "version", 0)
         for tb, (replicas, lai) in changes.items():
             b = view.buckets[tb]
-            b.replicas, b.leader_and_isr = replicas, lai
+            b.replicas = replicas
+            view.set_leader_and_isr(tb, lai)
             b.zk_version = getattr(results[lai_at[tb]], "version", b.zk_version + 1)
         self.progress = progress
         view.adding_replicas = progress.adding_replicas()  # the _tell after a commit names them (throttle)

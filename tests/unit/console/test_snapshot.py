@@ -58,17 +58,15 @@ def test_a_standby_snapshot_has_no_tables():
 
 def test_timeline_records_leader_and_isr_changes_and_forgets_after_the_window():
     timeline = Timeline(window_s=60.0)
-    live = {1, 2, 3}
-    timeline.observe(build_snapshot(_source(_view({0: (1, (1, 2, 3))}), live), now=0.0))
-    assert timeline.events() == []
-    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=10.0))
-    kinds = [(e["kind"], e["from"], e["to"]) for e in timeline.events()]
-    assert kinds == [("leader", 1, 2), ("isr", [1, 2, 3], [2, 3])]
-    timeline.observe(build_snapshot(ConsoleSource({"id": 0, "state": "Standby"}), now=20.0))  # no view: no event
-    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=30.0))
-    assert len(timeline.events()) == 2
-    timeline.observe(build_snapshot(_source(_view({0: (2, (2, 3))}, epoch=1), live), now=75.0))
-    assert timeline.events() == []  # older than 60 s
+    first = LeaderAndIsr(1, 0, (1, 2, 3), 1, 0)
+    timeline.record(0.0, "fluss.orders", 0, None, first)  # a new bucket's first leader: no event
+    assert timeline.events(0.0) == []
+    timeline.record(10.0, "fluss.orders", 0, first, LeaderAndIsr(2, 1, (2, 3), 1, 0))
+    kinds = [(e["kind"], e["from"], e["to"], e["leader_epoch"]) for e in timeline.events(10.0)]
+    assert kinds == [("leader", 1, 2, 1), ("isr", [1, 2, 3], [2, 3], 1)]
+    timeline.record(20.0, "fluss.orders", 1, first, LeaderAndIsr(1, 0, (3, 2, 1), 1, 1))  # same set: no event
+    assert len(timeline.events(30.0)) == 2
+    assert timeline.events(75.0) == []  # older than 60 s
 
 
 def test_rates_are_size_growth_over_the_window():

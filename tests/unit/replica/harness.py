@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fluss_py import config as cfg
+from fluss_py.log.dirs import LogDirs
 from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.state import FetchSettings
 from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
@@ -60,6 +61,17 @@ class ReplicaCluster(Cluster):
         self.managers[i] = m
         self.down.discard(i)
         return m
+
+    async def restart_on_dirs(self, i: int, paths: list[Path], config: cfg.Config) -> tuple[ReplicaManager, LogDirs]:
+        """Stop server ``i`` and start it again over ``LogDirs(paths)`` (data directories that can fail)."""
+        await self.kill(i)
+        dirs = LogDirs(paths, config)
+        dirs.load_logs()
+        m = ReplicaManager(i, dirs, config, self.coordinator, self.endpoint_factory, self.clock, settings=self.settings)
+        m.start()
+        self.managers[i] = m
+        self.down.discard(i)
+        return m, dirs
 
     async def kill(self, i: int) -> None:
         """The server stops answering and its manager stops (its in-memory log survives, like a disk)."""

@@ -9,9 +9,7 @@ import errno
 
 from fluss_py import config as cfg
 from fluss_py.errors import ErrorCode
-from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.log_faults import CORRUPT, OFFLINE, RECOVERED
-from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import LeaderAndIsrItem
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr
@@ -43,13 +41,7 @@ async def test_a_corrupt_follower_reports_first_then_repairs_once_out_of_the_isr
 async def test_a_full_dir_takes_its_replicas_offline_and_brings_them_back_when_it_has_space(clock, tmp_path) -> None:
     c = ReplicaCluster(3, clock, tmp_path, SETTINGS)
     config = cfg.load_config(cfg.TABLET, None, {"log.dir.recovery-check-interval": "1s", "log.dir.min-free": "0"})
-    await c.kill(2)
-    dirs = LogDirs([tmp_path / "server-2"], config)
-    dirs.load_logs()
-    m = ReplicaManager(2, dirs, config, c.coordinator, c.endpoint_factory, c.clock, settings=SETTINGS)
-    m.start()
-    c.managers[2] = m
-    c.down.discard(2)
+    m, dirs = await c.restart_on_dirs(2, [tmp_path / "server-2"], config)
     try:
         await c.create(TB, R3)
         assert m.replica(TB) is not None
