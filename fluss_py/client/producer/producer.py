@@ -123,7 +123,6 @@ class Producer:
         rather than a second coroutine around this one: a pipelining caller pays for every extra await
         (one more hop was 5-9 % of the client's CPU per 100 B record, ``tests.bench.client_cpu``).
         """
-        at_once = _at_once
         if self._closed:
             raise ProducerClosedError("the producer is closed")
         if self._sender.error is not None:
@@ -154,7 +153,7 @@ class Producer:
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
-        idle = at_once and self._sender.idle  # nothing on the wire: this record's request starts in this turn
+        idle = _at_once and self._sender.idle  # nothing on the wire: this record's request starts in this turn
         fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size, wake=not idle)
         if idle:
             self._sender.send_now()
