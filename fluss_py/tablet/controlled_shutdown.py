@@ -9,6 +9,12 @@ coordinator leader has been registered for ``NO_LEADER_GRACE_S`` (the whole clus
 takes over within that time after a graceful leader stop): then it stops anyway and the coordinator
 handles it as a death once its session is closed.
 
+One call waits for the rest of the budget, not a shorter per-call timeout: the coordinator goes on with a
+call its client gave up on, so a retry after a timeout only queues the same work a second time behind the
+first (at 20,000 buckets a handler of ~2 s under load met a 2 s call timeout: the retry's answer came 1.9 s
+after the first had been ready). Failures that come back at once (no connection, a hint to the new
+coordinator leader, an error) are still retried within the budget.
+
 Who may call: the tablet server's lifecycle task, once, on its loop.
 """
 
@@ -17,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -61,8 +67,8 @@ async def controlled_shutdown(
     coordinator_address: Callable[[], str | None],
     timeout_s: float,
     *,
-    rpc_timeout_s: float = 2.0,
     replica_token: str = "",
+    ask: Callable[[str, int, float, str], Awaitable[tuple[list[TableBucket] | None, str]]] = _ask,
 ) -> bool:
     """Ask the coordinator leader until this server leads nothing (True) or ``timeout_s`` passed (False)."""
     deadline = time.monotonic() + timeout_s
@@ -82,8 +88,8 @@ async def controlled_shutdown(
             )  # fmt: skip
             return False
         if address:
-            rpc_timeout = max(0.1, min(rpc_timeout_s, deadline - time.monotonic()))
-            remaining, why = await _ask(address, server_id, rpc_timeout, replica_token)
+            rpc_timeout = max(0.1, deadline - time.monotonic())
+            remaining, why = await ask(address, server_id, rpc_timeout, replica_token)
             if remaining is not None and not remaining:
                 log.info("Controlled shutdown of tablet server %d complete (attempt %d)", server_id, attempt)
                 return True
