@@ -25,6 +25,7 @@ Who may call: grpc.aio on the tablet server's loop (``stream``); the tablet serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -135,6 +136,14 @@ class LivenessBeacon:
         self.disk_interval_s = disk_interval_s
         self.led_changes = led_changes  # None: every report compares all led buckets (led_sizes)
         self.streams = 0  # open streams (for /health and tests)
+        self._closed = asyncio.Event()
+
+    def close(self) -> None:
+        """End every stream after its current beat (the server is stopping): an open stream is an RPC in
+        flight, and the RPC server's stop waited its whole grace for the coordinator's. The coordinator takes
+        the end as a broken stream: it probes, and a refused connect once the listener is closed proves the
+        death its session's end would report a moment later."""
+        self._closed.set()
 
     def heartbeat(
         self,
@@ -195,6 +204,13 @@ class LivenessBeacon:
         beat.disk.held_bytes = held
         beat.disk.dirs.extend(tablet_pb2.DataDirUse(path=p, free_bytes=f, total_bytes=t) for p, f, t in dirs)
 
+    async def _closing(self, interval: float) -> bool:
+        """Sleeps one heartbeat interval; True (at once) when the beacon is closed."""
+        if not self._closed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closed.wait(), interval)
+        return self._closed.is_set()
+
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         interval = (request.interval_ms if request.interval_ms > 0 else DEFAULT_INTERVAL_MS) / 1000
         interval = max(interval, MIN_INTERVAL_MS / 1000)
@@ -224,7 +240,8 @@ class LivenessBeacon:
                         self.add_disk(beat, sample)
                 yield beat
                 sequence += 1
-                await asyncio.sleep(interval)
+                if await self._closing(interval):
+                    return
         finally:
             if touched is not None:
                 touched.close()
