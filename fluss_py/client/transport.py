@@ -21,9 +21,10 @@ naming its dates (a server refusing a client certificate only closes the connect
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -128,6 +129,67 @@ STREAM_RETRY_S = 60.0
 """After a server answered UNIMPLEMENTED to a stream, unary calls to it for this long."""
 
 
+class _StreamClient(Protocol):
+    async def call(self, request: Any, timeout: float) -> Any: ...
+
+
+C = TypeVar("C", bound=_StreamClient)
+
+
+class _StreamRoute(Generic[C]):
+    """One kind of request stream per address (produce, consumer fetch): ``client(address)`` is the address's
+    stream client, or None to send unary (the kind is off, or the server answered UNIMPLEMENTED less than
+    ``STREAM_RETRY_S`` ago)."""
+
+    def __init__(self, enabled: bool, make: Callable[[str], C], close: Callable[[C], Awaitable[None]]) -> None:
+        self._enabled = enabled
+        self._make = make
+        self._close = close
+        self._clients: dict[str, C] = {}
+        self._unary_until: dict[str, float] = {}  # address -> loop time: no stream there until then
+
+    @property
+    def clients(self) -> Mapping[str, C]:
+        """The open stream clients by address (read-only)."""
+        return MappingProxyType(self._clients)
+
+    def client(self, address: str) -> C | None:
+        if not self._enabled:
+            return None
+        client = self._clients.get(address)
+        if client is None:
+            until = self._unary_until.get(address)
+            if until is not None and asyncio.get_running_loop().time() < until:
+                return None
+            client = self._clients[address] = self._make(address)
+        return client
+
+    async def unsupported(self, address: str, client: C) -> None:
+        """The server has no such stream: unary to it for a while (unless another client replaced this one)."""
+        if self._clients.get(address) is client:
+            del self._clients[address]
+            self._unary_until[address] = asyncio.get_running_loop().time() + STREAM_RETRY_S
+            await self._close(client)
+
+    async def drop(self, address: str) -> None:
+        client = self._clients.pop(address, None)
+        if client is not None:
+            await self._close(client)
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await self._close(client)
+
+
+async def _close_lockstep(client: LockstepStreamClient) -> None:
+    client.close()
+
+
+async def _close_produce(client: ProduceStreamClient) -> None:
+    await client.close()
+
+
 class GrpcTransport:
     """``Transport`` over grpc.aio: one cached channel per address; call from the owning event loop only.
 
@@ -150,12 +212,8 @@ class GrpcTransport:
         self._metadata = identity.metadata()  # user + password with every call (inside TLS only)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
-        self._produce_stream = produce_stream
-        self._streams: dict[str, ProduceStreamClient] = {}
-        self._unary_until: dict[str, float] = {}  # address -> loop time: no ProduceLogStream there until then
-        self._fetch_stream = fetch_stream
-        self._fetch_streams: dict[str, LockstepStreamClient] = {}
-        self._fetch_unary_until: dict[str, float] = {}  # the same for ConsumerFetchStream
+        self._produce = _StreamRoute(produce_stream, self._produce_stream, _close_produce)
+        self._consumer_fetch = _StreamRoute(fetch_stream, self._consumer_fetch_stream, _close_lockstep)
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -164,37 +222,26 @@ class GrpcTransport:
             self._channels[address] = channel
         return channel
 
-    def _stream_client(self, address: str) -> ProduceStreamClient | None:
-        """The address's produce stream client; None: send unary (stream off, or the server has none)."""
-        if not self._produce_stream:
-            return None
-        client = self._streams.get(address)
-        if client is None:
-            until = self._unary_until.get(address)
-            if until is not None and asyncio.get_running_loop().time() < until:
-                return None
-            what = f"ProduceLogStream to {address}"
-            opener = self._opener(address, PRODUCE_LOG_STREAM_PATH, tablet_pb2.ProduceLogResponse, "produce stream")
-            broken = self._broken(address, "ProduceLogStream", what)
-            client = self._streams[address] = ProduceStreamClient(opener, broken, what)
-        return client
+    @property
+    def produce_streams(self) -> Mapping[str, ProduceStreamClient]:
+        """The ProduceLogStream clients by address (read-only)."""
+        return self._produce.clients
 
-    def _fetch_stream_client(self, address: str) -> LockstepStreamClient | None:
-        """The address's consumer fetch stream client; None: send unary (stream off, or the server has none)."""
-        if not self._fetch_stream:
-            return None
-        client = self._fetch_streams.get(address)
-        if client is None:
-            until = self._fetch_unary_until.get(address)
-            if until is not None and asyncio.get_running_loop().time() < until:
-                return None
-            what = f"ConsumerFetchStream to {address}"
-            opener = self._opener(address, CONSUMER_FETCH_STREAM_PATH, tablet_pb2.FetchLogResponse, "fetch stream")
-            broken = self._broken(address, "ConsumerFetchStream", what)
-            client = self._fetch_streams[address] = LockstepStreamClient(
-                opener, broken, CONSUMER_FETCH_STREAM_ACCEPTED, what
-            )
-        return client
+    @property
+    def consumer_fetch_streams(self) -> Mapping[str, LockstepStreamClient]:
+        """The ConsumerFetchStream clients by address (read-only)."""
+        return self._consumer_fetch.clients
+
+    def _produce_stream(self, address: str) -> ProduceStreamClient:
+        what = f"ProduceLogStream to {address}"
+        opener = self._opener(address, PRODUCE_LOG_STREAM_PATH, tablet_pb2.ProduceLogResponse, "produce stream")
+        return ProduceStreamClient(opener, self._broken(address, "ProduceLogStream", what), what)
+
+    def _consumer_fetch_stream(self, address: str) -> LockstepStreamClient:
+        what = f"ConsumerFetchStream to {address}"
+        opener = self._opener(address, CONSUMER_FETCH_STREAM_PATH, tablet_pb2.FetchLogResponse, "fetch stream")
+        broken = self._broken(address, "ConsumerFetchStream", what)
+        return LockstepStreamClient(opener, broken, CONSUMER_FETCH_STREAM_ACCEPTED, what)
 
     def _opener(self, address: str, path: str, response_type: Any, what: str) -> Callable[[], GrpcStream]:
         def open_stream() -> GrpcStream:
@@ -224,27 +271,14 @@ class GrpcTransport:
 
         return broken
 
-    async def _consumer_fetch(self, address: str, client: LockstepStreamClient, request: Any, timeout: float) -> Any:
+    async def _on_stream(
+        self, route: _StreamRoute[C], client: C, address: str, rpc: Rpc, request: Any, timeout: float
+    ) -> Any:
         try:
             return await client.call(request, timeout)
         except _StreamUnsupported:
-            if self._fetch_streams.get(address) is client:
-                del self._fetch_streams[address]
-                client.close()
-                self._fetch_unary_until[address] = asyncio.get_running_loop().time() + STREAM_RETRY_S
-            return await self.call(address, FETCH_LOG, request, timeout)
-        except NetworkExceptionError:
-            await self._drop_if_unreachable(address)
-            raise
-
-    async def _produce(self, address: str, client: ProduceStreamClient, request: Any, timeout: float) -> Any:
-        try:
-            return await client.call(request, timeout)
-        except _StreamUnsupported:
-            if self._streams.get(address) is client:
-                del self._streams[address]
-                self._unary_until[address] = asyncio.get_running_loop().time() + STREAM_RETRY_S
-            return await self.call(address, PRODUCE_LOG, request, timeout)
+            await route.unsupported(address, client)
+            return await self.call(address, rpc, request, timeout)
         except NetworkExceptionError:
             await self._drop_if_unreachable(address)
             raise
@@ -263,13 +297,13 @@ class GrpcTransport:
 
     async def call(self, address: str, rpc: Rpc, request: Any, timeout: float) -> Any:
         if rpc is PRODUCE_LOG:
-            client = self._stream_client(address)
-            if client is not None:
-                return await self._produce(address, client, request, timeout)
+            producer = self._produce.client(address)
+            if producer is not None:
+                return await self._on_stream(self._produce, producer, address, rpc, request, timeout)
         elif rpc is FETCH_LOG and request.replica_id == -1:
-            fetcher = self._fetch_stream_client(address)
+            fetcher = self._consumer_fetch.client(address)
             if fetcher is not None:
-                return await self._consumer_fetch(address, fetcher, request, timeout)
+                return await self._on_stream(self._consumer_fetch, fetcher, address, rpc, request, timeout)
         try:
             return await self._stub(address, rpc)(request, timeout=timeout, metadata=self._metadata)
         except asyncio.CancelledError:
@@ -292,21 +326,13 @@ class GrpcTransport:
             return
         del self._channels[address]
         self._stubs = {key: stub for key, stub in self._stubs.items() if key[0] != address}
-        stream = self._streams.pop(address, None)
-        if stream is not None:
-            await stream.close()
-        fetcher = self._fetch_streams.pop(address, None)
-        if fetcher is not None:
-            fetcher.close()
+        await self._produce.drop(address)
+        await self._consumer_fetch.drop(address)
         await channel.close()  # it has no connection: nothing in flight on it can succeed
 
     async def close(self) -> None:
-        streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
-            await stream.close()
-        fetchers, self._fetch_streams = list(self._fetch_streams.values()), {}
-        for fetcher in fetchers:
-            fetcher.close()
+        await self._produce.close()
+        await self._consumer_fetch.close()
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
         for channel in channels:
             await channel.close()

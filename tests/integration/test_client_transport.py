@@ -99,7 +99,7 @@ async def test_a_server_without_the_produce_stream_gets_unary_produce_calls() ->
         later = await transport.call(address, PRODUCE_LOG, request, 5.0)
         assert sorted(a.buckets[0].base_offset for a in [*answers, later]) == list(range(1, 22))
         assert seen == [1] * 21  # each handled once, unary
-        assert address not in transport._streams  # not tried again for STREAM_RETRY_S
+        assert address not in transport.produce_streams  # not tried again for STREAM_RETRY_S
     finally:
         await transport.close()
         await server.stop(0)
@@ -123,7 +123,7 @@ async def test_a_server_without_the_consumer_fetch_stream_gets_unary_fetches() -
         answers = [await transport.call(address, FETCH_LOG, request, 5.0) for _ in range(3)]
         assert [a.session_id for a in answers] == [1, 2, 3]
         assert seen == [-1] * 3  # each handled once, unary
-        assert address not in transport._fetch_streams  # not tried again for STREAM_RETRY_S
+        assert address not in transport.consumer_fetch_streams  # not tried again for STREAM_RETRY_S
     finally:
         await transport.close()
         await server.stop(0)

@@ -86,7 +86,7 @@ async def test_a_black_holed_connection_is_closed_by_both_ends_and_the_client_go
     pending: asyncio.Task | None = None
     try:
         assert _offset(await transport.call(proxy.address, PRODUCE_LOG, _produce(table_id, b"before"), 10.0)) == 0
-        assert proxy.address in transport._streams  # it went on the ProduceLogStream
+        assert proxy.address in transport.produce_streams  # it went on the ProduceLogStream
         [conn] = proxy.connections
 
         proxy.black_hole()

@@ -55,12 +55,12 @@ def _consume(bootstrap: str, expected: int, timeout: float = 60.0, fetch_streams
         records.extend(consumer.poll(1.0))  # nothing more may come
         if fetch_streams is not None:
             transport = consumer._client._transport
-            fetch_streams.update({a: s.opened for a, s in transport._fetch_streams.items()})
+            fetch_streams.update({a: s.opened for a, s in transport.consumer_fetch_streams.items()})
     return records
 
 
 def _streams(producer: SyncProducer) -> dict:
-    return producer._client._transport._streams  # the transport's stream clients, by address
+    return producer._client._transport.produce_streams  # the transport's stream clients, by address
 
 
 @pytest.fixture

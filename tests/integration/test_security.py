@@ -435,7 +435,7 @@ def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) ->
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 c.poll(0.5)
-        assert c._client._transport._fetch_streams  # its fetches went on a ConsumerFetchStream
+        assert c._client._transport.consumer_fetch_streams  # its fetches went on a ConsumerFetchStream
     assert info.value.code is ErrorCode.AUTHORIZATION_FAILED
     assert f"{NOBODY} may not READ table {closed}" in info.value.message
 
