@@ -198,8 +198,9 @@ class ReplicaFetcher:
         """Warn once when calls to the leader start failing (then debug: it retries every backoff)."""
         self.failed_calls += 1
         level = logging.WARNING if self.failed_calls == 1 else logging.DEBUG
+        longest = max(self.settings.backoff_s, CALL_BACKOFF_MAX_S)
         log.log(level, "%s to leader %d failed (retrying in %.3fs, doubling while calls fail, at most %gs): %s",
-                what, self.leader.id, self._call_backoff(), max(self.settings.backoff_s, CALL_BACKOFF_MAX_S), e)  # fmt: skip
+                what, self.leader.id, self._call_backoff(), longest, e)  # fmt: skip
 
     def _call_succeeded(self) -> None:
         if self.failed_calls:
