@@ -213,7 +213,8 @@ REPLICA_FETCH_MIN_BYTES = option("replica.fetch.min.bytes", "size", 1024, [TABLE
 REPLICA_FETCH_WAIT_MAX = option("replica.fetch.wait.max.ms", "duration", 0.5, [TABLET],
                                 "longest a follower fetch waits at the leader", Range(0.001, MINUTE))  # fmt: skip
 REPLICA_FETCH_BACKOFF = option("replica.fetch.backoff.ms", "duration", 0.05, [TABLET],
-                               "pause after a failed follower fetch", Range(0.001, MINUTE))  # fmt: skip
+                               "pause after a failed follower fetch (doubles while calls to that leader fail in a "
+                               "row, up to 1 s)", Range(0.001, MINUTE))  # fmt: skip
 REPLICA_FETCH_STREAM = option("replica.fetch.stream", "bool", True, [TABLET],
                              "followers fetch on one stream per leader (false: a FetchLog call each)")  # fmt: skip
 FETCH_RESPONSE_MAX_BYTES = option(

@@ -290,15 +290,29 @@ class RequestBatch:
         self.coordinator_id = coordinator_id
         self.coordinator_epoch = coordinator_epoch
         self._notify: dict[int, dict[TableBucket, common_pb2.BucketLeaderAndIsr]] = {}
+        self._named: dict[int, set[int]] = {}  # per server: the servers its NotifyLeaderAndIsr names
         self._tables: dict[int, dict[int, common_pb2.TableInfo]] = {}
         self._stop: dict[int, dict[TableBucket, tablet_pb2.StopReplicaBucket]] = {}
         self._update: set[int] = set()  # servers to get the full view
         self._delta_to: set[int] = set()  # servers to get the delta (unless they get the full view)
         self.delta = MetadataDelta()
 
-    def leader_and_isr(self, server: int, bucket: common_pb2.BucketLeaderAndIsr, table: common_pb2.TableInfo) -> None:
-        tb = convert.table_bucket_from_pb(bucket.table_bucket)
+    def leader_and_isr(
+        self,
+        server: int,
+        bucket: common_pb2.BucketLeaderAndIsr,
+        table: common_pb2.TableInfo,
+        tb: TableBucket | None = None,
+        named: Iterable[int] | None = None,
+    ) -> None:
+        """``bucket`` (the message of ``tb``, which names the servers ``named``: its replicas, ISR and leader)
+        into ``server``'s NotifyLeaderAndIsr; ``tb`` and ``named`` are read from the message when not given."""
+        if tb is None:
+            tb = convert.table_bucket_from_pb(bucket.table_bucket)
+        if named is None:
+            named = (*bucket.replicas, *bucket.isr, bucket.leader)
         self._notify.setdefault(server, {})[tb] = bucket
+        self._named.setdefault(server, set()).update(named)
         self._tables.setdefault(server, {})[table.table_id] = table
 
     def stop_replica(self, server: int, tb: TableBucket, leader_epoch: int, delete: bool) -> None:
@@ -351,7 +365,7 @@ class RequestBatch:
                 out.append((server, UPDATE, request))
             if server in self._notify:
                 buckets = self._notify[server]
-                named = sorted({r for b in buckets.values() for r in (*b.replicas, *b.isr, b.leader)} - {-1})
+                named = sorted(self._named[server] - {-1})
                 out.append(
                     (
                         server,

@@ -88,6 +88,10 @@ class CoordinatorEventLoop:
 
     async def _run(self) -> None:
         while True:
+            # One loop turn between events: whoever waits on the last event's Future (an RPC handler with its
+            # answer ready) runs before the next handler, which may hold the loop for a second (a death's
+            # ISR round at 20,000 buckets) without giving it back.
+            await asyncio.sleep(0)
             event = await self._queue.get()
             try:
                 await self._guard()

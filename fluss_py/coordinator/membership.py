@@ -78,19 +78,19 @@ class MembershipHandlers:
         """Initial election for New buckets, reconcile_liveness for the others; write; return the changes."""
         all_live, shutting = self.live(), self.view.shutting_down
         changes: list[Change] = []
+        unclean: dict[int, bool] = {}  # per table, looked up once
         for tb in sorted(set(tbs)):
             bucket = self.view.buckets[tb]
-            live = all_live - self.view.failed_on(tb)
+            failed = self.view.failed_on(tb)
+            live = all_live - failed if failed else all_live
             if bucket.leader_and_isr is None:
                 new = election.initial_leader(bucket.replicas, live, self.epoch, shutting)
             else:
+                table_unclean = unclean.get(tb.table_id)
+                if table_unclean is None:
+                    table_unclean = unclean[tb.table_id] = self.unclean_for(tb.table_id)
                 new = election.reconcile_liveness(
-                    bucket.replicas,
-                    bucket.leader_and_isr,
-                    live,
-                    self.epoch,
-                    shutting,
-                    unclean=self.unclean_for(tb.table_id),
+                    bucket.replicas, bucket.leader_and_isr, live, self.epoch, shutting, unclean=table_unclean
                 )
             if new is not None:
                 changes.append((tb, new))
@@ -109,8 +109,15 @@ class MembershipHandlers:
         if not died:
             return
         dead = set(died)
-        affected = {tb for sid in died for tb in self.view.buckets_on(sid)}
-        leaderless = {tb for tb in affected if self._leader_of(tb) in dead or self._leader_of(tb) < 0}
+        affected: set[TableBucket] = set()
+        leaderless: set[TableBucket] = set()
+        for tb, bucket in self.view.buckets.items():  # one pass (20,000 buckets: no sort, no second lookup)
+            if dead.isdisjoint(bucket.replicas):
+                continue
+            affected.add(tb)
+            lai = bucket.leader_and_isr
+            if lai is None or lai.leader < 0 or lai.leader in dead:
+                leaderless.add(tb)
         changes = await self._reconcile_and_tell(leaderless)
         if self._followups is None:  # no event loop (unit tests of the handlers): the second round now
             changes += await self._reconcile_and_tell(affected - leaderless)
@@ -151,12 +158,13 @@ class MembershipHandlers:
             return 0
         changed = await self._reconcile(tbs)
         batch = self._batch()
-        batch.metadata_delta(self.live(), [tb for tb, _ in changed])
+        live = self.live()
+        batch.metadata_delta(live, [tb for tb, _ in changed])
         for tb, _ in changed:
-            self._notify(batch, tb)
+            self._notify(batch, tb, live=live)
         self._send(batch)
         for tb in tbs:
-            self._set_states(tb)
+            self._set_states(tb, live)
         return len(changed)
 
     def _leader_of(self, tb: TableBucket) -> int:

@@ -261,18 +261,24 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             )
         batch.send(self.channel, views, self.nodes(), self.replica_tokens())
 
-    def _notify(self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None) -> None:
-        """NotifyLeaderAndIsr of ``tb``'s current state to its live replicas (or to ``servers``)."""
+    def _notify(
+        self, batch: RequestBatch, tb: TableBucket, servers: Iterable[int] | None = None, live: set[int] | None = None
+    ) -> None:
+        """NotifyLeaderAndIsr of ``tb``'s current state to its live replicas (or to ``servers``); ``live``: the
+        caller's ``live()`` (a handler telling thousands of buckets computes it once)."""
         bucket = self.view.buckets[tb]
-        if bucket.leader_and_isr is None:
+        lai = bucket.leader_and_isr
+        if lai is None:
             return
-        live = self.live()
+        if live is None:
+            live = self.live()
         targets = bucket.replicas if servers is None else servers
         pb = self.view.bucket_pb(tb)
         table = self.view.table_info_pb(tb.table_id)
+        named = (*bucket.replicas, *lai.isr, lai.leader)
         for server in targets:
             if server in live:
-                batch.leader_and_isr(server, pb, table)
+                batch.leader_and_isr(server, pb, table, tb, named)
 
     # public names for collaborators on the loop (the rebalance executor)
     def new_batch(self) -> RequestBatch:
@@ -303,10 +309,12 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
     def refresh_states(self, tb: TableBucket) -> None:
         self._set_states(tb)
 
-    def _set_states(self, tb: TableBucket) -> None:
-        """Derive the bucket and replica states of ``tb`` from its LeaderAndIsr and the live servers."""
+    def _set_states(self, tb: TableBucket, live: set[int] | None = None) -> None:
+        """Derive the bucket and replica states of ``tb`` from its LeaderAndIsr and the live servers (``live``:
+        the caller's ``live()``, computed once for many buckets)."""
         bucket = self.view.buckets[tb]
-        live = self.live()
+        if live is None:
+            live = self.live()
         lai = bucket.leader_and_isr
         target = BucketState.NEW
         if lai is not None:
@@ -316,12 +324,16 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             self.view.bucket_states.move(tb, BucketState.NEW)
         if current is not target:
             self.view.bucket_states.move(tb, target)
+        states = self.view.replica_states
         for server in bucket.replicas:
             key = (tb, server)
-            if self.view.replica_states.get(key) is ReplicaState.NON_EXISTENT:
-                self.view.replica_states.move(key, ReplicaState.NEW)
+            current = states.get(key)
+            if current is ReplicaState.NON_EXISTENT:
+                states.move(key, ReplicaState.NEW)
             offline = server not in live or server in self.view.shutting_down
-            self.view.replica_states.move(key, ReplicaState.OFFLINE if offline else ReplicaState.ONLINE)
+            target = ReplicaState.OFFLINE if offline else ReplicaState.ONLINE
+            if current is not target:  # (Online and Offline are their own legal predecessors: no move to check)
+                states.move(key, target)
 
     # ---------------------------------------------------------------- load (every leadership)
     async def load_tables(self, _event: LoadTables | None = None) -> int:

@@ -263,8 +263,12 @@ class LeaderIsrZNode:
 
     @staticmethod
     def encode(lai: LeaderAndIsr) -> bytes:
-        return dump_json({"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch, "isr": list(lai.isr),
-                      "coordinator_epoch": lai.coordinator_epoch, "bucket_epoch": lai.bucket_epoch})  # fmt: skip
+        """The bytes ``dump_json`` writes for the record (keys sorted, compact), formatted directly: a death at
+        20,000 buckets encodes 20,000 records in the event loop, and ``json.dumps`` costs ~8 us each."""
+        isr = ",".join([str(int(r)) for r in lai.isr])
+        return (f'{{"bucket_epoch":{int(lai.bucket_epoch)},"coordinator_epoch":{int(lai.coordinator_epoch)},'
+                f'"isr":[{isr}],"leader":{int(lai.leader)},"leader_epoch":{int(lai.leader_epoch)},"version":1}}'
+                ).encode()  # fmt: skip
 
     @staticmethod
     def decode(data: bytes) -> LeaderAndIsr:

@@ -214,6 +214,16 @@ def kill_until_led(cluster: LocalCluster, name: str, names: list[str]) -> float:
         placement.close()
 
 
+def restart_until_full(cluster: LocalCluster, name: str, names: list[str]) -> None:
+    """Start ``name`` again and wait until every bucket of the tables ``names`` has a full ISR."""
+    cluster.start_process(name, wait=True, timeout=60)
+    placement = Placement(tablet_bootstrap(cluster), names)
+    try:
+        placement.wait(full_isr, 300, "every ISR full after the restart", 0.2)
+    finally:
+        placement.close()
+
+
 def run_scenario(
     directory: Path,
     buckets: int = 2000,
@@ -264,12 +274,7 @@ def run_scenario(
             seconds = kill_until_led(cluster, name, names)
             result.kills.append((count, seconds))
             if i < len(kills) - 1:
-                cluster.start_process(name, wait=True, timeout=60)
-                placement = Placement(tablet_bootstrap(cluster), names)
-                try:
-                    placement.wait(full_isr, 300, "every ISR full after the restart", 0.2)
-                finally:
-                    placement.close()
+                restart_until_full(cluster, name, names)
         if after is not None:
             after(cluster)
         return result

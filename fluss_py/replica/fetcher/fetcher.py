@@ -9,7 +9,8 @@ Per-bucket state::
                └──────────── diverging epoch / append failure ──────────────────────┘
 
 The body is ``maybe_truncate(); maybe_fetch()``: one OffsetsForLeaderEpoch call for every Truncating bucket,
-then one FetchLog for every Fetching bucket. Errors back a bucket off for ``replica.fetch.backoff.ms``.
+then one FetchLog for every Fetching bucket. Errors back a bucket off for ``replica.fetch.backoff.ms``; after
+a failed call the wait doubles with every further failed call in a row, up to 1 s (``_call_backoff``).
 Adding buckets abandons a FetchLog long poll in flight (its buckets are fetched again from the same offsets
 in the next round), and a long poll lasts at most until the first backed-off bucket's retry: a bucket whose
 leader just moved here must not wait up to ``replica.fetch.wait.max.ms`` for its first fetch while acks=all
@@ -54,6 +55,8 @@ from fluss_py.replica.replica import Replica
 from fluss_py.types import ServerNode, TableBucket
 
 log = logging.getLogger(__name__)
+
+CALL_BACKOFF_MAX_S = 1.0  # the longest wait after failed calls in a row (see ReplicaFetcher._call_backoff)
 
 FlushLogs = Callable[[list[LogTablet]], Awaitable[None]]
 """Flush (fsync) these logs and return when done: ``GroupFlusher.flush``."""
@@ -195,17 +198,25 @@ class ReplicaFetcher:
         """Warn once when calls to the leader start failing (then debug: it retries every backoff)."""
         self.failed_calls += 1
         level = logging.WARNING if self.failed_calls == 1 else logging.DEBUG
-        log.log(
-            level, "%s to leader %d failed (retrying every %.3fs): %s", what, self.leader.id, self.settings.backoff_s, e
-        )
+        longest = max(self.settings.backoff_s, CALL_BACKOFF_MAX_S)
+        log.log(level, "%s to leader %d failed (retrying in %.3fs, doubling while calls fail, at most %gs): %s",
+                what, self.leader.id, self._call_backoff(), longest, e)  # fmt: skip
 
     def _call_succeeded(self) -> None:
         if self.failed_calls:
             log.info("leader %d answers again after %d failed calls", self.leader.id, self.failed_calls)
             self.failed_calls = 0
 
-    def _back_off(self, tb: TableBucket, state: BucketFetchState) -> None:
-        state.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
+    def _call_backoff(self) -> float:
+        """How long buckets wait after a failed call: ``replica.fetch.backoff.ms``, doubled with every further
+        call to this leader that failed in a row, at most ``CALL_BACKOFF_MAX_S`` (never below the setting).
+        A leader that is gone (a kill -9, until the coordinator moves its buckets) is not asked for every
+        followed bucket every 50 ms: each attempt builds a full request (a new session) over all of them."""
+        base = self.settings.backoff_s
+        return min(max(base, CALL_BACKOFF_MAX_S), base * 2 ** min(max(0, self.failed_calls - 1), 16))
+
+    def _back_off(self, tb: TableBucket, state: BucketFetchState, delay: float | None = None) -> None:
+        state.retry_at = asyncio.get_running_loop().time() + (self.settings.backoff_s if delay is None else delay)
         if self._states.get(tb) is state:
             self._backing_off.add(tb)
             self._touched.add(tb)
@@ -244,8 +255,9 @@ class ReplicaFetcher:
             results = await self.endpoint.offsets_for_leader_epoch(self.server_id, requests)
         except ApiError as e:
             self._call_failed("OffsetsForLeaderEpoch", e)
+            delay = self._call_backoff()
             for tb, (state, _) in ready.items():
-                self._back_off(tb, state)
+                self._back_off(tb, state, delay)
             return True
         self._call_succeeded()
         for request in requests:
@@ -373,8 +385,9 @@ class ReplicaFetcher:
                 log.info("fetch session with leader %d ends (%s): opening a new one", self.leader.id, e)
                 return True
             self._call_failed("FetchLog", e)
+            delay = self._call_backoff()
             for tb, (_, state) in sent:
-                self._back_off(tb, state)
+                self._back_off(tb, state, delay)
             return True
         if response is None:  # buckets were added: a new session fetches them with the others
             self.session.reset()

@@ -110,3 +110,25 @@ async def test_stop_fails_queued_events_and_refuses_new_ones():
             await fut
     with pytest.raises(NotCoordinatorLeaderError):
         await loop.submit(Step(3))
+
+
+async def test_a_submitter_gets_its_answer_before_the_next_handler_runs():
+    answered: list[int] = []
+    seen_by_next: list[list[int]] = []
+
+    async def handle(ev: Step) -> int:
+        seen_by_next.append(list(answered))
+        return ev.n
+
+    async def ask(n: int) -> None:
+        answered.append(await loop.submit(Step(n)))
+
+    loop = CoordinatorEventLoop(_ok_guard, lambda: None)
+    loop.register(Step, handle)
+    asks = [asyncio.ensure_future(ask(n)) for n in range(3)]
+    await asyncio.sleep(0)  # all three queued before the loop starts
+    loop.start()
+    await asyncio.gather(*asks)
+    # each handler started after the previous event's submitter had its result (it could send its answer)
+    assert seen_by_next == [[], [0], [0, 1]]
+    await loop.stop()

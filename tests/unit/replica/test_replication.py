@@ -242,6 +242,25 @@ async def test_fetcher_backs_off_while_leader_unreachable_then_catches_up(clock,
         await c.close()
 
 
+async def test_calls_to_a_leader_that_keeps_failing_back_off_longer_and_longer(clock, tmp_path) -> None:
+    # backoff 10 ms: a fixed backoff makes ~60 attempts in 0.6 s; doubling (10, 20, 40 .. ms) at most 7
+    c = ReplicaCluster(2, clock, tmp_path)
+    try:
+        await c.create(TB, (1, 2), MIN1)
+        fetcher = c.managers[2].fetchers.fetcher_of(TB)
+        c.down.add(1)
+        await wait_until(lambda: fetcher.failed_calls >= 1)
+        before = fetcher.endpoint.calls
+        await asyncio.sleep(0.6)
+        assert fetcher.endpoint.calls - before <= 8
+        c.down.discard(1)
+        await c.managers[1].append(1, 5.0, {TB: batch(b"x")})
+        await caught_up(c, 1, (2,))  # at most 1 s later, and back to the configured backoff
+        assert fetcher.failed_calls == 0
+    finally:
+        await c.close()
+
+
 async def test_buckets_added_and_removed_while_the_fetcher_runs(clock, tmp_path) -> None:
     c = ReplicaCluster(2, clock, tmp_path)
     tb2 = TableBucket(8, 0)

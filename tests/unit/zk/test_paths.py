@@ -54,3 +54,18 @@ def test_codecs_round_trip():
 def test_sequence_of():
     assert codecs.sequence_of("candidate_0000000042") == 42
     assert codecs.sequence_of("server_0000000001") == 1
+
+
+def test_leader_isr_bytes_are_those_of_the_json_codec():
+    """The leader_isr record is formatted directly (hot in a failover); its bytes stay dump_json's."""
+    for lai in [
+        LeaderAndIsr(1, 3, (1, 2, 3), 5, 7),
+        LeaderAndIsr(-1, 0, (), 0, 0),
+        LeaderAndIsr(-1, 12, (3,), 2**31, 2**40),
+        LeaderAndIsr(10_000, 2**62, (10_000, 1, 7), 1, 0),
+    ]:
+        expected = codecs.dump_json({"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch,
+                                     "isr": list(lai.isr), "coordinator_epoch": lai.coordinator_epoch,
+                                     "bucket_epoch": lai.bucket_epoch})  # fmt: skip
+        assert p.LeaderIsrZNode.encode(lai) == expected
+        assert p.LeaderIsrZNode.decode(expected) == lai
