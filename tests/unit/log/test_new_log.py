@@ -41,6 +41,20 @@ def test_a_new_log_is_an_empty_directory_until_its_first_write(tmp_path: Path) -
     assert t.size_in_bytes == os.path.getsize(t.dir / "00000000000000000000.log") > 0
 
 
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_restart_leaves_an_empty_log_an_empty_directory(tmp_path: Path, clean: bool) -> None:
+    """Loading a directory without segments creates no file either (a restarted server of thousands of empty
+    logs allocates no inode for them); the log then takes writes."""
+    lm = manager(tmp_path / "d")
+    lm.get_or_create(TB, SMALL)
+    if clean:
+        lm.shutdown()
+    again = manager(tmp_path / "d").get(TB)
+    assert again is not None and again.log_end_offset == 0 and os.listdir(again.dir) == []
+    again.append_as_leader(batch(2), 0)
+    assert again.log_end_offset == 2 and (again.dir / "00000000000000000000.log").stat().st_size > 0
+
+
 def test_a_new_leaders_epoch_entry_is_written_with_its_terms_first_batch(tmp_path: Path) -> None:
     lm = manager(tmp_path / "d")
     t = lm.get_or_create(TB, SMALL)
