@@ -51,8 +51,16 @@ class LeaderEpochCache:
             self._epochs.append(e.epoch)
             self._starts.append(e.start_offset)
         self._on_disk: list[tuple[int, int]] | None = None  # None: unknown, the next persist writes
+        self._deferred = False  # an assign(write=False) is not in the file yet
         self._writes = 0  # file writes so far; ``_synced``: the count when the last sync began
         self._synced = 0
+
+    @classmethod
+    def new(cls, path: Path) -> LeaderEpochCache:
+        """The empty cache of a new log whose file does not exist (a missing file reads as empty)."""
+        cache = cls(path)
+        cache._on_disk = []
+        return cache
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache:
@@ -113,8 +121,10 @@ class LeaderEpochCache:
         return self._epochs[hi - 1], higher_start
 
     # --- changes
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""
+    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed. ``write=False`` leaves
+        the file as it is until ``write_deferred`` or any later change: for an entry starting at the log end
+        (a new leader's term), which recovery drops anyway (§6: ``truncate_from_end(LEO)``)."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"cannot assign epoch {epoch} at offset {start_offset}")
         if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
@@ -134,8 +144,16 @@ class LeaderEpochCache:
         del self._epochs[keep:], self._starts[keep:]
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self._persist()
+        if write:
+            self._persist()
+        else:
+            self._deferred = True
         return True
+
+    def write_deferred(self) -> None:
+        """Write the file if an ``assign(write=False)`` left it behind (before the first batch of its epoch)."""
+        if self._deferred:
+            self._persist()
 
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop entries starting at or after ``end_offset`` (the log was truncated to it)."""
@@ -208,6 +226,7 @@ class LeaderEpochCache:
         self._synced = max(self._synced, writes)
 
     def _persist(self) -> None:
+        self._deferred = False
         if self._file is None:
             return
         entries = list(zip(self._epochs, self._starts, strict=True))

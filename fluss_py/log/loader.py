@@ -58,14 +58,18 @@ def reset_log(
     config: LogConfig,
     epoch_cache: LeaderEpochCache,
     writers: WriterStateManager,
+    *,
+    lazy: bool = False,
 ) -> list[LogSegment]:
-    """Delete every segment, epoch entry and writer snapshot; return the new list: one empty segment at ``offset``."""
+    """Delete every segment, epoch entry and writer snapshot; return the new list: one empty segment at ``offset``.
+    ``lazy``: its file is created by the first write (the loader, for a directory without segments: loading
+    it then changes nothing on disk, so a crash before the first write loads the same again)."""
     for seg in segments:
         seg.delete()
     epoch_cache.clear()
     writers.clear()
     writers.delete_snapshots(lambda off: True)
-    return [LogSegment(directory, offset, config.index_interval_bytes)]
+    return [LogSegment(directory, offset, config.index_interval_bytes, new=lazy)]
 
 
 def rebuild_writer_state(
@@ -130,7 +134,9 @@ class LogLoader:
             start, hw, recovery_point = offsets.log_start, offsets.high_watermark, offsets.recovery_point
         else:
             start = 0 if log_start is None else log_start
-            self.segments = reset_log(self.dir, self.segments, start, self.config, self.epoch_cache, self.writers)
+            self.segments = reset_log(
+                self.dir, self.segments, start, self.config, self.epoch_cache, self.writers, lazy=True
+            )
             self._bases = [start]
             leo = recovery_point = hw = start
         if not rebuild_epochs:

@@ -184,14 +184,12 @@ class LogManager:
         tablet = self.logs.get(table_bucket)
         if tablet is None:
             path = self.data_dir / bucket_dir_name(table_bucket)
-            tablet = self._watch(
-                LogTablet.open(
-                    path,
-                    table_bucket,
-                    log_config or self.default_log_config(),
-                    clean_shutdown=not path.exists(),  # a dir we did not load: validate it all
-                )
-            )
+            config = log_config or self.default_log_config()
+            try:
+                tablet = LogTablet.create(path, table_bucket, config)  # one mkdir, nothing else on disk
+            except FileExistsError:  # a dir we did not load: validate it all
+                tablet = LogTablet.open(path, table_bucket, config, clean_shutdown=False)
+            self._watch(tablet)
             self.logs[table_bucket] = tablet
         return tablet
 

@@ -106,7 +106,11 @@ class LogSegment:
     ``.log`` descriptor is held while the segment is among the most recently used of ``files``
     (``open_files.py``); ``_file()`` reopens it after an eviction."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int, files: OpenFiles = SEGMENTS) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval: int, files: OpenFiles = SEGMENTS, *, new: bool = False
+    ) -> None:
+        """``new``: the ``.log`` file does not exist and is created by the first use of the descriptor (a new
+        log's directory stays empty until its first write: docs/storage.md §3 "Empty until written")."""
         self._files = files
         self._fd = -1
         self._closed = False
@@ -116,7 +120,7 @@ class LogSegment:
         self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
         self.offset_index = OffsetIndex(directory / segment_name(base_offset, INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(directory / segment_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
-        self.size = os.fstat(self._file()).st_size
+        self.size = 0 if new else os.fstat(self._file()).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset

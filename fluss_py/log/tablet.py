@@ -32,11 +32,12 @@ from fluss_py.errors import (
     StorageError,
 )
 from fluss_py.log.config import LogConfig
+from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from fluss_py.log.loader import LoadedLog, LogLoader, rebuild_writer_state, reset_log
 from fluss_py.log.results import FetchDataInfo, FlushJob, LogAppendInfo
 from fluss_py.log.segment import MAX_SEGMENT_POSITION, BatchMeta, LogSegment
 from fluss_py.log.validator import validate_follower_append, validate_leader_append
-from fluss_py.log.writer_state import WriterStateEntry, snapshot_path
+from fluss_py.log.writer_state import WriterStateEntry, WriterStateManager, snapshot_path
 from fluss_py.record.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD
 from fluss_py.types import TableBucket
 
@@ -116,6 +117,30 @@ class LogTablet:
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
         loaded = LogLoader(dir, config).load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
+        return cls(dir, table_bucket, config, loaded)
+
+    @classmethod
+    def create(cls, dir: Path, table_bucket: TableBucket, config: LogConfig) -> LogTablet:
+        """A new, empty log in a new directory ``dir`` (``FileExistsError`` if ``dir`` exists).
+
+        Only the directory is created: the first segment's ``.log`` file comes with the first write and the
+        epoch file with the first entry, so a crash at any point leaves either nothing, an empty directory
+        (which ``open`` loads as an empty log) or a written log that ``open`` recovers as any other
+        (docs/storage.md §3 "Empty until written"). Nothing to recover, so no ``LogLoader``."""
+        dir = Path(dir)
+        try:
+            dir.mkdir()  # one system call: the data dir is there (a parents=True mkdir would stat it first)
+        except FileNotFoundError:
+            dir.mkdir(parents=True)
+        loaded = LoadedLog(
+            segments=[LogSegment(dir, 0, config.index_interval_bytes, new=True)],
+            epoch_cache=LeaderEpochCache.new(dir / LEADER_EPOCH_CHECKPOINT),
+            writers=WriterStateManager(dir),
+            log_start_offset=0,
+            log_end_offset=0,
+            recovery_point=0,
+            high_watermark=0,
+        )
         return cls(dir, table_bucket, config, loaded)
 
     def _rebuild_writer_state(self) -> None:
@@ -259,6 +284,7 @@ class LogTablet:
         ):
             self.roll()
             active = self.segments[-1]
+        self.epoch_cache.write_deferred()  # a new term's entry is in the file before its first batch
         active.append(buf, metas)
         self._size += len(buf)
         self._leo = last_offset + 1

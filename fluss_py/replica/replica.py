@@ -184,7 +184,8 @@ class Replica:
             # KAFKA-7415: the new epoch starts at our LEO at once, before any write of this term.
             latest = self.log.latest_epoch
             if latest is None or latest < lai.leader_epoch:
-                self.log.epoch_cache.assign(lai.leader_epoch, leo)
+                # starts at the LEO: recovery drops such an entry, so the file waits for the term's first batch
+                self.log.epoch_cache.assign(lai.leader_epoch, leo, write=False)
             self.leader_epoch_start_offset = leo
             self.durable_offset = 0  # followers' flushed offsets are unknown until they fetch in this term
             self.followers = {

@@ -2,10 +2,10 @@
 the SIGTERM of another server, its restart, and the kill -9 of the first (``tests/bench/scale.py``'s
 cluster and tables).
 
-    .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR] [idle]
+    .venv/bin/python -m tests.bench.scale_profile 5000 [OUT_DIR] [idle|create]
 
-With ``idle`` as third argument it stops after the idle phase; ``FLUSS_PROFILE_IDLE_S`` sets the idle window
-(default 10 s; a longer one gives more samples of a nearly idle process).
+With ``create`` as third argument it stops after the create phase, with ``idle`` after the idle phase;
+``FLUSS_PROFILE_IDLE_S`` sets the idle window (default 10 s; a longer one gives more samples of a nearly idle process).
 
 For each phase and process, writes ``OUT_DIR/<phase>-<process>.txt`` (py-spy's collapsed stacks, idle
 samples dropped) and prints the top frames by inclusive share of the busy samples. The phase figures
@@ -79,7 +79,7 @@ def main() -> None:
     buckets = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="scale-profile-"))
     out.mkdir(parents=True, exist_ok=True)
-    idle_only = len(sys.argv) > 3 and sys.argv[3] == "idle"
+    stop_after = sys.argv[3] if len(sys.argv) > 3 else ""
     idle_s = float(os.environ.get("FLUSS_PROFILE_IDLE_S", "10"))
     with tempfile.TemporaryDirectory(prefix="scale-profile-cluster-") as d:
         cluster: LocalCluster = start_cluster(Path(d))
@@ -90,11 +90,14 @@ def main() -> None:
             prof = Profiler(out, "create", pids)
             print(f"create: {create(cluster, buckets):.2f} s (profiled)")
             prof.stop()
+            if stop_after == "create":
+                _print(out)
+                return
             time.sleep(3.0)  # start-up work settles before the idle window
             prof = Profiler(out, "idle", pids)
             time.sleep(idle_s)  # the idle window itself
             prof.stop()
-            if idle_only:
+            if stop_after == "idle":
                 _print(out)
                 return
             victim = cluster.names(TABLET_SERVER)[1]

@@ -1,0 +1,153 @@
+"""A new log is one empty directory until its first write (docs/storage.md §3 "Empty until written"): the
+``.log`` file comes with the first batch, a new leader's epoch entry at the log end with the first batch of its
+term. A process killed (SIGKILL) at any point of creating, leading and appending leaves directories that load
+as the log it had written. Real files and real processes in a temp dir."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fluss_py import config as cfg
+from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT
+from fluss_py.log.manager import LogManager
+from fluss_py.replica.replica import LocalReplicaState, Replica
+from fluss_py.types import EpochEntry, LeaderAndIsr, TableBucket
+
+from .helpers import SMALL, batch
+
+TB = TableBucket(7, 3)
+
+
+def manager(d: Path) -> LogManager:
+    lm = LogManager(d, cfg.Config(cfg.TABLET))
+    lm.load_logs()
+    return lm
+
+
+def test_a_new_log_is_an_empty_directory_until_its_first_write(tmp_path: Path) -> None:
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    assert t.dir.is_dir() and os.listdir(t.dir) == []
+    assert t.log_end_offset == 0 and t.size_in_bytes == 0 and t.latest_epoch is None
+    t.append_as_leader(batch(2), 0)
+    assert sorted(os.listdir(t.dir)) == ["00000000000000000000.log", LEADER_EPOCH_CHECKPOINT]
+    assert t.size_in_bytes == os.path.getsize(t.dir / "00000000000000000000.log") > 0
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_restart_leaves_an_empty_log_an_empty_directory(tmp_path: Path, clean: bool) -> None:
+    """Loading a directory without segments creates no file either (a restarted server of thousands of empty
+    logs allocates no inode for them); the log then takes writes."""
+    lm = manager(tmp_path / "d")
+    lm.get_or_create(TB, SMALL)
+    if clean:
+        lm.shutdown()
+    again = manager(tmp_path / "d").get(TB)
+    assert again is not None and again.log_end_offset == 0 and os.listdir(again.dir) == []
+    again.append_as_leader(batch(2), 0)
+    assert again.log_end_offset == 2 and (again.dir / "00000000000000000000.log").stat().st_size > 0
+
+
+def test_a_new_leaders_epoch_entry_is_written_with_its_terms_first_batch(tmp_path: Path) -> None:
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    r = Replica(TB, 1, t, min_insync_replicas=1, lag_time_s=30.0, clock=lambda: 0.0)
+    r.transition(LocalReplicaState.ONLINE)
+    r.make_leader(LeaderAndIsr(1, 4, (1,), 1, 0), (1,))
+    assert t.latest_epoch == 4 and not (t.dir / LEADER_EPOCH_CHECKPOINT).exists()  # in memory only
+    t.append_as_leader(batch(3), 4)
+    assert (t.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n1\n4 0\n"
+    # a later term on a non-empty log: the entry at the log end waits for that term's first batch too
+    r.make_leader(LeaderAndIsr(1, 6, (1,), 1, 1), (1,))
+    assert (t.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n1\n4 0\n"
+    t.append_as_leader(batch(1), 6)
+    assert (t.dir / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n4 0\n6 3\n"
+    t.flush()
+    lm.shutdown()
+    again = manager(tmp_path / "d").get(TB)
+    assert again is not None and again.epoch_cache.entries() == [EpochEntry(4, 0), EpochEntry(6, 3)]
+
+
+def test_a_deferred_entry_lost_in_a_crash_is_the_one_recovery_drops(tmp_path: Path) -> None:
+    """Leader of an empty log, then SIGKILL before any batch: the entry at the log end is not in the file,
+    and the reloaded log is what recovery makes of a file that has it (an empty cache: entries at or past the
+    LEO are dropped)."""
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    t.epoch_cache.assign(2, 0, write=False)
+    # no close, no clean-shutdown marker: as after kill -9
+    assert manager(tmp_path / "d").get(TB).epoch_cache.entries() == []
+    (t.dir / LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n2 0\n")  # as if it had been written
+    assert manager(tmp_path / "d").get(TB).epoch_cache.entries() == []
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from fluss_py import config as cfg
+    from fluss_py.log.manager import LogManager
+    from fluss_py.replica.replica import LocalReplicaState, Replica
+    from fluss_py.types import LeaderAndIsr, TableBucket
+    from tests.unit.log.helpers import SMALL, batch
+
+    kill_at = int(sys.argv[2])
+    step = 0
+
+    def point():
+        global step
+        step += 1
+        if step == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    lm = LogManager(sys.argv[1], cfg.Config(cfg.TABLET))
+    lm.load_logs()
+    for b in range(3):
+        t = lm.get_or_create(TableBucket(7, b), SMALL)
+        point()
+        r = Replica(TableBucket(7, b), 1, t, min_insync_replicas=1, lag_time_s=30.0, clock=lambda: 0.0)
+        r.transition(LocalReplicaState.ONLINE)
+        r.make_leader(LeaderAndIsr(1, 5, (1,), 1, 0), (1,))
+        point()
+        for i in range(b):
+            t.append_as_leader(batch(2), 5)
+            point()
+    print("done", step, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kill_at", range(1, 10))
+def test_sigkill_at_any_point_of_new_logs_leaves_logs_that_load(tmp_path: Path, kill_at: int) -> None:
+    """Three new logs with 0, 1 and 2 batches; the child SIGKILLs itself after step ``kill_at`` (a creation,
+    a make_leader or an append): every directory it left loads, with the batches it had appended and the epoch
+    of those batches."""
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path / "d"), str(kill_at)], cwd=root, capture_output=True, text=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    # the child's steps: bucket b is created (1), led (1), then gets b appends; steps 1..kill_at were done
+    done: dict[int, int] = {}  # bucket -> batches appended, for the buckets created before the kill
+    first = 1
+    for b in range(3):
+        if first <= kill_at:
+            done[b] = max(0, min(b, kill_at - (first + 1)))
+        first += 2 + b
+    lm = manager(tmp_path / "d")
+    for b in range(3):
+        t = lm.get(TableBucket(7, b))
+        if b not in done:
+            assert t is None or t.log_end_offset == 0
+            continue
+        assert t is not None, f"bucket {b} was created before the kill"
+        assert t.log_end_offset == 2 * done[b]
+        assert t.epoch_cache.entries() == ([EpochEntry(5, 0)] if done[b] else [])
+        t.append_as_leader(batch(1), 6)  # and it takes writes
+        assert t.log_end_offset == 2 * done[b] + 1
