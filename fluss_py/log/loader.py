@@ -72,6 +72,25 @@ def reset_log(
     return [LogSegment(directory, offset, config.index_interval_bytes, new=lazy)]
 
 
+def create_empty_log(directory: Path, config: LogConfig) -> LoadedLog:
+    """A new, empty log in the new directory ``directory`` (``FileExistsError`` if it exists): only the
+    directory is created, its first segment's file and its epoch file come with their first writes
+    (docs/storage.md §3 "Empty until written"); nothing to recover."""
+    try:
+        directory.mkdir()  # one system call: the data dir is there (a parents=True mkdir would stat it first)
+    except FileNotFoundError:
+        directory.mkdir(parents=True)
+    return LoadedLog(
+        segments=[LogSegment(directory, 0, config.index_interval_bytes, new=True)],
+        epoch_cache=LeaderEpochCache.new(directory / LEADER_EPOCH_CHECKPOINT),
+        writers=WriterStateManager(directory),
+        log_start_offset=0,
+        log_end_offset=0,
+        recovery_point=0,
+        high_watermark=0,
+    )
+
+
 def rebuild_writer_state(
     writers: WriterStateManager, segments: list[LogSegment], bases: list[int], log_start: int, leo: int
 ) -> None:

@@ -435,3 +435,21 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+
+def read_whole_batches(seg: LogSegment, start: int, end: int, first_size: int, max_bytes: int) -> bytes:
+    """The bytes of ``seg`` from ``start`` to ``end``, cut to whole batches within ``max_bytes`` (at least the
+    first batch, of ``first_size`` bytes, so a fetch always makes progress)."""
+    length = end - start
+    if length <= max_bytes:
+        return seg.read(start, length)
+    if first_size >= max_bytes:
+        return seg.read(start, first_size)
+    data = seg.read(start, max_bytes)
+    cut, n = 0, len(data)
+    while n - cut >= BATCH_HEADER_SIZE:
+        size = int.from_bytes(data[cut + 8 : cut + 12], "big") + LOG_OVERHEAD
+        if cut + size > n:
+            break
+        cut += size
+    return data[:cut]

@@ -32,13 +32,12 @@ from fluss_py.errors import (
     StorageError,
 )
 from fluss_py.log.config import LogConfig
-from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from fluss_py.log.loader import LoadedLog, LogLoader, rebuild_writer_state, reset_log
+from fluss_py.log.loader import LoadedLog, LogLoader, create_empty_log, rebuild_writer_state, reset_log
 from fluss_py.log.results import FetchDataInfo, FlushJob, LogAppendInfo
-from fluss_py.log.segment import MAX_SEGMENT_POSITION, BatchMeta, LogSegment
+from fluss_py.log.segment import MAX_SEGMENT_POSITION, BatchMeta, LogSegment, read_whole_batches
 from fluss_py.log.validator import validate_follower_append, validate_leader_append
-from fluss_py.log.writer_state import WriterStateEntry, WriterStateManager, snapshot_path
-from fluss_py.record.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from fluss_py.log.writer_state import WriterStateEntry, snapshot_path
+from fluss_py.record.batch import LOG_OVERHEAD
 from fluss_py.types import TableBucket
 
 log = logging.getLogger(__name__)
@@ -128,19 +127,7 @@ class LogTablet:
         (which ``open`` loads as an empty log) or a written log that ``open`` recovers as any other
         (docs/storage.md §3 "Empty until written"). Nothing to recover, so no ``LogLoader``."""
         dir = Path(dir)
-        try:
-            dir.mkdir()  # one system call: the data dir is there (a parents=True mkdir would stat it first)
-        except FileNotFoundError:
-            dir.mkdir(parents=True)
-        loaded = LoadedLog(
-            segments=[LogSegment(dir, 0, config.index_interval_bytes, new=True)],
-            epoch_cache=LeaderEpochCache.new(dir / LEADER_EPOCH_CHECKPOINT),
-            writers=WriterStateManager(dir),
-            log_start_offset=0,
-            log_end_offset=0,
-            recovery_point=0,
-            high_watermark=0,
-        )
+        loaded = create_empty_log(dir, config)
         return cls(dir, table_bucket, config, loaded)
 
     def _rebuild_writer_state(self) -> None:
@@ -324,25 +311,9 @@ class LogTablet:
                 start, h = found
                 end = seg.size if upper >= seg.next_offset else seg.position_of(upper)
                 if end > start:
-                    data = self._read_whole(seg, start, end, h[1] + LOG_OVERHEAD, max_bytes)
+                    data = read_whole_batches(seg, start, end, h[1] + LOG_OVERHEAD, max_bytes)
                 break
         return FetchDataInfo(fetch_offset, data, self._log_start, self._hw, self._leo)
-
-    @staticmethod
-    def _read_whole(seg: LogSegment, start: int, end: int, first_size: int, max_bytes: int) -> bytes:
-        length = end - start
-        if length <= max_bytes:
-            return seg.read(start, length)
-        if first_size >= max_bytes:
-            return seg.read(start, first_size)
-        data = seg.read(start, max_bytes)
-        cut, n = 0, len(data)
-        while n - cut >= BATCH_HEADER_SIZE:
-            size = int.from_bytes(data[cut + 8 : cut + 12], "big") + LOG_OVERHEAD
-            if cut + size > n:
-                break
-            cut += size
-        return data[:cut]
 
     @_disk_io
     def offset_for_timestamp(self, ts_ms: int) -> int | None:
