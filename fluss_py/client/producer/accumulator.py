@@ -235,16 +235,8 @@ class RecordAccumulator:
         self.filled = False
 
     def append(
-        self,
-        tb: TableBucket,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp_ms: int | None,
-        size: int,
-        wake: bool = True,
+        self, tb: TableBucket, key: bytes | None, value: bytes | None, timestamp_ms: int | None, size: int
     ) -> tuple[asyncio.Future[RecordMetadata], ProducerBatch]:
-        """Add one record to ``tb``'s last batch (or a new one); ``wake``: set ``wakeup`` when the sender has
-        something new (False: the caller runs a sender round itself, ``Sender.send_now``)."""
         queue = self.queues.get(tb)
         if queue is None:
             queue = self.queues[tb] = deque()
@@ -254,8 +246,7 @@ class RecordAccumulator:
             if fut is not None:
                 if last.is_full(self.batch_size):
                     self.filled = True
-                    if wake:
-                        self.wakeup.set()
+                    self.wakeup.set()
                 return fut, last
             self.filled = True  # ``last`` could not take the record: it is complete
         batch = ProducerBatch(tb, self.batch_size, self.compression, self.delivery_timeout)
@@ -263,8 +254,7 @@ class RecordAccumulator:
         assert fut is not None  # an empty batch takes any record
         queue.append(batch)
         self.incomplete.add(batch)
-        if wake:
-            self.wakeup.set()
+        self.wakeup.set()
         return fut, batch
 
     def is_ready(self, batch: ProducerBatch, queue: deque[ProducerBatch], now: float) -> bool:

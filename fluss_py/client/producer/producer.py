@@ -110,7 +110,6 @@ class Producer:
         key: bytes | None = None,
         bucket: int | None = None,
         timestamp_ms: int | None = None,
-        _at_once: bool = False,
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future of ``RecordMetadata(bucket, offset)``.
 
@@ -118,10 +117,9 @@ class Producer:
         The future fails with the record's error once it cannot be delivered (a non-retriable error, or
         ``delivery_timeout`` passed).
 
-        ``_at_once`` is internal (``send_and_wait``): the caller awaits the answer before it sends again, so a
-        record finding the sender idle may have its request started in this turn (docs/client.md). A flag
-        rather than a second coroutine around this one: a pipelining caller pays for every extra await
-        (one more hop was 5-9 % of the client's CPU per 100 B record, ``tests.bench.client_cpu``).
+        This is the pipelined path: every parameter, await or call more here is paid per record
+        (``tests.bench.client_cpu``; docs/performance.md "The client's CPU per pipelined record"), so what only
+        ``send_and_wait`` needs happens there, after this returns.
         """
         if self._closed:
             raise ProducerClosedError("the producer is closed")
@@ -153,10 +151,7 @@ class Producer:
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
-        idle = _at_once and self._sender.idle  # nothing on the wire: this record's request starts in this turn
-        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size, wake=not idle)
-        if idle:
-            self._sender.send_now()
+        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size)
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut
@@ -172,8 +167,11 @@ class Producer:
     ) -> RecordMetadata:
         """``send`` and wait for the answer. A record sent while nothing of this producer is on the wire has its
         request started in this loop turn (no batch can form behind it: this caller sends nothing more until the
-        answer)."""
-        return await (await self.send(table, value, key=key, bucket=bucket, timestamp_ms=timestamp_ms, _at_once=True))
+        answer): ``send`` returns in the turn it appended the record, so the sender is still as it found it."""
+        fut = await self.send(table, value, key=key, bucket=bucket, timestamp_ms=timestamp_ms)
+        if self._sender.idle:
+            self._sender.send_now()
+        return await fut
 
     async def _partition(self, info: TableInfo, unit: TimeUnit, timestamp_ms: int) -> TableInfo:
         """The partition of the partitioned table ``info`` that a record stamped ``timestamp_ms`` goes to

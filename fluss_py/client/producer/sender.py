@@ -7,9 +7,11 @@ server into ONE ProduceLog request per server carrying many buckets, fires those
 (4) sleeps until a new batch, an answer, a linger or backoff timer, or a metadata refresh wakes it.
 
 A record sent by ``send_and_wait`` while no request is on the wire (``idle``: a one-at-a-time caller) does not
-wait for the loop to wake: the producer runs one round itself (``send_now``), in the caller's loop turn, so the
-request task starts in the next turn (two turns from the call to the write, one saved); the loop is woken
-after that task to arm its timers. ``send`` never does (a caller sending several records in one turn would
+wait for the loop to wake: right after ``send`` returns (the turn it appended the record) the producer runs one
+round itself (``send_now``), so the request task starts in the next turn (two turns from the call to the write,
+one saved). The loop, woken by the append, runs its round in that turn too, just before the request task: it
+finds the batch in flight to its leader (``_start_requests`` marks batches sent in the round that picks them)
+and only arms its timers. ``send`` never does (a caller sending several records in one turn would
 have the first go alone and the rest in a second request), nor does anything while a request is on the wire:
 those records wait for the loop's round as before, and batch meanwhile. A round is the same code either way
 (one round at a time: both run synchronously on one loop), so the ordering and idempotence rules do not depend
@@ -124,23 +126,29 @@ class Sender:
 
     def send_now(self) -> None:
         """One round of the loop in the caller's turn (``Producer.send_and_wait``, right after it appended a record
-        while ``idle``; see the module docstring), then wake the loop to arm its timers."""
+        while ``idle``; see the module docstring); the loop is woken to arm its timers."""
         now = time.monotonic()
         self._expire(now)
         requests, _ = self._collect(now)
         self._start_requests(requests)
-        self._acc.wakeup.set()  # after the request tasks: they run first in the next turn
+        self._acc.wakeup.set()  # the append did when it made a batch; not when the record joined one
 
     def _start_requests(self, requests: dict[int, list[ProducerBatch]]) -> None:
+        """Mark the batches sent and spawn one request task per server. Marked here, in the round, not in the
+        task's first step: a round that runs in between (the loop woken before the task was spawned, as
+        ``send_and_wait``'s append wakes it) sees them in flight to their server, not to none (-1), which it
+        would take for a moved leader and abandon."""
+        now = time.monotonic()
         for server_id, batches in requests.items():
-            self._requests += 1  # back down in the request's own last step (a done callback runs a turn late,
-            self._spawn(self._request(server_id, batches))  # after the caller its answer woke)
-
-    async def _request(self, server_id: int, batches: list[ProducerBatch]) -> None:
-        try:
-            await self._send(server_id, batches)
-        finally:
-            self._requests -= 1
+            sends = []
+            for b in batches:
+                b.attempts += 1
+                b.send_id += 1
+                b.sent_to = server_id
+                b.sent_at = now
+                sends.append((b, b.send_id))
+            self._requests += 1  # back down in the request's own last step (``_send``)
+            self._spawn(self._send(server_id, sends))
 
     async def _run(self) -> None:
         try:
@@ -314,53 +322,52 @@ class Sender:
             self._finish_failed(batch, _delivery_error(batch))
 
     # ---------------------------------------------------------------- one request
-    async def _send(self, server_id: int, batches: list[ProducerBatch]) -> None:
-        node = self._metadata.servers.get(server_id)
-        opts = self._options
-        request = encode_produce_request(
-            opts.acks,
-            int(opts.request_timeout * 1000),
-            [(b.table_bucket.table_id, b.table_bucket.bucket, b.wire_bytes(0)) for b in batches],
-        )
-        sends = []
-        for b in batches:
-            b.attempts += 1
-            b.send_id += 1
-            b.sent_to = server_id
-            b.sent_at = time.monotonic()
-            sends.append((b, b.send_id))
-        if opts.acks == 0:
-            for b in batches:
-                self._on_success(b, -1)
+    async def _send(self, server_id: int, sends: list[tuple[ProducerBatch, int]]) -> None:
+        """One request task: ``sends`` are the batches ``_start_requests`` marked sent, each with its send id;
+        the count of requests on the wire goes down in its own last step (a done callback would run a turn
+        late, after the caller its answer woke)."""
         try:
-            if node is None:
-                raise NetworkExceptionError(f"server {server_id} is not in the cluster metadata")
-            # The RPC deadline leaves the server time to answer REQUEST_TIMED_OUT itself.
-            response = await self._transport.call(node.address, PRODUCE_LOG, request, opts.request_timeout + 2.0)
-        except FlussError as e:
-            if opts.acks != 0:
-                self._metadata.request_update()
-                for b, send_id in sends:
-                    if b.send_id == send_id:
-                        self._on_error(b, e, server_id)
-            return
-        if opts.acks == 0:
-            return
-        current = [b for b, send_id in sends if b.send_id == send_id]  # not abandoned meanwhile
-        if response.error.code != ErrorCode.NONE:
-            error = to_client_exception(response.error)
+            node = self._metadata.servers.get(server_id)
+            opts = self._options
+            request = encode_produce_request(
+                opts.acks,
+                int(opts.request_timeout * 1000),
+                [(b.table_bucket.table_id, b.table_bucket.bucket, b.wire_bytes(0)) for b, _ in sends],
+            )
+            if opts.acks == 0:
+                for b, _ in sends:
+                    self._on_success(b, -1)
+            try:
+                if node is None:
+                    raise NetworkExceptionError(f"server {server_id} is not in the cluster metadata")
+                # The RPC deadline leaves the server time to answer REQUEST_TIMED_OUT itself.
+                response = await self._transport.call(node.address, PRODUCE_LOG, request, opts.request_timeout + 2.0)
+            except FlussError as e:
+                if opts.acks != 0:
+                    self._metadata.request_update()
+                    for b, send_id in sends:
+                        if b.send_id == send_id:
+                            self._on_error(b, e, server_id)
+                return
+            if opts.acks == 0:
+                return
+            current = [b for b, send_id in sends if b.send_id == send_id]  # not abandoned meanwhile
+            if response.error.code != ErrorCode.NONE:
+                error = to_client_exception(response.error)
+                for b in current:
+                    self._on_error(b, error, server_id)
+                return
+            results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
             for b in current:
-                self._on_error(b, error, server_id)
-            return
-        results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
-        for b in current:
-            r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
-            if r is None:
-                self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
-            elif r.error.code != ErrorCode.NONE:
-                self._on_error(b, to_client_exception(r.error), server_id)
-            else:
-                self._on_success(b, r.base_offset)
+                r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
+                if r is None:
+                    self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
+                elif r.error.code != ErrorCode.NONE:
+                    self._on_error(b, to_client_exception(r.error), server_id)
+                else:
+                    self._on_success(b, r.base_offset)
+        finally:
+            self._requests -= 1
 
     def _on_success(self, batch: ProducerBatch, base_offset: int) -> None:
         state = self._buckets[batch.table_bucket]

@@ -73,3 +73,18 @@ async def test_records_sent_in_one_turn_by_send_go_in_one_request_even_when_the_
             futures = [await producer.send("fluss.t", b"%d-%d" % (burst, i)) for i in range(20)]
             await asyncio.gather(*futures)  # nothing on the wire again before the next burst
     assert [len(r.buckets) for r in _produce_calls(cluster)] == [1, 1, 1]  # one request (one batch) per burst
+
+
+async def test_a_round_between_send_now_and_its_request_task_leaves_the_request_alone() -> None:
+    """``send_and_wait``'s append wakes the sender task before ``send_now`` spawns the request task, so the
+    task's round runs first in the next turn. It must see the batch in flight to its leader (marked sent when
+    the request was started), not to no server: that looked like a moved leader, and each record went twice
+    with a metadata refresh in between."""
+    cluster = FakeCluster()
+    cluster.create_table("fluss", "t", num_buckets=3)
+    async with Producer(cluster.servers[0], ProducerOptions(acks=-1), transport=cluster) as producer:
+        await producer.send_and_wait("fluss.t", b"warm-up")  # a writer id, the table's metadata
+        cluster.calls.clear()
+        offsets = [await producer.send_and_wait("fluss.t", b"%d" % i) for i in range(6)]
+    assert [name for _, name, _ in cluster.calls] == ["ProduceLog"] * 6  # no retry, no metadata refresh
+    assert all(o.offset >= 0 for o in offsets)
