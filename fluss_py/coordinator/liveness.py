@@ -49,6 +49,10 @@ PROBE_TIMEOUT = 1.0
 RETRY_INITIAL = 0.1
 RETRY_MAX = 1.0
 DEAD_RECHECK = 2.0
+# A kill -9'd process's kernel resets its connections (the stream breaks) a moment before it closes its listening
+# socket, which meanwhile still completes handshakes: a probe that connects right after a break is made again
+# after these pauses before the stream is re-opened with back-off (the proof is still only a refused connect).
+CONNECTED_RECHECKS = (0.01, 0.02, 0.04)
 
 
 class ProbeResult(enum.Enum):
@@ -283,6 +287,11 @@ class LivenessMonitor:
             why = await self._stream.follow(server_id, reg, beat)
             started = time.monotonic()
             probe = await self._probe(reg.host, reg.port)
+            for pause in CONNECTED_RECHECKS if probe is ProbeResult.CONNECTED else ():
+                await asyncio.sleep(pause)
+                probe = await self._probe(reg.host, reg.port)
+                if probe is not ProbeResult.CONNECTED:
+                    break
             if decide(probe):
                 log.warning(
                     "Tablet server %d at %s is dead: its liveness stream broke (%s) and the port refuses "

@@ -203,6 +203,13 @@ class FetchSessionCache:
             s.wake(tb)
         return clean
 
+    def produce_waits(self, tb: TableBucket) -> None:
+        """An acks=all produce of ``tb`` waits without an append (a duplicate retry): wake its followers'
+        sessions to look again (the LEO did not move: the caught-up state is left alone)."""
+        for s in self._by_bucket.get(tb, ()):
+            if s.for_follower:
+                s.wake(tb)
+
     def hw_moved(self, tb: TableBucket) -> None:
         """Wake consumers' sessions (new records to read); mark followers' without waking (the new HW rides on
         their next answer)."""

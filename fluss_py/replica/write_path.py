@@ -65,6 +65,8 @@ class WritePath:
             result = ProduceResult(None, info.first_offset, info.last_offset, info.append_time_ms)
             if acks == ACKS_ALL and replica.ack_offset <= info.last_offset:
                 waiting[tb] = (self._rm.delayed_produce.add(tb, info.last_offset + 1), result)
+                if info.duplicate:
+                    self.duplicate_waits(tb)
             else:
                 results[tb] = result
         if waiting:
@@ -119,6 +121,14 @@ class WritePath:
             replica = self._replicas.get(t.table_bucket)
             if replica is not None and replica.log is t and replica.is_leader:
                 self._rm.delayed_produce.fail_bucket(t.table_bucket, error)
+
+    def duplicate_waits(self, tb: TableBucket) -> None:
+        """An acks=all retry of a batch the log already holds above the HW now waits: wake the follower fetches
+        parked on ``tb``. One of them may hold those very records unanswered (read before any produce waited,
+        below ``replica.fetch.min.bytes``), and no append will wake it: without this the retry waits out
+        ``replica.fetch.wait.max.ms`` (a failover's retry at a new leader that had the batch, its follower not)."""
+        self._rm.reads.delayed_fetch.leo_moved(tb)
+        self._rm.reads.fetch_sessions.produce_waits(tb)
 
     def appended(self, tb: TableBucket, replica: Replica, leo_before: int) -> None:
         """The leader's LEO moved from ``leo_before``: wake follower fetches. A follower whose session held the

@@ -9,7 +9,13 @@ import pytest
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.events import TabletServerAliveAgain, TabletServerDeathProven, TabletServersChanged
 from fluss_py.coordinator.handlers import MetadataHandlers
-from fluss_py.coordinator.liveness import LivenessMonitor, ProbeResult, classify_connect_error, decide
+from fluss_py.coordinator.liveness import (
+    CONNECTED_RECHECKS,
+    LivenessMonitor,
+    ProbeResult,
+    classify_connect_error,
+    decide,
+)
 from fluss_py.tablet.liveness import is_own_stale_registration
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.zk.codecs import TabletServerRegistration
@@ -93,13 +99,26 @@ async def test_broken_stream_and_refused_port_report_once():
 
 async def test_no_proof_when_something_answers_or_the_probe_times_out():
     reports = []
-    outcomes = [ProbeResult.CONNECTED, ProbeResult.TIMEOUT, ProbeResult.UNREACHABLE]
+    connected = [ProbeResult.CONNECTED] * (1 + len(CONNECTED_RECHECKS))  # a connect is probed again first
+    outcomes = [*connected, ProbeResult.TIMEOUT, ProbeResult.UNREACHABLE]
     stream, prober = FakeStream([("beats", 1), ("beats", 0), ("beats", 2), "hang"]), FakeProber(outcomes)
     monitor = LivenessMonitor(stream, lambda *a: reports.append(a), prober, retry_initial=0.001)
     monitor.sync({1: reg(1)}, {})
     await wait_for(lambda: stream.opened == 4)  # re-opened after every probe without proof
-    assert reports == [] and len(prober.calls) == 3
+    assert reports == [] and len(prober.calls) == len(outcomes)
     assert monitor.watched() == {1: reg(1)}
+    await monitor.close()
+
+
+async def test_a_connect_right_after_the_break_is_probed_again_before_the_back_off():
+    """kill -9: the stream breaks while the dying process's listener still accepts; the proof comes from the
+    probes made again shortly after, not from a re-open after the stream's back-off."""
+    reports = []
+    stream, prober = FakeStream([("beats", 1), "hang"]), FakeProber([ProbeResult.CONNECTED, ProbeResult.REFUSED])
+    monitor = LivenessMonitor(stream, lambda *a: reports.append(a), prober, retry_initial=60.0)
+    monitor.sync({2: reg(2)}, {})
+    await wait_for(lambda: reports)
+    assert reports == [(2, reg(2), "UNAVAILABLE: Socket closed")] and stream.opened == 1
     await monitor.close()
 
 

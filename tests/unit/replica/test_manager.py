@@ -21,6 +21,7 @@ from fluss_py.replica.messages import (
 )
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, TableBucket
+from tests.unit.log.helpers import batch as log_batch
 from tests.unit.replica.fakes import batch, values_of
 from tests.unit.replica.harness import LAG_S, SETTINGS, TB, ReplicaCluster, node
 
@@ -275,6 +276,26 @@ async def test_acks_all_does_not_wait_for_the_follower_min_bytes(clock, tmp_path
         # acks=1 data alone does not wake the parked follower fetch (min bytes not reached)
         await c.managers[1].append(1, 1.0, {TB: batch(b"b")})
         await asyncio.sleep(0.05)
+        assert c.log_managers[2].get(TB).log_end_offset == 1
+    finally:
+        await c.close()
+
+
+async def test_acks_all_duplicate_retry_wakes_the_follower_fetch_holding_its_records(clock, tmp_path) -> None:
+    """A failover's retry at a new leader that already has the batch (its follower not): the idempotent
+    duplicate waits for the HW, and the parked follower fetch that read those records before any produce
+    waited (below min bytes) answers at once instead of after its max wait."""
+    fetch = dataclasses.replace(SETTINGS.fetch, min_bytes=1 << 20, wait_max_s=30.0)
+    c = ReplicaCluster(2, clock, tmp_path, dataclasses.replace(SETTINGS, fetch=fetch))
+    try:
+        await c.create(TB, (1, 2))
+        await asyncio.sleep(0.05)  # the follower's fetch is parked at the leader
+        records = log_batch(1, writer_id=7, writer_epoch=0, seq=0)
+        first = (await c.managers[1].append(1, 1.0, {TB: records}))[TB]  # acks=1: the follower's poll stays
+        await asyncio.sleep(0.05)
+        assert first.error is None and c.log_managers[2].get(TB).log_end_offset == 0
+        retry = await asyncio.wait_for(c.managers[1].append(-1, 30.0, {TB: records}), 5.0)
+        assert retry[TB].error is None and retry[TB].base_offset == first.base_offset
         assert c.log_managers[2].get(TB).log_end_offset == 1
     finally:
         await c.close()
