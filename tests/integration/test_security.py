@@ -350,7 +350,7 @@ def test_produce_stream_authorizes_each_message(cluster: LocalCluster) -> None:
     def allowed_write_appended() -> bool:  # the grant reaches the leader through its ACL watch
         return exchange()[2].buckets[0].error.code == ErrorCode.NONE
 
-    wait_until(allowed_write_appended, 20, "READER's WRITE on the open table is in force")
+    wait_until(allowed_write_appended, 20, message="READER's WRITE on the open table is in force")
     answers = exchange()
     assert sorted(answers) == [1, 2, 3]
     for refused in (answers[1], answers[3]):
@@ -403,7 +403,7 @@ def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) ->
     def known() -> bool:  # the new table reaches the leader's metadata through UpdateMetadata
         return exchange()[1].error.code != ErrorCode.UNKNOWN_TABLE_OR_BUCKET
 
-    wait_until(known, 20, "the leader knows the new table")
+    wait_until(known, 20, message="the leader knows the new table")
     answers = exchange()
     assert len(answers) == 3
     refused = answers[1]
@@ -430,7 +430,7 @@ def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) ->
                 return False
             return True
 
-        wait_until(assigned, 20, "NOBODY's DESCRIBE grant is in force")
+        wait_until(assigned, 20, message="NOBODY's DESCRIBE grant is in force")
         with pytest.raises(FlussError) as info:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
