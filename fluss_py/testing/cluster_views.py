@@ -121,7 +121,7 @@ class ClusterViews:
         self, cond: Callable[[], object], timeout: float, message: str | Callable[[], str] = "", interval: float = 0.1
     ) -> object:
         """``wait_until(cond, timeout)``; on timeout the message ends with every process's state."""
-        return wait_until(cond, timeout, interval, message=lambda: self._describe(message))
+        return wait_until(cond, timeout, interval=interval, message=lambda: self._describe(message))
 
     def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 60.0) -> None:
         """Wait until every named process (default: all) is ready; fail fast when one exits."""

@@ -42,11 +42,14 @@ class WaitTimeout(AssertionError):
 def wait_until(
     cond: Callable[[], object],
     timeout: float,
+    *,
     interval: float = 0.05,
     message: str | Callable[[], str] = "",
     reraise: tuple[type[BaseException], ...] = (),
 ) -> object:
     """Poll ``cond`` until it returns a truthy value (returned) or ``timeout`` seconds pass (WaitTimeout).
+    The rest is keyword-only: ``ClusterViews.wait_until`` takes ``message`` third, and a message passed here
+    positionally was taken for the interval.
 
     Exceptions raised by ``cond`` count as "not yet" (the last one is chained to the WaitTimeout), except
     those of the ``reraise`` types, which end the wait at once.

@@ -45,11 +45,13 @@ def _serving_after_kill(cluster: LocalCluster, zk: ZkView) -> float:
     """Kill -9 the leader; seconds until another coordinator's /health says Leader. Restarts the killed one."""
     leader = cluster.wait_for_leader(30)
     others = [n for n in cluster.names("coordinator") if n != leader]
-    wait_until(lambda: _candidates(zk, cluster) == len(others) + 1, 30, 0.05, message="every candidate registered")
+    wait_until(
+        lambda: _candidates(zk, cluster) == len(others) + 1, 30, interval=0.05, message="every candidate registered"
+    )
     t = kill9(cluster, leader)
     wait_until(
         lambda: any((cluster.health(n, timeout=0.2) or {}).get("state") == "Leader" for n in others),
-        60, 0.005, message="a new coordinator leader",
+        60, interval=0.005, message="a new coordinator leader",
     )  # fmt: skip
     elapsed = time.monotonic() - t
     cluster.start_process(leader, wait=True, timeout=60)
@@ -73,7 +75,7 @@ def _double_kill(cluster: LocalCluster, zk: ZkView) -> dict[str, float]:
             for b in range(BUCKETS)
         )
 
-    wait_until(full, 120, 0.2, message="every bucket with a full ISR")
+    wait_until(full, 120, interval=0.2, message="every bucket with a full ISR")
     leaders = Counter(leader_isr(zk, cluster, TableBucket(table_id, b)).leader for b in range(BUCKETS))
     victim, led = leaders.most_common(1)[0]
     options = ProducerOptions(acks=-1, request_timeout=30.0, delivery_timeout=120.0)
@@ -83,10 +85,12 @@ def _double_kill(cluster: LocalCluster, zk: ZkView) -> dict[str, float]:
     try:
         producer.wait_acked_after(time.monotonic(), 100, 60)
         coordinator = cluster.wait_for_leader(30)
-        wait_until(lambda: _candidates(zk, cluster) == 2, 30, 0.05, message="both candidates registered")
+        wait_until(lambda: _candidates(zk, cluster) == 2, 30, interval=0.05, message="both candidates registered")
         t = kill9(cluster, coordinator)
         kill9(cluster, server_name(victim))
-        wait_until(lambda: _all_led(zk, cluster, table_id, victim), 120, 0.01, message="every bucket led again")
+        wait_until(
+            lambda: _all_led(zk, cluster, table_id, victim), 120, interval=0.01, message="every bucket led again"
+        )
         elapsed = time.monotonic() - t
         producer.wait_acked_after(time.monotonic(), BUCKETS, 120)  # a full cycle over every bucket after it
     finally:

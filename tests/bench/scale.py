@@ -173,7 +173,9 @@ def create(cluster: LocalCluster, buckets: int, timeout: float = 300.0) -> float
         placement.wait(lambda bs: len(bs) == buckets and full_isr(bs), timeout, "every bucket with a full ISR", 0.2)
     finally:
         placement.close()
-    wait_until(lambda: hosted(cluster) >= buckets * 3, timeout, 0.2, "every replica created on its server")
+    wait_until(
+        lambda: hosted(cluster) >= buckets * 3, timeout, interval=0.2, message="every replica created on its server"
+    )
     return time.monotonic() - t0
 
 

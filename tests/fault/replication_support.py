@@ -357,7 +357,9 @@ class SteadyProducer:
                 raise self.failure
             return sum(1 for s in self.sent if s.start >= t and s.error is None) >= n
 
-        wait_until(enough, timeout, 0.02, message=f"{n} acknowledged records after the fault", reraise=(Exception,))
+        wait_until(
+            enough, timeout, interval=0.02, message=f"{n} acknowledged records after the fault", reraise=(Exception,)
+        )
 
     def _main(self) -> None:
         try:
@@ -531,7 +533,13 @@ class TailingConsumer:
                 raise self.failure
             return bool(self.records) and self.records[-1][0] + 1 >= end_offset
 
-        wait_until(reached, timeout, 0.02, message=f"the tailing consumer at offset {end_offset}", reraise=(Exception,))
+        wait_until(
+            reached,
+            timeout,
+            interval=0.02,
+            message=f"the tailing consumer at offset {end_offset}",
+            reraise=(Exception,),
+        )
 
     def stop(self, timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
         self._stop.set()

@@ -124,7 +124,7 @@ def _double_kill_round(cluster: LocalCluster, admin: SyncAdmin, table: str, tail
     wait_until(
         caught_up,
         CATCH_UP_S,
-        0.02,
+        interval=0.02,
         message=lambda: f"round {round_}: consumer at { {b: tail.next_offset(b) for b in hws} }, HWs {hws}",
         reraise=(Exception,),
     )
