@@ -349,25 +349,28 @@ class Sender:
                         if b.send_id == send_id:
                             self._on_error(b, e, server_id)
                 return
-            if opts.acks == 0:
-                return
-            current = [b for b, send_id in sends if b.send_id == send_id]  # not abandoned meanwhile
-            if response.error.code != ErrorCode.NONE:
-                error = to_client_exception(response.error)
-                for b in current:
-                    self._on_error(b, error, server_id)
-                return
-            results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
-            for b in current:
-                r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
-                if r is None:
-                    self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
-                elif r.error.code != ErrorCode.NONE:
-                    self._on_error(b, to_client_exception(r.error), server_id)
-                else:
-                    self._on_success(b, r.base_offset)
+            if opts.acks != 0:
+                self._answered(server_id, sends, response)
         finally:
             self._requests -= 1
+
+    def _answered(self, server_id: int, sends: list[tuple[ProducerBatch, int]], response: Any) -> None:
+        """Apply ``server_id``'s ProduceLog answer to the batches of ``sends`` not abandoned meanwhile."""
+        current = [b for b, send_id in sends if b.send_id == send_id]
+        if response.error.code != ErrorCode.NONE:
+            error = to_client_exception(response.error)
+            for b in current:
+                self._on_error(b, error, server_id)
+            return
+        results = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
+        for b in current:
+            r = results.get((b.table_bucket.table_id, b.table_bucket.bucket))
+            if r is None:
+                self._on_error(b, NetworkExceptionError(f"no result for bucket {b.table_bucket}"), server_id)
+            elif r.error.code != ErrorCode.NONE:
+                self._on_error(b, to_client_exception(r.error), server_id)
+            else:
+                self._on_success(b, r.base_offset)
 
     def _on_success(self, batch: ProducerBatch, base_offset: int) -> None:
         state = self._buckets[batch.table_bucket]
