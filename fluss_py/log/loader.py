@@ -45,6 +45,7 @@ class LoadedLog:
     high_watermark: int
     corruption: Corruption | None = None  # first corrupt batch below the recovery point (unclean start check)
     verified_bytes: int = 0  # bytes whose CRCs that check read
+    dir_exists: bool = True  # False: a created log, whose directory comes with its first write
 
 
 def _recovery_check(h: tuple, view: memoryview) -> None:
@@ -73,13 +74,9 @@ def reset_log(
 
 
 def create_empty_log(directory: Path, config: LogConfig) -> LoadedLog:
-    """A new, empty log in the new directory ``directory`` (``FileExistsError`` if it exists): only the
-    directory is created, its first segment's file and its epoch file come with their first writes
-    (docs/storage.md §3 "Empty until written"); nothing to recover."""
-    try:
-        directory.mkdir()  # one system call: the data dir is there (a parents=True mkdir would stat it first)
-    except FileNotFoundError:
-        directory.mkdir(parents=True)
+    """A new, empty log for ``directory``, which does not exist yet: nothing is created on disk, the directory
+    and its first segment's file come with the first write, the epoch file with its first entry (docs/storage.md
+    §3 "Empty until written"); nothing to recover."""
     return LoadedLog(
         segments=[LogSegment(directory, 0, config.index_interval_bytes, new=True)],
         epoch_cache=LeaderEpochCache.new(directory / LEADER_EPOCH_CHECKPOINT),
@@ -88,6 +85,7 @@ def create_empty_log(directory: Path, config: LogConfig) -> LoadedLog:
         log_end_offset=0,
         recovery_point=0,
         high_watermark=0,
+        dir_exists=False,
     )
 
 

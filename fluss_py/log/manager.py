@@ -185,10 +185,10 @@ class LogManager:
         if tablet is None:
             path = self.data_dir / bucket_dir_name(table_bucket)
             config = log_config or self.default_log_config()
-            try:
-                tablet = LogTablet.create(path, table_bucket, config)  # one mkdir, nothing else on disk
-            except FileExistsError:  # a dir we did not load: validate it all
+            if path.exists():  # a dir we did not load: validate it all
                 tablet = LogTablet.open(path, table_bucket, config, clean_shutdown=False)
+            else:  # nothing on disk until its first write
+                tablet = LogTablet.create(path, table_bucket, config)
             self._watch(tablet)
             self.logs[table_bucket] = tablet
         return tablet

@@ -99,6 +99,7 @@ class LogTablet:
             c = loaded.corruption
             self.mark_corrupt(c.offset, c.segment_base, c.position)
         self.verified_bytes = loaded.verified_bytes
+        self._dir_made = loaded.dir_exists  # False for a created log until its first write (``_make_dir``)
 
     @classmethod
     def open(
@@ -120,21 +121,22 @@ class LogTablet:
 
     @classmethod
     def create(cls, dir: Path, table_bucket: TableBucket, config: LogConfig) -> LogTablet:
-        """A new, empty log in a new directory ``dir`` (``FileExistsError`` if ``dir`` exists).
+        """A new, empty log for ``dir``, which the caller found absent. Nothing is on disk until the first
+        write makes the directory and the ``.log`` file (the first entry, the epoch file): a crash before
+        leaves the bucket as if never created here, i.e. empty (docs/storage.md §3 "Empty until written")."""
+        return cls(Path(dir), table_bucket, config, create_empty_log(Path(dir), config))
 
-        Only the directory is created: the first segment's ``.log`` file comes with the first write and the
-        epoch file with the first entry, so a crash at any point leaves either nothing, an empty directory
-        (which ``open`` loads as an empty log) or a written log that ``open`` recovers as any other
-        (docs/storage.md §3 "Empty until written"). Nothing to recover, so no ``LogLoader``."""
-        dir = Path(dir)
-        loaded = create_empty_log(dir, config)
-        return cls(dir, table_bucket, config, loaded)
+    def _make_dir(self) -> None:  # before any write (one mkdir, once): the directory of a created log
+        if not self._dir_made:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._dir_made = True
 
     def _rebuild_writer_state(self) -> None:
         rebuild_writer_state(self.writers, self.segments, self._bases, self._log_start, self._leo)
         self._bytes_since_snapshot = 0
 
     def _reset_at(self, offset: int) -> None:
+        self._make_dir()
         self.segments = reset_log(self.dir, self.segments, offset, self.config, self.epoch_cache, self.writers)
         self._bases = [offset]
         self._size = sum(s.size for s in self.segments)
@@ -259,6 +261,7 @@ class LogTablet:
         )
 
     def _write(self, buf: bytes | bytearray, metas: list[BatchMeta]) -> None:
+        self._make_dir()
         active = self.segments[-1]
         last_offset = metas[-1].last_offset
         if active.size and (

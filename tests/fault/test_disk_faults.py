@@ -99,6 +99,7 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
         tbs = [TableBucket(table_id, b) for b in range(buckets)]
         with ZkView(cluster.zookeeper_address) as zk:
             before = {tb: leader_isr(zk, cluster, tb) for tb in tbs}
+            sent = _send_all(cluster, "disk", buckets, 1, "0")  # a log's directory comes with its first write
             cluster.wait_until(lambda: all(_dir_of([full_dir, other_dir], tb) for tb in tbs), 15, "bucket dirs")
             where = {tb: _dir_of([full_dir, other_dir], tb) for tb in tbs}
             led_full = [tb for tb in tbs if before[tb].leader == VICTIM and where[tb] == full_dir]
@@ -109,7 +110,8 @@ def test_full_disk_moves_its_leaderships_keeps_the_other_dir_and_recovers(cluste
 
             filled = disks.fill(full_dir)
             assert filled > 0
-            sent = _send_all(cluster, "disk", buckets, 40, "a")
+            for b, values in _send_all(cluster, "disk", buckets, 40, "a").items():
+                sent[b] += values
 
             # the full dir's replicas left the ISR, their leadership moved; the other dir's stayed
             def moved() -> bool:

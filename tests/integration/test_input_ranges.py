@@ -26,7 +26,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fluss_py.client import SyncAdmin
+from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.record.batch import RecordBatchBuilder, iter_batches
@@ -129,6 +129,8 @@ def test_create_table_refuses_out_of_range_properties(cluster_factory):
         assert zk.children(TableZNode.parent(cluster.zk_root, "fluss")) == ["good"]
     data = Path(cluster.get(f"{TABLET_SERVER}-1").data_dir)
     good = data / bucket_dir_name(TableBucket(table_id, 0))
+    with SyncProducer(bootstrap, ProducerOptions(acks=-1, request_timeout=10.0)) as producer:
+        producer.send_and_wait("fluss.good", b"v", bucket=0)  # a log's directory comes with its first write
     cluster.wait_until(good.exists, 15, "the good table's bucket directory")
     assert [p for p in data.iterdir() if p.is_dir()] == [good]  # no bucket of a refused table
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fluss_py.client.sync import SyncAdmin
+from fluss_py.client import ProducerOptions
+from fluss_py.client.sync import SyncAdmin, SyncProducer
 from fluss_py.errors import ErrorCode
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, tablet_pb2_grpc
@@ -219,6 +220,9 @@ def test_a_table_dropped_while_a_server_was_down_is_set_aside_on_its_return(clus
     with SyncAdmin(bootstrap, request_timeout=10.0) as admin:
         kept = admin.create_table("fluss.kept", num_buckets=1, replication_factor=3)
         dropped = admin.create_table("fluss.dropped", num_buckets=2, replication_factor=3)
+        with SyncProducer(bootstrap, ProducerOptions(acks=-1, request_timeout=10.0)) as producer:
+            for table, bucket in (("fluss.kept", 0), ("fluss.dropped", 0), ("fluss.dropped", 1)):
+                producer.send_and_wait(table, b"v", bucket=bucket)  # a log's directory comes with its first write
         cluster.wait_until(lambda: all(on_victim(kept, 1) + on_victim(dropped, 2)), 15, "replicas on the victim")
         cluster.kill(victim)
         admin.drop_table("fluss.dropped")  # StopReplica(delete) reaches the two live servers only

@@ -39,9 +39,12 @@ def test_new_buckets_go_to_the_dir_with_fewest_logs(tmp_path: Path) -> None:
         dirs.get_or_create(TableBucket(1, b))
     assert dirs.log_counts() == {tmp_path / "d0": 2, tmp_path / "d1": 2}
     assert dirs.dir_of(TableBucket(1, 1)) == tmp_path / "d1"
+    for b in range(3):  # the fourth stays empty: nothing on disk (docs/storage.md §3 "Empty until written")
+        dirs.get_or_create(TableBucket(1, b)).append_as_leader(batch(1), 0)
+    assert (tmp_path / "d1" / "1-1").is_dir() and not (tmp_path / "d1" / "1-3").exists()
     dirs.shutdown()
     again = LogDirs([tmp_path / "d0", tmp_path / "d1"], _config())
-    assert set(again.load_logs()) == {TableBucket(1, b) for b in range(4)}
+    assert set(again.load_logs()) == {TableBucket(1, b) for b in range(3)}
     assert again.had_clean_shutdown
     again.shutdown()
 
@@ -87,4 +90,24 @@ def test_a_full_dir_comes_back_when_space_is_free(tmp_path: Path) -> None:
     assert dirs.try_recover(1 << 62) == []  # not enough free space yet
     assert dirs.try_recover(0) == [(tmp_path / "d0", [a])]
     assert dirs.get(a).log_end_offset == 2 and not dirs.offline
+    dirs.shutdown()
+
+
+def test_an_unwritten_log_of_a_failed_dir_is_created_there_again_after_its_return(tmp_path: Path) -> None:
+    """It had nothing on disk, so the reload does not find it; asked for again (the coordinator's roles after
+    REPLICA_RECOVERED) it is a new empty log in the same directory, where its empty directory used to be."""
+    dirs = _dirs(tmp_path)
+    a, b = TableBucket(1, 0), TableBucket(1, 1)
+    dirs.get_or_create(a).append_as_leader(batch(2), 1)
+    dirs.get_or_create(b)  # placed in d1, never written
+    dirs.get_or_create(TableBucket(1, 2))  # d0
+    unwritten = TableBucket(1, 3)
+    dirs.get_or_create(unwritten)
+    assert dirs.dir_of(unwritten) == tmp_path / "d1" and not (tmp_path / "d1" / "1-3").exists()
+    dirs.fail(tmp_path / "d1", OSError(errno.ENOSPC, "No space left on device"))
+    assert dirs.try_recover(0) == [(tmp_path / "d1", [])]
+    log = dirs.get_or_create(unwritten)
+    assert dirs.dir_of(unwritten) == tmp_path / "d1" and log.log_end_offset == 0
+    log.append_as_leader(batch(1), 2)
+    assert (tmp_path / "d1" / "1-3").is_dir() and not dirs.offline
     dirs.shutdown()

@@ -1,4 +1,4 @@
-"""A new log is one empty directory until its first write (docs/storage.md §3 "Empty until written"): the
+"""A new log is nothing on disk until its first write (docs/storage.md §3 "Empty until written"): the
 ``.log`` file comes with the first batch, a new leader's epoch entry at the log end with the first batch of its
 term. A process killed (SIGKILL) at any point of creating, leading and appending leaves directories that load
 as the log it had written. Real files and real processes in a temp dir."""
@@ -31,22 +31,51 @@ def manager(d: Path) -> LogManager:
     return lm
 
 
-def test_a_new_log_is_an_empty_directory_until_its_first_write(tmp_path: Path) -> None:
+def test_a_new_log_has_no_directory_until_its_first_write(tmp_path: Path) -> None:
     lm = manager(tmp_path / "d")
     t = lm.get_or_create(TB, SMALL)
-    assert t.dir.is_dir() and os.listdir(t.dir) == []
+    assert not t.dir.exists()
     assert t.log_end_offset == 0 and t.size_in_bytes == 0 and t.latest_epoch is None
     t.append_as_leader(batch(2), 0)
     assert sorted(os.listdir(t.dir)) == ["00000000000000000000.log", LEADER_EPOCH_CHECKPOINT]
     assert t.size_in_bytes == os.path.getsize(t.dir / "00000000000000000000.log") > 0
 
 
+def test_what_does_not_write_leaves_a_new_log_without_a_directory(tmp_path: Path) -> None:
+    """Everything a replica does to an empty log before its first batch: reads, flushes, checkpoints,
+    retention, a no-op truncation, a deferred epoch entry, a clean close. None needs the directory."""
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    t.epoch_cache.assign(3, 0, write=False)
+    assert t.read(0, 1024, 0).records == b""
+    t.truncate_to(0)
+    t.flush()
+    assert t.begin_flush() is None
+    assert t.apply_retention(10**13) == 0
+    lm.checkpoint()
+    lm.shutdown()
+    assert not t.dir.exists() and manager(tmp_path / "d").get(TB) is None  # as if never created: empty
+
+
+def test_a_reset_of_a_new_log_makes_its_directory(tmp_path: Path) -> None:
+    """A follower of a leader whose log starts at 40 starts there: the new segment's file is named for it."""
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    t.truncate_fully_and_start_at(40)
+    assert (t.dir / "00000000000000000040.log").exists()
+    lm.shutdown()
+    again = manager(tmp_path / "d").get(TB)
+    assert again is not None and again.log_start_offset == again.log_end_offset == 40
+
+
 @pytest.mark.parametrize("clean", [True, False])
 def test_a_restart_leaves_an_empty_log_an_empty_directory(tmp_path: Path, clean: bool) -> None:
-    """Loading a directory without segments creates no file either (a restarted server of thousands of empty
-    logs allocates no inode for them); the log then takes writes."""
+    """Loading a directory without segments (an empty log of an earlier version, or one emptied by hand)
+    creates no file either (a restarted server of thousands of empty logs allocates no inode for them); the
+    log then takes writes."""
+    (tmp_path / "d" / "7-3").mkdir(parents=True)
     lm = manager(tmp_path / "d")
-    lm.get_or_create(TB, SMALL)
+    assert lm.get(TB) is not None
     if clean:
         lm.shutdown()
     again = manager(tmp_path / "d").get(TB)
@@ -82,8 +111,9 @@ def test_a_deferred_entry_lost_in_a_crash_is_the_one_recovery_drops(tmp_path: Pa
     lm = manager(tmp_path / "d")
     t = lm.get_or_create(TB, SMALL)
     t.epoch_cache.assign(2, 0, write=False)
-    # no close, no clean-shutdown marker: as after kill -9
-    assert manager(tmp_path / "d").get(TB).epoch_cache.entries() == []
+    # no close, no clean-shutdown marker: as after kill -9; nothing was written, not even the directory
+    assert manager(tmp_path / "d").get(TB) is None
+    t.dir.mkdir()
     (t.dir / LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n2 0\n")  # as if it had been written
     assert manager(tmp_path / "d").get(TB).epoch_cache.entries() == []
 
@@ -143,10 +173,10 @@ def test_sigkill_at_any_point_of_new_logs_leaves_logs_that_load(tmp_path: Path, 
     lm = manager(tmp_path / "d")
     for b in range(3):
         t = lm.get(TableBucket(7, b))
-        if b not in done:
+        if b not in done or done[b] == 0:  # never created, or nothing written: no directory, or an empty log
             assert t is None or t.log_end_offset == 0
             continue
-        assert t is not None, f"bucket {b} was created before the kill"
+        assert t is not None, f"bucket {b} was written before the kill"
         assert t.log_end_offset == 2 * done[b]
         assert t.epoch_cache.entries() == ([EpochEntry(5, 0)] if done[b] else [])
         t.append_as_leader(batch(1), 6)  # and it takes writes

@@ -158,6 +158,7 @@ async def test_per_bucket_errors_carry_the_leader_hint_and_stale_epochs_fail_the
 async def test_table_properties_reach_logs_loaded_at_start_and_min_isr(cluster: ReplicaCluster) -> None:
     lai = LeaderAndIsr(1, 0, (1,), 1, 0)
     await _layer(cluster).notify_leader_and_isr(_notify(1, [(TB, lai, (1,))]))
+    await _layer(cluster).produce_log(_produce(TB, batch(b"a")))  # on disk from its first write
     await cluster.kill(1)
     cluster.start_server(1)  # the log is loaded from disk with server defaults
     layer = _layer(cluster)
