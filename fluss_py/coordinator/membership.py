@@ -22,6 +22,8 @@ from fluss_py.types import TableBucket
 # not __name__: the runbook shows its lines by this name, docs/coordinator-ha.md (the membership lines)
 log = logging.getLogger("fluss_py.coordinator.CoordinatorEventProcessor")
 
+LEAVE_ISRS_CHUNK = 2000  # buckets per event of a death's second round (its writes, tell and sends)
+
 
 class MembershipHandlers:
     """The membership half of ``TableProcessor`` (see the module docstring)."""
@@ -134,21 +136,37 @@ class MembershipHandlers:
         )
 
     async def dead_leave_isrs(self, _event: DeadLeaveIsrs) -> None:
-        await self._leave_isrs()
+        await self._leave_isrs(LEAVE_ISRS_CHUNK)
 
-    async def _leave_isrs(self) -> None:
+    async def _leave_isrs(self, limit: int | None = None) -> None:
         """The second round of the deaths not yet through it: those servers count as dead (also one that has
-        registered again since: it is out of every ISR before its return is handled)."""
-        leavers, self._isr_leavers = self._isr_leavers, set()
+        registered again since: it is out of every ISR before its return is handled). ``limit``: this event
+        does that many of the round's buckets and queues the rest as the next event, behind the events that
+        waited (a GetMetadata waits for one chunk, not for the whole round); None: all that is left (before
+        another membership change). The buckets not done yet are in the state the window between the two
+        rounds already allows (docs/control-plane.md §6)."""
+        leavers = self._isr_leavers
         if not leavers:
             return
+        if self._isr_leave_todo is None:
+            self._isr_leave_todo = sorted({tb for sid in leavers for tb in self.view.buckets_on(sid)})
+        todo = self._isr_leave_todo
+        n = len(todo) if limit is None else min(limit, len(todo))
+        take = {tb for tb in todo[:n] if tb in self.view.buckets}  # a table dropped meanwhile: nothing to do
+        del todo[:n]
         before = self._not_live
         self._not_live = before | leavers
         try:
-            affected = {tb for sid in leavers for tb in self.view.buckets_on(sid)}
-            changes = await self._reconcile_and_tell(affected)
+            changes = await self._reconcile_and_tell(take)
         finally:
             self._not_live = before
+        self._isr_leave_changes += changes
+        if todo:
+            self._followups.put(DeadLeaveIsrs(sorted(leavers)))
+            log.info("Tablet server(s) %s leaving the ISRs: %d bucket(s) to go", sorted(leavers), len(todo))
+            return
+        changes, self._isr_leave_changes = self._isr_leave_changes, 0
+        self._isr_leavers, self._isr_leave_todo = set(), None
         log.warning("Tablet server(s) %s left the ISRs of %d bucket(s)", sorted(leavers), changes)
 
     async def _reconcile_and_tell(self, tbs: set[TableBucket]) -> int:

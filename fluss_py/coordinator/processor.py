@@ -140,6 +140,8 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         self._not_live: set[int] = set()  # restarted servers count as dead while their death is handled
         self._followups: Any = None  # the event loop (install): a death queues its second round there
         self._isr_leavers: set[int] = set()  # dead servers whose second round has not run yet (membership.py)
+        self._isr_leave_todo: list[TableBucket] | None = None  # that round's buckets not yet done (in chunks)
+        self._isr_leave_changes = 0  # and its changes so far
         self.metadata_version = 0  # of the last UpdateMetadata queued in this leadership (docs/control-plane.md §8)
         if channel is not None:  # None: unit tests of handlers that send nothing
             channel.full_view = self.full_view_request

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fluss_py.coordinator import membership
 from fluss_py.coordinator.events import CreateTable, DeadLeaveIsrs
 from fluss_py.types import TablePath
 
@@ -77,4 +78,34 @@ async def test_a_server_back_before_the_followup_leaves_every_isr_before_its_ret
     (followup,) = h.loop.followups()
     versions = {b: h.lai(table_id, b) for b in range(6)}
     await h.loop.handlers[DeadLeaveIsrs](followup)  # nothing left to do
+    assert {b: h.lai(table_id, b) for b in range(6)} == versions
+
+
+async def test_the_followup_leaves_the_isrs_in_chunks_each_queued_as_the_next_event(h, monkeypatch) -> None:
+    """A chunk per event (LEAVE_ISRS_CHUNK buckets, in table and bucket order): the events that waited run
+    between two chunks, so none of them waits for the whole round."""
+    monkeypatch.setattr(membership, "LEAVE_ISRS_CHUNK", 2)
+    table_id, led_by_3 = await _table(h)
+    await h.kill(3)
+    for chunk in range(3):  # 6 buckets with a replica on 3: three events
+        followups = h.loop.followups()
+        assert len(followups) == chunk + 1
+        await h.loop.handlers[DeadLeaveIsrs](followups[-1])
+        await h.drain()
+        for b in range(6):
+            done = b < 2 * (chunk + 1) or b in led_by_3
+            assert (3 not in h.lai(table_id, b).isr) is done, (chunk, b)
+    assert len(h.loop.followups()) == 3  # the last chunk queued nothing
+    assert not h.proc._isr_leavers and h.proc._isr_leave_todo is None
+
+
+async def test_a_return_in_the_middle_of_the_chunks_finishes_the_round_first(h, monkeypatch) -> None:
+    monkeypatch.setattr(membership, "LEAVE_ISRS_CHUNK", 2)
+    table_id, _ = await _table(h)
+    await h.kill(3)
+    await h.loop.handlers[DeadLeaveIsrs](h.loop.followups()[-1])  # one chunk of three
+    await h.revive(3)
+    assert all(3 not in h.lai(table_id, b).isr for b in range(6))
+    versions = {b: h.lai(table_id, b) for b in range(6)}
+    await h.loop.handlers[DeadLeaveIsrs](h.loop.followups()[-1])  # queued by the first chunk: nothing left
     assert {b: h.lai(table_id, b) for b in range(6)} == versions
