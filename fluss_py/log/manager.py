@@ -130,10 +130,11 @@ class LogManager:
         )
         return dict(self.logs)
 
-    def _watch(self, tablet: LogTablet) -> LogTablet:
+    def _watch(self, tablet: LogTablet, *, changed: bool = True) -> LogTablet:
         tablet.io_error = self._tablet_io_error
         tablet.on_change = self._log_changed
-        self._log_changed(tablet)
+        if changed:
+            self._log_changed(tablet)
         return tablet
 
     def _log_changed(self, tablet: LogTablet) -> None:
@@ -186,10 +187,9 @@ class LogManager:
             path = self.data_dir / bucket_dir_name(table_bucket)
             config = log_config or self.default_log_config()
             if path.exists():  # a dir we did not load: validate it all
-                tablet = LogTablet.open(path, table_bucket, config, clean_shutdown=False)
-            else:  # nothing on disk until its first write
-                tablet = LogTablet.create(path, table_bucket, config)
-            self._watch(tablet)
+                self._watch(tablet := LogTablet.open(path, table_bucket, config, clean_shutdown=False))
+            else:  # nothing on disk until its first write: nothing to flush or checkpoint until then either
+                self._watch(tablet := LogTablet.create(path, table_bucket, config), changed=False)
             self.logs[table_bucket] = tablet
         return tablet
 

@@ -57,6 +57,17 @@ def test_what_does_not_write_leaves_a_new_log_without_a_directory(tmp_path: Path
     assert not t.dir.exists() and manager(tmp_path / "d").get(TB) is None  # as if never created: empty
 
 
+def test_a_new_log_is_checkpointed_and_flushed_from_its_first_write(tmp_path: Path) -> None:
+    """Creating thousands of buckets costs the checkpoint and flush rounds nothing: a log without a directory
+    has no offsets worth a checkpoint entry (the loader reads directories)."""
+    lm = manager(tmp_path / "d")
+    lm.checkpoint()
+    t = lm.get_or_create(TB, SMALL)
+    assert not lm.checkpoint_due and list(lm.flush_rounds()) == []
+    t.append_as_leader(batch(2), 0)
+    assert lm.checkpoint_due and [len(jobs) for jobs in lm.flush_rounds()] == [1]
+
+
 def test_a_reset_of_a_new_log_makes_its_directory(tmp_path: Path) -> None:
     """A follower of a leader whose log starts at 40 starts there: the new segment's file is named for it."""
     lm = manager(tmp_path / "d")
