@@ -42,6 +42,38 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class PendingDirSyncs:
+    """Directories whose entries changed (a log's new directory in its data dir, a new segment file in the
+    log's directory): fsynced with the next flush, before the recovery point passes the data in them (a file
+    fsynced in a directory whose entry is not can still vanish in a power cut)."""
+
+    def __init__(self) -> None:
+        self._dirs: set[Path] = set()
+
+    def add(self, *dirs: Path) -> None:
+        self._dirs.update(dirs)
+
+    def sync(self) -> None:
+        for d in sorted(self._dirs):
+            fsync_dir(d)
+            self._dirs.discard(d)
+
+    def begin(self) -> tuple[list[Path], list[int]]:
+        """``sync`` for another thread: (the directories, their descriptors to fsync and close), then ``end``."""
+        dirs, fds = sorted(self._dirs), []
+        try:
+            for d in dirs:
+                fds.append(os.open(d, os.O_RDONLY | os.O_DIRECTORY))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return dirs, fds
+
+    def end(self, dirs: list[Path]) -> None:
+        self._dirs.difference_update(dirs)
+
+
 def write_atomic(path: Path, data: bytes, fsync: bool = True) -> None:
     """temp file + fsync + rename + fsync(dir); ``fsync=False``: temp file + rename (a crash of the process
     still leaves the old or the new content; a power cut may leave either, or an empty file — for files

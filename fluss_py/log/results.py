@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fluss_py.errors import StorageError
@@ -47,6 +48,7 @@ class FlushJob:
     segments: list[tuple[LogSegment, int]] = field(default_factory=list)
     descriptors: list[int] = field(default_factory=list)
     epoch_writes: int = 0  # the epoch cache's write count its descriptors cover (``LeaderEpochCache.end_sync``)
+    dirs: list[Path] = field(default_factory=list)  # directories its descriptors cover (``PendingDirSyncs.end``)
     error: OSError | None = None  # the fsync failure, if any
 
     def sync(self) -> None:

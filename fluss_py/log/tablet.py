@@ -17,21 +17,20 @@ truncates and deletes.
 from __future__ import annotations
 
 import bisect
-import functools
 import logging
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from fluss_py.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
     OffsetOutOfRangeError,
-    StorageError,
 )
+from fluss_py.log.checkpoint import PendingDirSyncs
 from fluss_py.log.config import LogConfig
+from fluss_py.log.disk_io import IoErrorHook, disk_io
 from fluss_py.log.loader import LoadedLog, LogLoader, create_empty_log, rebuild_writer_state, reset_log
 from fluss_py.log.results import FetchDataInfo, FlushJob, LogAppendInfo
 from fluss_py.log.segment import MAX_SEGMENT_POSITION, BatchMeta, LogSegment, read_whole_batches
@@ -43,25 +42,6 @@ from fluss_py.types import TableBucket
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 2**31 - 1
-
-IoErrorHook = Callable[["LogTablet", BaseException], None]
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _disk_io(method: _F) -> _F:
-    """A call that touches the disk: an ``OSError`` (or the ``StorageError`` wrapping one) is reported to
-    the tablet's ``io_error`` hook (the data dir's failure handling, docs/storage.md §10) and re-raised."""
-
-    @functools.wraps(method)
-    def wrapper(self: LogTablet, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (OSError, StorageError) as e:
-            if self.io_error is not None and not self._closed:  # a closed log's EBADF says nothing of the disk
-                self.io_error(self, e)
-            raise
-
-    return wrapper  # type: ignore[return-value]
 
 
 class LogTablet:
@@ -100,6 +80,7 @@ class LogTablet:
             self.mark_corrupt(c.offset, c.segment_base, c.position)
         self.verified_bytes = loaded.verified_bytes
         self._dir_made = loaded.dir_exists  # False for a created log until its first write (``_make_dir``)
+        self.dir_syncs = PendingDirSyncs()  # new entries to fsync with the next flush
 
     @classmethod
     def open(
@@ -130,6 +111,7 @@ class LogTablet:
         if not self._dir_made:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._dir_made = True
+            self.dir_syncs.add(self.dir.parent, self.dir)
 
     def _rebuild_writer_state(self) -> None:
         rebuild_writer_state(self.writers, self.segments, self._bases, self._log_start, self._leo)
@@ -137,6 +119,7 @@ class LogTablet:
 
     def _reset_at(self, offset: int) -> None:
         self._make_dir()
+        self.dir_syncs.add(self.dir)  # its new segment's file
         self.segments = reset_log(self.dir, self.segments, offset, self.config, self.epoch_cache, self.writers)
         self._bases = [offset]
         self._size = sum(s.size for s in self.segments)
@@ -195,7 +178,7 @@ class LogTablet:
         self.corrupt_from, self.corrupt_segment_base, self._corrupt_position = offset, segment_base, position
         return True
 
-    @_disk_io
+    @disk_io
     def truncate_at_corruption(self) -> None:
         """Cut the log where the recorded corrupt batch starts (by position: its header may be the damaged
         part) and delete every later segment; then it is as after ``truncate_to(corrupt_from)``."""
@@ -216,7 +199,7 @@ class LogTablet:
         return self.writers.writers.get(writer_id)
 
     # ------------------------------------------------------------------ appends
-    @_disk_io
+    @disk_io
     def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
         """Validate, dedupe, assign offsets, stamp ``leader_epoch`` and write. Nothing is written on error."""
         if leader_epoch < 0:
@@ -242,7 +225,7 @@ class LogTablet:
             first, v.next_offset - 1, v.max_timestamp, now_ms, v.record_count, len(buf), False, leader_epoch
         )
 
-    @_disk_io
+    @disk_io
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
         now_ms = int(time.time() * 1000)
@@ -281,7 +264,7 @@ class LogTablet:
         self._bytes_since_snapshot += len(buf)
         self._changed()
 
-    @_disk_io
+    @disk_io
     def roll(self) -> LogSegment:
         """Start a new segment at LEO (no-op if the active one is empty); writer snapshot at the new base."""
         active = self.segments[-1]
@@ -289,6 +272,7 @@ class LogTablet:
             return active
         active.flush(fsync=False)
         seg = LogSegment(self.dir, self._leo, self.config.index_interval_bytes)
+        self.dir_syncs.add(self.dir)
         self.segments.append(seg)
         self._bases.append(self._leo)
         self.writers.take_snapshot(self._leo)
@@ -296,7 +280,7 @@ class LogTablet:
         return seg
 
     # ------------------------------------------------------------------ reads
-    @_disk_io
+    @disk_io
     def read(self, fetch_offset: int, max_bytes: int, upper_bound: int) -> FetchDataInfo:
         """Whole batches from the one holding ``fetch_offset``, below ``upper_bound``, about ``max_bytes``."""
         if fetch_offset < self._log_start or fetch_offset > self._leo:
@@ -318,7 +302,7 @@ class LogTablet:
                 break
         return FetchDataInfo(fetch_offset, data, self._log_start, self._hw, self._leo)
 
-    @_disk_io
+    @disk_io
     def offset_for_timestamp(self, ts_ms: int) -> int | None:
         """Base offset of the first batch whose max timestamp is >= ``ts_ms`` (None if there is none)."""
         for seg in self.segments:
@@ -342,7 +326,7 @@ class LogTablet:
         self._changed()
         return True
 
-    @_disk_io
+    @disk_io
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after ``offset`` (a batch holding it goes whole); no-op if >= LEO."""
         if offset >= self._leo:
@@ -369,12 +353,12 @@ class LogTablet:
             self.corrupt_from = None
         self._changed()
 
-    @_disk_io
+    @disk_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("%s: deleting the whole log and restarting at %d", self.dir, offset)
         self._reset_at(offset)
 
-    @_disk_io
+    @disk_io
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding [recovery point, up_to) (default LEO) and advance the recovery point."""
         target = self._leo if up_to is None else min(up_to, self._leo)
@@ -385,6 +369,7 @@ class LogTablet:
             if seg.base_offset >= target and seg is not self.segments[-1]:
                 break
             seg.flush()
+        self.dir_syncs.sync()
         self.epoch_cache.sync()  # before the recovery point passes batches of the epochs it lists
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, target)
@@ -398,7 +383,7 @@ class LogTablet:
             self.writers.take_snapshot(self._leo)
             self._bytes_since_snapshot = 0
 
-    @_disk_io
+    @disk_io
     def begin_flush(self) -> FlushJob | None:
         """Step 1 of ``flush()`` with the fsyncs left to the caller's thread (docs/storage.md §7): None when
         nothing is new, else a job whose ``descriptors`` are fsynced and closed elsewhere before
@@ -415,6 +400,8 @@ class LogTablet:
                     job.segments.append((seg, began[0]))
                     job.descriptors.extend(began[1])
             job.epoch_writes, epoch_fds = self.epoch_cache.begin_sync()
+            job.dirs, dir_fds = self.dir_syncs.begin()
+            job.descriptors.extend(dir_fds)
             job.descriptors.extend(epoch_fds)
         except BaseException:
             job.close()
@@ -427,13 +414,14 @@ class LogTablet:
         for seg, version in job.segments:
             seg.end_fsync(version)
         self.epoch_cache.end_sync(job.epoch_writes)
+        self.dir_syncs.end(job.dirs)
         if self._closed or self._truncations != job.truncations:
             return
         self._maybe_snapshot_writers()
         self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
         self._changed()
 
-    @_disk_io
+    @disk_io
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past ``table.log.ttl`` or over the size limit (only below the HW)."""
         deleted = 0
@@ -471,7 +459,7 @@ class LogTablet:
         return self.writers.expire(now_ms, int(self.config.writer_expiration_s * 1000))
 
     # ------------------------------------------------------------------ lifecycle
-    @_disk_io
+    @disk_io
     def close(self) -> None:
         """Clean close: flush everything, write a writer snapshot at LEO. An empty log without writers needs
         none (recovery has nothing to replay): a server with thousands of idle buckets stops without

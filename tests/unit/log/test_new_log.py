@@ -192,3 +192,51 @@ def test_sigkill_at_any_point_of_new_logs_leaves_logs_that_load(tmp_path: Path, 
         assert t.epoch_cache.entries() == ([EpochEntry(5, 0)] if done[b] else [])
         t.append_as_leader(batch(1), 6)  # and it takes writes
         assert t.log_end_offset == 2 * done[b] + 1
+
+
+def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on from now (resolved from the descriptors)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+@pytest.mark.parametrize("off_the_loop", [False, True])
+def test_new_directory_entries_are_fsynced_before_the_recovery_point_passes_their_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, off_the_loop: bool
+) -> None:
+    """A file fsynced in a directory whose entry is not can vanish in a power cut: the first write's new
+    directory (its entry in the data dir) and each new segment file (its entry in the log's directory) are
+    fsynced by the flush that moves the recovery point past them, once."""
+    lm = manager(tmp_path / "d")
+    t = lm.get_or_create(TB, SMALL)
+    synced = _fsynced(monkeypatch)
+
+    def flush() -> None:
+        if not off_the_loop:
+            t.flush()
+            return
+        job = t.begin_flush()
+        assert job is not None
+        job.sync()
+        job.close()
+        t.end_flush(job)
+
+    t.append_as_leader(batch(2), 0)
+    flush()
+    data_dir, log_dir = str(tmp_path / "d"), str(t.dir)
+    assert data_dir in synced and log_dir in synced and t.recovery_point == 2
+    synced.clear()
+    t.append_as_leader(batch(1), 0)
+    flush()
+    assert data_dir not in synced and log_dir not in synced  # nothing new in either
+    t.roll()
+    t.append_as_leader(batch(1), 0)
+    flush()
+    assert log_dir in synced and data_dir not in synced  # the new segment's entry
