@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from fluss_py.log import LogConfig, LogTablet
 from fluss_py.record import CompressionType, RecordBatchBuilder
@@ -33,3 +36,16 @@ def batch(
 
 def open_log(path: Path, config: LogConfig = SMALL, **kw) -> LogTablet:
     return LogTablet.open(path, TB, config, **kw)
+
+
+def synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files ``os.fsync`` is called on from now (resolved from the descriptors)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced

@@ -19,7 +19,7 @@ from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import log_flush  # the runner of the flush and checkpoint rounds
 from fluss_py.types import TableBucket
 
-from .helpers import batch
+from .helpers import batch, synced_paths
 
 
 def manager(d: Path) -> LogManager:
@@ -140,19 +140,6 @@ def test_idle_logs_cost_the_flush_and_checkpoint_rounds_nothing(
     m.delete(TableBucket(1, 7))
     asyncio.run(round_())
     assert TableBucket(1, 7) not in m.hw_checkpoint.read() and len(m.hw_checkpoint.read()) == 1
-
-
-def synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files ``os.fsync`` is called on from now (resolved from the descriptors)."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    return synced
 
 
 def test_a_new_leader_epoch_costs_no_fsync_until_its_batches_are_flushed(

@@ -20,7 +20,7 @@ from fluss_py.log.manager import LogManager
 from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.types import EpochEntry, LeaderAndIsr, TableBucket
 
-from .helpers import SMALL, batch
+from .helpers import SMALL, batch, synced_paths
 
 TB = TableBucket(7, 3)
 
@@ -194,19 +194,6 @@ def test_sigkill_at_any_point_of_new_logs_leaves_logs_that_load(tmp_path: Path, 
         assert t.log_end_offset == 2 * done[b] + 1
 
 
-def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths ``os.fsync`` is called on from now (resolved from the descriptors)."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    return synced
-
-
 @pytest.mark.parametrize("off_the_loop", [False, True])
 def test_new_directory_entries_are_fsynced_before_the_recovery_point_passes_their_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, off_the_loop: bool
@@ -216,7 +203,7 @@ def test_new_directory_entries_are_fsynced_before_the_recovery_point_passes_thei
     fsynced by the flush that moves the recovery point past them, once."""
     lm = manager(tmp_path / "d")
     t = lm.get_or_create(TB, SMALL)
-    synced = _fsynced(monkeypatch)
+    synced = synced_paths(monkeypatch)
 
     def flush() -> None:
         if not off_the_loop:
