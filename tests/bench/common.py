@@ -36,16 +36,17 @@ async def paced(rate: float, n: int) -> AsyncIterator[int]:
 
 
 @contextmanager
-def servers_from(tree: str | None) -> Iterator[None]:
+def servers_from(tree: str | None, env: dict[str, str] | None = None) -> Iterator[None]:
     """Inside: processes started get ``PYTHONPATH=tree`` (servers running another checkout's code, for
-    A/B runs); nothing changes when ``tree`` is None."""
-    before = os.environ.get("PYTHONPATH")
-    if tree:
-        os.environ["PYTHONPATH"] = tree
+    A/B runs) and the variables of ``env``; nothing changes when ``tree`` and ``env`` are None."""
+    changes = ({"PYTHONPATH": tree} if tree else {}) | (env or {})
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

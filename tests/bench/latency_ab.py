@@ -7,6 +7,8 @@ sends of 100 B, then produce->consume at 200 records/s for 1 s. Reports p50/p99 
 three tablet servers spent per record (``/proc/<pid>/stat``), which the shared machine's load disturbs
 less than the wall clock. With ``tp``, each round also measures pipelined acks=all throughput of 100 B and
 1 KiB records into a 3-bucket table (30 000 and 10 000 records; ``FLUSS_AB_TP_BUCKETS`` changes the count).
+``FLUSS_AB_OTHER_GRPC_EXPERIMENTS=VALUE`` starts the other cluster's processes with ``GRPC_EXPERIMENTS=VALUE``
+(with OTHER_TREE = this tree and an empty VALUE: the classic I/O engine against gRPC's default one).
 docs/performance.md "Where the latency goes" has the figures.
 """
 
@@ -29,10 +31,11 @@ from tests.bench.scale import cpu_seconds
 
 TP_TABLE = "fluss.ab_throughput"
 TP_BUCKETS = int(os.environ.get("FLUSS_AB_TP_BUCKETS", "3"))
+OTHER_GRPC_EXPERIMENTS = os.environ.get("FLUSS_AB_OTHER_GRPC_EXPERIMENTS")
 
 
-def _start(root: Path, pythonpath: str | None) -> tuple[LocalCluster, str, list[int]]:
-    with servers_from(pythonpath):
+def _start(root: Path, tree: str | None, env: dict[str, str] | None = None) -> tuple[LocalCluster, str, list[int]]:
+    with servers_from(tree, env):
         cluster = LocalCluster(root, coordinators=1, tablet_servers=3, overrides=SETTINGS, die_with_parent=True)
         cluster.start(timeout=90)
         cluster.wait_for_leader(30)
@@ -86,9 +89,11 @@ def main() -> None:
         try:
             a = _start(Path(d) / "this", None)
             clusters.append(a[0])
-            b = _start(Path(d) / "other", other)
+            other_env = None if OTHER_GRPC_EXPERIMENTS is None else {"GRPC_EXPERIMENTS": OTHER_GRPC_EXPERIMENTS}
+            b = _start(Path(d) / "other", other, other_env)
             clusters.append(b[0])
-            setups = {"this tree": (a[1], a[2]), f"other ({other})": (b[1], b[2])}
+            label = other if other_env is None else f"{other}, GRPC_EXPERIMENTS={OTHER_GRPC_EXPERIMENTS!r}"
+            setups = {"this tree": (a[1], a[2]), f"other ({label})": (b[1], b[2])}
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 out = runner.run(_rounds(setups, rounds, tp))
         finally:
