@@ -25,6 +25,7 @@ from fluss_py.grpc_env import CLASSIC_IO, ENV
 PAYLOAD = b"x" * 100
 ASK_CPU = b"cpu?"
 MODES = {"classic": CLASSIC_IO, "default": ""}
+CLIENT_TIMEOUT_S = 300.0
 
 
 async def _serve_grpc() -> None:
@@ -126,7 +127,8 @@ def _run(mode: str, n: int) -> str:
         assert server.stdout is not None
         port = server.stdout.readline().strip()
         client = [*cmd, f"--client-{kind}", port, str(n)]
-        return subprocess.run(client, env=env, capture_output=True, text=True, check=True).stdout.strip()
+        done = subprocess.run(client, env=env, capture_output=True, text=True, check=True, timeout=CLIENT_TIMEOUT_S)
+        return done.stdout.strip()
     finally:
         server.kill()  # the server this run started, by its PID
         server.wait()

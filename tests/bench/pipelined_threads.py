@@ -30,9 +30,9 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import TABLET_SERVER
 from fluss_py.testing.health import fetch_text
 from tests.bench.bench_cluster import SETTINGS, _ready
+from tests.bench.scale import cpu_seconds
 
 TABLE = "fluss.pipelined_threads"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SHOWN = 0.02
 
 
@@ -41,11 +41,9 @@ def thread_cpu(pid: int) -> dict[tuple[str, str], float]:
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            out[(tid, Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip())] = cpu_seconds(pid, int(tid))
         except OSError:
             continue  # the thread ended
-        fields = raw.rsplit(")", 1)[1].split()
-        out[(tid, raw[raw.index("(") + 1 : raw.rindex(")")])] = (int(fields[11]) + int(fields[12])) / CLK_TCK
     return out
 
 
@@ -70,7 +68,7 @@ async def rounds(cluster: LocalCluster, size: int, count: int, n: int) -> None:
         await admin.create_table(TABLE, num_buckets=1, replication_factor=3)
         await _ready(admin, TABLE)
         _, buckets = await admin.get_table_placement(TABLE)
-    leader = cluster.get(f"tablet-server-{buckets[0].leader}")
+    leader = cluster.get(f"{TABLET_SERVER}-{buckets[0].leader}")
     value = b"x" * size
     async with Producer(bootstrap, ProducerOptions(acks=-1)) as producer:
         await producer.send_and_wait(TABLE, value)  # metadata and writer id

@@ -47,9 +47,10 @@ def tables(buckets: int) -> list[tuple[str, int]]:
     return [(TABLE if i == 0 else f"{TABLE}_{i + 1}", n) for i, n in enumerate(sizes)]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` in seconds (``/proc/<pid>/stat`` fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """utime + stime of ``pid`` in seconds (``/proc/<pid>/stat`` fields 14 and 15), or of its thread ``tid``
+    (``/proc/<pid>/task/<tid>/stat``)."""
+    with open(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
