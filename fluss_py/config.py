@@ -72,6 +72,7 @@ MAX_FETCH_RESPONSE_BYTES = MAX_RPC_MESSAGE_BYTES - 16 * MiB
 MAX_BUCKETS = 4096  # buckets of one table (Fluss: max.bucket.num)
 MAX_REPLICATION_FACTOR = 32767  # Kafka's bound (a short)
 MAX_TABLE_COMMENT_BYTES = 16 * KiB  # the table's znode must stay far below ZooKeeper's 1 MiB node limit
+MAX_TABLE_PROPERTY_BYTES = 1 * KiB  # one property value (UTF-8): the same reason (docs/operations.md §7.5)
 MIN_RPC_KEEPALIVE_TIME = 1.0  # a gRPC client pings at most once a second while no data arrives anyway
 
 OPTIONS: dict[str, ConfigOption] = {}
@@ -341,6 +342,9 @@ GROUP_MAX_SESSION_TIMEOUT = option("group.max-session-timeout", "duration", 60.0
                                    "longest session timeout a member may ask for", Range(0.1, HOUR))  # fmt: skip
 GROUP_HEARTBEAT_INTERVAL = option("group.heartbeat-interval", "duration", 0.5, [COORDINATOR],
                                   "how often members heartbeat (told to them)", Range(0.01, MINUTE))  # fmt: skip
+GROUP_MAX_SIZE = option("group.max-size", "int", 1000, [COORDINATOR],
+                        "most members of one consumer group (a join beyond it is refused)",
+                        Range(1, 10_000))  # fmt: skip
 
 # ---------------------------------------------------------------- rules between keys
 constraint("replica.fetch.wait.max.ms < replica.lag.time.max.ms (a waiting follower must not look lagging)",

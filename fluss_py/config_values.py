@@ -17,9 +17,10 @@ from fluss_py.errors import ConfigError
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|min|mins|m|h|d)?\s*$", re.IGNORECASE)
+# fullmatch, ASCII digits only: "$" also matches before a final "\n", and "\d" takes "١٢"
+_DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|secs|min|mins|m|h|d)?\s*", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "min": 60, "mins": 60, "m": 60, "h": 3600, "d": 86400}
-_SIZE_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -29,7 +30,7 @@ def parse_duration(value: Any, *, bare_unit_ms: bool = False) -> float:
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
         return float(value) / 1000.0 if bare_unit_ms else float(value)
-    m = _DURATION_RE.match(str(value))
+    m = _DURATION_RE.fullmatch(str(value))
     if not m:
         raise ValueError(f"not a duration: {value!r} (use e.g. 15s, 500ms, 5min)")
     number, unit = float(m.group(1)), (m.group(2) or "").lower()
@@ -46,7 +47,7 @@ def parse_size(value: Any) -> int:
         return value
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"not a size: {value!r}")
-    m = _SIZE_RE.match(str(value))
+    m = _SIZE_RE.fullmatch(str(value))
     if not m:
         raise ValueError(f"not a size: {value!r} (use e.g. 10MB, 1KB, 1048576)")
     unit = (m.group(2) or "").lower()[:1]
@@ -69,7 +70,7 @@ def parse_int(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     text = str(value).strip()
-    if not re.fullmatch(r"-?\d+", text):
+    if not re.fullmatch(r"-?[0-9]+", text):
         raise ValueError(f"not an integer: {value!r}")
     return int(text)
 

@@ -12,26 +12,49 @@ from fluss_py.errors import InvalidDatabaseNameError, InvalidTableNameError
 NO_LEADER = -1
 """Leader id of a bucket that has no live leader."""
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+# matched with fullmatch: a pattern's "$" also matches before a trailing "\n", and "db\n" is no znode name
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 PARTITION_SEPARATOR = "$"
-_PARTITION_RE = re.compile(r"^([A-Za-z0-9_-]{1,200})\$([A-Za-z0-9_-]{1,64})$")
+_PARTITION_RE = re.compile(r"([A-Za-z0-9_-]{1,200})\$([A-Za-z0-9_-]{1,64})")
 
 
 def split_partition(table: str) -> tuple[str, str | None]:
     """``orders$20261201`` -> ``("orders", "20261201")``; a plain table name -> ``(name, None)``."""
-    m = _PARTITION_RE.match(table) if isinstance(table, str) else None
+    m = _PARTITION_RE.fullmatch(table) if isinstance(table, str) else None
     return (m.group(1), m.group(2)) if m else (table, None)
 
 
 def validate_name(name: str, *, what: str = "table") -> str:
     """Database and table names: 1-200 of ``[A-Za-z0-9_-]``; a table name may also name one partition of a
     partitioned table, ``<table>$<partition>`` (docs/partitioning.md). Raise INVALID_*_NAME otherwise."""
-    if what == "table" and isinstance(name, str) and _PARTITION_RE.match(name):
+    if what == "table" and isinstance(name, str) and _PARTITION_RE.fullmatch(name):
         return name
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         error = InvalidDatabaseNameError if what == "database" else InvalidTableNameError
         raise error(f"{what} name {name!r} must be 1-200 characters of letters, digits, '_' or '-'")
     return name
+
+
+def znode_name_problem(name: str) -> str | None:
+    """Why ZooKeeper would refuse ``name`` as one path component, or None when it can store it.
+
+    ZooKeeper's ``PathUtils.validatePath`` checks a path's UTF-16 code units: no NUL, none of U+0001-U+001F,
+    U+007F-U+009F, U+D800-U+F8FF (surrogates, so every character above U+FFFF, e.g. an emoji; and the
+    private-use area) or U+FFF0-U+FFFF, no empty component and no "." or ".." component. kazoo also drops
+    empty components before sending ("g/" is "g") and raises on "." and "..", so a name holding "/" would
+    name another node. Client-supplied names that become znode names (consumer groups) pass here first.
+    """
+    if not name:
+        return "empty"
+    if name in (".", ".."):
+        return f"{name!r} is a relative path component"
+    for i, ch in enumerate(name):
+        c = ord(ch)
+        if ch == "/":
+            return f"'/' at {i}"
+        if c <= 0x1F or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xF8FF or c >= 0xFFF0:
+            return f"character U+{c:04X} at {i} (ZooKeeper refuses it in a path)"
+    return None
 
 
 @dataclass(frozen=True, slots=True, order=True)

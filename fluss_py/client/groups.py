@@ -17,15 +17,19 @@ from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.errors import InvalidRequestError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
-from fluss_py.types import TableBucket
+from fluss_py.types import TableBucket, znode_name_problem
 
 MAX_GROUP_NAME = 200
 
 
 def validate_group(group: str) -> str:
-    """Group names: 1-200 printable characters, no '/' (they are znode names)."""
-    if not group or len(group) > MAX_GROUP_NAME or "/" in group or not group.isprintable() or group in (".", ".."):
-        raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
+    """Group names: 1-200 printable characters ZooKeeper can store in a node name, no '/', not "." or ".."
+    (they are znode names; the coordinator checks the same rule: docs/consumer-groups.md, "Names")."""
+    problem = znode_name_problem(group) if isinstance(group, str) and 1 <= len(group) <= MAX_GROUP_NAME else "length"
+    if problem is not None or not group.isprintable():
+        raise InvalidRequestError(
+            f"group name {group[:64]!r} must be 1-{MAX_GROUP_NAME} printable characters ZooKeeper can store, no '/'"
+        )
     return group
 
 

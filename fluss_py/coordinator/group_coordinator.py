@@ -43,13 +43,15 @@ from fluss_py.errors import (
     TableNotExistError,
     UnknownMemberIdError,
 )
-from fluss_py.types import TableBucket, split_partition
+from fluss_py.types import TableBucket, split_partition, znode_name_problem
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
 from fluss_py.zk.values import CreateOp, DeleteOp, EpochFence, Op, SetOp
 
 log = logging.getLogger(__name__)
 
 MAX_GROUP_NAME = 200
+MAX_GROUP_ZNODE_BYTES = 512 * 1024  # a group's members znode: half of ZooKeeper's 1 MiB request limit
+MAX_INSTANCE_ID = 255  # Kafka's group.instance.id allows 249; a members znode holds one per member
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class GroupLimits:
     min_session_timeout_ms: int = 1000
     max_session_timeout_ms: int = 60_000
     heartbeat_interval_ms: int = 500
+    max_size: int = 1000  # members per group (config group.max-size)
 
     @classmethod
     def from_config(cls, config: Any) -> GroupLimits:
@@ -68,6 +71,7 @@ class GroupLimits:
             int(config[cfg.GROUP_MIN_SESSION_TIMEOUT] * 1000),
             int(config[cfg.GROUP_MAX_SESSION_TIMEOUT] * 1000),
             int(config[cfg.GROUP_HEARTBEAT_INTERVAL] * 1000),
+            int(config[cfg.GROUP_MAX_SIZE]),
         )
 
 
@@ -92,8 +96,31 @@ class GroupView:
 
 
 def validate_group_name(group: str) -> None:
-    if not group or len(group) > MAX_GROUP_NAME or "/" in group or not group.isprintable() or group in (".", ".."):
-        raise InvalidRequestError(f"group name {group!r} must be 1-{MAX_GROUP_NAME} printable characters, no '/'")
+    """A group name is a znode name (``<root>/consumers/<group>``): 1-MAX_GROUP_NAME characters, none that
+    ZooKeeper refuses in a path, no '/', not "." or ".." (``types.znode_name_problem``); nor anything
+    unprintable. INVALID_REQUEST otherwise, before any ZooKeeper call (docs/consumer-groups.md, "Names")."""
+    problem = _name_problem(group, MAX_GROUP_NAME)
+    if problem is not None:
+        raise InvalidRequestError(f"group name {group[:64]!r}: {problem}")
+
+
+def validate_instance_id(instance_id: str) -> None:
+    """A static member's instance id (stored in the group's members znode): the group-name rule, at most
+    MAX_INSTANCE_ID characters. INVALID_REQUEST otherwise."""
+    problem = _name_problem(instance_id, MAX_INSTANCE_ID)
+    if problem is not None:
+        raise InvalidRequestError(f"instance id {instance_id[:64]!r}: {problem}")
+
+
+def _name_problem(name: str, max_len: int) -> str | None:
+    if not isinstance(name, str) or not 1 <= len(name) <= max_len:
+        return f"must be 1-{max_len} characters"
+    problem = znode_name_problem(name)
+    if problem is None and not name.isprintable():
+        problem = "holds an unprintable character"
+    if problem is None:
+        return None
+    return f"{problem}; allowed: 1-{max_len} printable characters ZooKeeper can store, no '/'"
 
 
 def bucket_layout(tables: Mapping[int, TableRegistration], table_id: int) -> dict[int, int] | None:
@@ -177,8 +204,8 @@ class GroupCoordinator:
             for table_id in sorted(event.subscribed):
                 if await self._layout(table_id) is None:
                     raise TableNotExistError(f"table id {table_id} does not exist")
-        if event.member_epoch == JOIN_EPOCH and event.instance_id and not event.instance_id.isprintable():
-            raise InvalidRequestError("the instance id must be printable")
+        if event.member_epoch == JOIN_EPOCH and event.instance_id:
+            validate_instance_id(event.instance_id)
         group = await self._load(event.group, create=True)
         assert group is not None
         layout = await self._layouts(group.subscribed_tables() | event.subscribed)
@@ -187,10 +214,23 @@ class GroupCoordinator:
             event.subscribed, event.owned,
         )  # fmt: skip
         async with self._saving(event.group, group):
+            if event.member_epoch == JOIN_EPOCH:
+                self._check_room(event.group, group, event.instance_id)
             answer = group.heartbeat(hb, self._clock(), layout, lambda: uuid.uuid4().hex)
         if event.member_epoch == JOIN_EPOCH:
             log.info("Group %s: member %s joined (epoch %d)", event.group, answer.member_id, answer.member_epoch)
         return answer
+
+    def _check_room(self, name: str, group: GroupMembers, instance_id: str) -> None:
+        """Refuse a join that would make the group larger than ``group.max-size`` (expired members first
+        leave; a static member rejoining replaces its old incarnation, so it always has room)."""
+        group.expire(self._clock())
+        if instance_id and any(m.instance_id == instance_id for m in group.members.values()):
+            return
+        if len(group.members) >= self.limits.max_size:
+            raise InvalidRequestError(
+                f"group {name} is full: {len(group.members)} member(s), group.max-size is {self.limits.max_size}"
+            )
 
     async def check_commit(self, group_name: str, member_id: str, member_epoch: int, buckets: set[TableBucket]) -> None:
         """Raise unless the commit may be written (docs: fenced commits). Changes nothing but expiries."""
@@ -283,15 +323,23 @@ class GroupCoordinator:
     async def _save(self, name: str, group: GroupMembers) -> None:
         path = GroupMembersZNode.path(self._root, name)
         version = self._versions.get(name, -1)
+        data = group.encode()
+        if len(data) > MAX_GROUP_ZNODE_BYTES:  # ZooKeeper would drop the connection (1 MiB jute.maxbuffer)
+            self._groups.pop(name, None)  # the change is not written: reload what ZooKeeper holds
+            self._versions.pop(name, None)
+            raise InvalidRequestError(
+                f"group {name}'s state would take {len(data)} bytes, more than {MAX_GROUP_ZNODE_BYTES}: "
+                "fewer members or subscribed tables"
+            )
         ops: list[Op] = []
         if version < 0:
             group_path = ConsumerOffsetZNode.group_path(self._root, name)
             for parent in (ConsumerOffsetZNode.groups(self._root), group_path):
                 if await self._store.get(parent) is None:
                     ops.append(CreateOp(parent))
-            ops.append(CreateOp(path, group.encode()))
+            ops.append(CreateOp(path, data))
         else:
-            ops.append(SetOp(path, group.encode(), version))
+            ops.append(SetOp(path, data, version))
         try:
             await self._store.commit(ops, fence=self._fence())
         except BaseException:

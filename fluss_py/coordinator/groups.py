@@ -113,7 +113,10 @@ class GroupOffsets:
             ops.append(CreateOp(path))
 
     async def fetch(self, event: FetchOffsets) -> list[tuple[TableBucket, int]]:
-        """The group's committed offsets of existing tables (one table, or all); [] for an unknown group."""
+        """The group's committed offsets of existing tables (one table, or all); [] for an unknown group.
+        The name is checked as for a commit: kazoo drops empty path components, so "g/" would read group
+        "g" (whose DESCRIBE the authorizer did not check), and ".." would be a plain ValueError."""
+        validate_group_name(event.group)
         base = f"{ConsumerOffsetZNode.group_path(self._root, event.group)}/offsets"
         table_ids = [event.table_id] if event.table_id else [int(t) for t in await self._children(base)]
         # a dropped table: its offsets stay in ZooKeeper but are not answered

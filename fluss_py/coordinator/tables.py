@@ -82,9 +82,20 @@ def validate_properties(properties: Mapping[str, str], replication_factor: int) 
     """Check table properties before anything is written: every key must be a table option of the config
     registry (e.g. ``log.segment.file-size``, ``table.log.ttl``, ``min.insync.replicas``) and its value in
     that option's range (tablet servers read it so); ``min.insync.replicas`` must also be at most the
-    replication factor. Raises INVALID_CONFIG naming the key, the value and what is allowed.
+    replication factor. A value is at most ``MAX_TABLE_PROPERTY_BYTES`` (1 KiB, UTF-8): values are stored as
+    given in the table's znode, and the parsers take any amount of blanks (" " * 2_000_000 + "60s" is 60 s),
+    which would make the znode larger than ZooKeeper's 1 MiB limit (the keys are bounded: known options
+    only). Raises INVALID_CONFIG naming the key, the value and what is allowed.
     """
     props = {str(k): str(v) for k, v in properties.items()}
+    for key, value in props.items():
+        if len(key) > 200:  # no option's key is that long; do not echo it whole in the answer
+            raise InvalidConfigError(f"unknown table property {key[:100]!r}... (docs/configuration.md)")
+        if len(value.encode(errors="replace")) > cfg.MAX_TABLE_PROPERTY_BYTES:
+            raise InvalidConfigError(
+                f"table property {key[:100]!r}: the value {value[:40]!r}... is longer than "
+                f"{cfg.MAX_TABLE_PROPERTY_BYTES} bytes"
+            )
     parsed = cfg.Config(cfg.TABLE, props)  # ConfigError (INVALID_CONFIG): unknown key, bad value, out of range
     min_isr = parsed[cfg.TABLE_MIN_INSYNC_REPLICAS]
     if min_isr is not None and min_isr > replication_factor:

@@ -28,7 +28,7 @@ from fluss_py.types import EpochEntry
 
 log = logging.getLogger(__name__)
 
-_KNOWN_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|snapshot)$")
+_KNOWN_FILE = re.compile(r"[0-9]{20}\.(log|index|timeindex|snapshot)")  # fullmatch ("$" takes a final "\n")
 _LEFTOVER_SUFFIXES = (".tmp", ".swap", ".cleaned", ".deleted")
 
 
@@ -218,7 +218,7 @@ class LogLoader:
                 continue
             if name == LEADER_EPOCH_CHECKPOINT:
                 continue
-            if not _KNOWN_FILE.match(name) or not path.is_file():
+            if not _KNOWN_FILE.fullmatch(name) or not path.is_file():
                 raise LogCorruptedError(
                     f"{path}: unknown file in bucket directory (expected <20-digit offset>.log/.index/"
                     f".timeindex/.snapshot or {LEADER_EPOCH_CHECKPOINT})"
@@ -227,7 +227,7 @@ class LogLoader:
             if suffix in ("index", "timeindex") and f"{stem}.log" not in names:
                 log.warning("%s: deleting %s (no matching .log)", self.dir, name)
                 path.unlink()
-        return sorted(int(n[:20]) for n in names if n.endswith(".log") and _KNOWN_FILE.match(n))
+        return sorted(int(n[:20]) for n in names if n.endswith(".log") and _KNOWN_FILE.fullmatch(n))
 
     def _recover_segments(self, first: int, start_offset: int, rebuild_epochs: bool) -> None:
         """Re-validate segments[first:] (from ``start_offset`` in the first); on corruption drop the rest."""

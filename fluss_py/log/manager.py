@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_ROUND_DESCRIPTORS = 768  # descriptors one round of flush_rounds holds open at most
 
-_BUCKET_DIR = re.compile(r"^(\d+)-(\d+)$")
+_BUCKET_DIR = re.compile(r"([0-9]+)-([0-9]+)")  # fullmatch: "$" matches before a final "\n"
 
 
 def sync_and_close(jobs: list[FlushJob]) -> None:
@@ -108,7 +108,7 @@ class LogManager:
                 log.info("deleting %s (a deletion interrupted before)", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            m = _BUCKET_DIR.match(path.name)
+            m = _BUCKET_DIR.fullmatch(path.name)
             if not m:
                 log.warning("%s: not a bucket directory; ignored", path)
                 continue

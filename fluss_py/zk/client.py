@@ -85,6 +85,38 @@ def _translate(exc: BaseException) -> BaseException:
     return exc
 
 
+def multi_outcome(ops: Sequence[Op], results: Sequence[Any], fence: EpochFence | None) -> list[Any]:
+    """What ZooKeeper's answer to a multi means (pure): ``ops``' results, or the error to raise.
+
+    ``results`` holds one entry per op sent, the fence's check of the epoch node first when ``fence``. When
+    op *k* fails, ZooKeeper answers RolledBackError for every op before *k* (the check included), the op's
+    own error for *k* and RuntimeInconsistency after it. So the transaction is fenced only when the check's
+    *own* result is a failure (BadVersion: another leader bumped the epoch; NoNode: the epoch node is
+    gone); when another op failed, the check reads RolledBackError and that op's error is raised
+    (NodeExistsError, BadVersionError, ... naming the op), which its caller may mean to handle. Taking every
+    exception of the check for fencing made a NodeExists of a fenced create look like a lost leadership,
+    and the leader resigned on one bad request.
+    """
+    results = list(results)
+    if fence is not None:
+        check, results = results[0], results[1:]
+        if isinstance(check, kz.BadVersionError | kz.NoNodeError):
+            raise EpochFencedError(
+                f"coordinator epoch {fence.epoch} (version {fence.zk_version}) is fenced: another leader took over"
+            )
+        if isinstance(check, Exception) and not isinstance(check, kz.RolledBackError):
+            raise _translate(check)
+    for op, r in zip(ops, results, strict=True):
+        if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError):
+            err = _translate(r)
+            if isinstance(err, ZkError):
+                raise type(err)(f"{err.message} ({type(op).__name__} {op.path})")
+            raise err
+    if any(isinstance(r, Exception) for r in results):  # all rolled back, none failed: not ZooKeeper's answer
+        raise ZkError(f"transaction of {len(ops)} op(s) rolled back without a failing op")
+    return [_stat(r) if hasattr(r, "mzxid") else r for r in results]
+
+
 async def retry_session_lost(op: Callable[[], Awaitable[T]], timeout: float, what: str, interval: float = 0.2) -> T:
     """``await op()``, again after each ``SessionLostError`` until ``timeout`` seconds have passed (then raise).
 
@@ -374,19 +406,7 @@ class ZkClient:
             else:
                 t.check(op.path, op.version)
         results = await self._bridge(t.commit_async(), list)
-        if fence is not None:
-            first, results = results[0], results[1:]
-            if isinstance(first, Exception):
-                raise EpochFencedError(
-                    f"coordinator epoch {fence.epoch} (version {fence.zk_version}) is fenced: another leader took over"
-                )
-        for op, r in zip(ops, results, strict=True):
-            if isinstance(r, Exception) and not isinstance(r, kz.RolledBackError):
-                err = _translate(r)
-                if isinstance(err, ZkError):
-                    raise type(err)(f"{err.message} ({type(op).__name__} {op.path})")
-                raise err
-        return [_stat(r) if hasattr(r, "mzxid") else r for r in results]
+        return multi_outcome(ops, results, fence)
 
     # ---------------------------------------------------------------- persistent watches
     def watch_children(self, path: str, on_change: Callable[[list[str] | None], None]) -> _Watcher:

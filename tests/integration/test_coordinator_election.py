@@ -25,7 +25,7 @@ from fluss_py.testing.zkview import ZkView, parse_wchc
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.election import LeaderElection, fence_become_leader
 from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode, CoordinatorLeaderZNode, DatabaseZNode
-from fluss_py.zk.values import CreateOp, EpochFencedError
+from fluss_py.zk.values import CreateOp, EpochFencedError, NodeExistsError, ZkError
 
 pytestmark = pytest.mark.integration
 
@@ -105,6 +105,34 @@ async def test_fence_bumps_the_epoch_and_a_fenced_transaction_writes_nothing(zoo
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_fenced_commit_fails_with_its_failing_ops_error_and_only_a_stale_fence_is_fencing(zookeeper, zk_root):
+    # ZooKeeper answers RolledBackError for the ops before the failing one, the fence's check included
+    (a,) = await _clients(zookeeper, zk_root, 1)
+    try:
+        await a.ensure_path(DatabaseZNode.parent(zk_root))
+        election = LeaderElection(a, zk_root, 1, lambda: None)
+        await election.ensure_candidate()
+        fence = await fence_become_leader(a, zk_root, election.candidate_path)
+        one, two = DatabaseZNode.path(zk_root, "one"), DatabaseZNode.path(zk_root, "two")
+        await a.commit([CreateOp(two)], fence=fence)
+        with pytest.raises(NodeExistsError, match="two"):
+            await a.commit([CreateOp(one), CreateOp(two)], fence=fence)
+        with pytest.raises(ZkError, match="BadArguments") as refused:  # a name ZooKeeper cannot store
+            await a.commit([CreateOp(one), CreateOp(DatabaseZNode.path(zk_root, "db\n"))], fence=fence)
+        assert not isinstance(refused.value, EpochFencedError)
+        assert await a.exists(one) is None  # all or nothing
+        await a.commit([CreateOp(one)], fence=fence)  # the fence held throughout
+
+        await a.set(CoordinatorEpochZNode.path(zk_root), CoordinatorEpochZNode.encode(fence.epoch + 1))
+        with pytest.raises(EpochFencedError):  # really stale, whatever the other ops would do
+            await a.commit([CreateOp(two)], fence=fence)
+        with pytest.raises(EpochFencedError):
+            await a.commit([CreateOp(DatabaseZNode.path(zk_root, "three"))], fence=fence)
+        assert await a.exists(DatabaseZNode.path(zk_root, "three")) is None
+    finally:
+        await a.close()
 
 
 # ---------------------------------------------------------------- real coordinator processes

@@ -91,9 +91,10 @@ def test_partition_table_names():
     assert split_partition("events$20261231") == ("events", "20261231")
     assert split_partition("events") == ("events", None)
     assert str(TablePath.parse("db.events$20261231")) == "db.events$20261231"
-    for bad in ("events$", "$20261231", "events$a$b", "events$2026/12"):
+    for bad in ("events$", "$20261231", "events$a$b", "events$2026/12", "events$20261231\n", "events\n"):
         with pytest.raises(InvalidTableNameError):
             TablePath.parse(f"db.{bad}")
+    assert split_partition("events$20261231\n") == ("events$20261231\n", None)  # not a partition name
 
 
 class FakeProcessor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fluss_py.coordinator import group_coordinator
 from fluss_py.coordinator.events import CommitOffsets, ConsumerHeartbeat, DeleteGroup, DescribeGroup, ListGroups
 from fluss_py.coordinator.group_coordinator import GroupLimits
 from fluss_py.coordinator.groups import GroupOffsets
@@ -187,3 +188,43 @@ def test_a_partitioned_table_stands_for_the_buckets_of_its_live_partitions() -> 
     assert bucket_layout(tables, 9) is None
     del tables[2]  # retention dropped it
     assert bucket_layout(tables, 1) == {3: 3}
+
+
+@pytest.mark.parametrize("instance_id", ["i" * 256, "i" * 2_000_000, "i\U0001f600", "i\n", "i/j", ".."])
+async def test_an_instance_id_is_bounded_like_a_group_name(store: FakeStore, instance_id: str) -> None:
+    # stored in the group's members znode: a 2 MB one made the znode larger than ZooKeeper's 1 MiB limit
+    groups = make(store, [store.bump_epoch()], Clock())
+    with pytest.raises(InvalidRequestError):
+        await groups.members.heartbeat(_hb(instance_id=instance_id))
+    assert GroupMembersZNode.path("/fluss", "g") not in store.nodes
+    await groups.members.heartbeat(_hb(instance_id="i" * 255))
+
+
+async def test_a_full_group_refuses_joins_but_not_a_static_member_rejoining(store: FakeStore) -> None:
+    clock = Clock()
+    groups = make(store, [store.bump_epoch()], clock)
+    groups.members.limits = GroupLimits(1000, 30_000, 500, max_size=2)
+    members: dict[str, tuple[int, frozenset]] = {}
+    await _join(groups, members, instance_id="s")
+    await _join(groups, members)
+    before = store.nodes[GroupMembersZNode.path("/fluss", "g")]
+    with pytest.raises(InvalidRequestError, match=r"group\.max-size"):
+        await _join(groups, members)
+    assert store.nodes[GroupMembersZNode.path("/fluss", "g")] == before
+    await _join(groups, members, instance_id="s")  # replaces its old incarnation
+    clock.now += 10_001  # every session ran out: room again
+    await _join(groups, members)
+    assert len((await groups.members.describe(DescribeGroup("g"))).members) == 1
+
+
+async def test_a_group_whose_znode_would_be_too_large_is_not_written(store: FakeStore, monkeypatch) -> None:
+    monkeypatch.setattr(group_coordinator, "MAX_GROUP_ZNODE_BYTES", 20_000)  # 512 KiB: the same, slower
+    groups = make(store, [store.bump_epoch()], Clock())
+    members: dict[str, tuple[int, frozenset]] = {}
+    with pytest.raises(InvalidRequestError, match="bytes"):
+        for n in range(1000):
+            await _join(groups, members, instance_id=f"{n:0255d}")
+    data, _ = store.nodes[GroupMembersZNode.path("/fluss", "g")]
+    assert 15_000 < len(data) <= 20_000
+    view = await groups.members.describe(DescribeGroup("g"))  # reloaded from ZooKeeper: what was written
+    assert len(view.members) == len(members)

@@ -98,3 +98,22 @@ async def test_tablet_servers_join_and_die():
     await h.tablet_servers_changed(TabletServersChanged(["2"]))  # no change, no listener call
     assert sorted(h.context.tablet_servers) == [2]
     assert calls == [([1, 2], []), ([], [1])]
+
+
+async def test_a_conflict_in_a_fenced_commit_is_the_conflict_not_fencing():
+    # ZooKeeper answers the fence's check with RolledBackError when a later op fails: a database znode that
+    # this leader's context missed is DATABASE_ALREADY_EXIST, and the leader keeps its leadership
+    store, h = make()
+    store.ensure(DatabaseZNode.path(store.root, "late"))
+    with pytest.raises(DatabaseAlreadyExistError):
+        await h.create_database(CreateDatabase("late"))
+    assert await h.create_database(CreateDatabase("late", ignore_if_exists=True)) is False
+
+
+@pytest.mark.parametrize("name", ["db\n", "fluss\n", "\ndb", "db\r", "db$1", "", "d" * 201, "db\U0001f600"])
+async def test_a_name_zookeeper_cannot_store_is_refused_before_any_write(name):
+    store, h = make()
+    commits = store.commits
+    with pytest.raises(InvalidDatabaseNameError):
+        await h.create_database(CreateDatabase(name))
+    assert store.commits == commits

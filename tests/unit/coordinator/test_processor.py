@@ -121,6 +121,25 @@ async def test_create_table_errors(h):
         await h.proc.list_tables(ListTables("nope"))
 
 
+async def test_a_property_value_that_would_swell_the_table_znode_is_refused(h):
+    # " " * 2_000_000 + "60s" parses as 60 s; stored as given it made the znode larger than ZooKeeper's 1 MiB
+    before = h.zk.snapshot()
+    for value in (" " * 2_000_000 + "60s", "0" * 1025 + "1"):
+        with pytest.raises(InvalidConfigError, match="longer than 1024 bytes"):
+            await h.proc.create_table(CreateTable(T, properties={"log.segment.max-age": value}))
+    with pytest.raises(InvalidConfigError, match="unknown"):
+        await h.proc.create_table(CreateTable(T, properties={"k" * 2_000_000: "1"}))
+    assert h.zk.snapshot() == before
+    await h.proc.create_table(CreateTable(T, properties={"log.segment.max-age": " 60s "}))
+
+
+async def test_a_table_znode_the_view_missed_is_table_already_exist_not_fencing(h):
+    # ZooKeeper answers the fence's check with RolledBackError when the table's create fails with NodeExists
+    h.zk.put(TableZNode.path(ROOT, T.database, T.table), b"{}")
+    with pytest.raises(TableAlreadyExistError):
+        await h.proc.create_table(CreateTable(T))
+
+
 async def test_drop_table_deletes_nodes_and_replicas(h):
     table_id = await h.proc.create_table(CreateTable(T, num_buckets=2, replication_factor=3))
     await h.drain()
