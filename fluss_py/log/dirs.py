@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fluss_py import config as cfg
-from fluss_py.errors import FlussError, StorageError
+from fluss_py.errors import FlussError, LogCorruptedError, StorageError
 from fluss_py.log.config import LogConfig
 from fluss_py.log.manager import LogManager
 from fluss_py.log.tablet import LogTablet
@@ -82,7 +82,9 @@ class DirFailure:
     @staticmethod
     def of(path: Path, error: BaseException, buckets: Sequence[TableBucket] = ()) -> DirFailure:
         os_error = _cause(error)
-        if os_error is not None and os_error.errno is not None:
+        if isinstance(error, LogCorruptedError):
+            code, reason = "LOG_CORRUPTED", str(error)
+        elif os_error is not None and os_error.errno is not None:
             code = errno.errorcode.get(os_error.errno, str(os_error.errno))
             reason = os_error.strerror or str(os_error)
         else:
@@ -161,8 +163,8 @@ class LogDirs:
                 continue
             try:
                 logs = d.manager.load_logs()
-            except (OSError, StorageError) as e:  # e.g. a full disk refusing a rebuilt checkpoint: retried
-                if d.failure is None:
+            except (OSError, StorageError, LogCorruptedError) as e:  # a full disk refusing a rebuilt checkpoint
+                if d.failure is None:  # (retried), a failing disk, a file in a bucket dir that cannot be loaded
                     self._mark_failed(d, e)
                 continue
             self.had_clean_shutdown &= d.manager.had_clean_shutdown
@@ -306,7 +308,9 @@ class LogDirs:
         log.error(
             "data directory %s failed (%s: %s): %d replica(s) go offline on this server%s",
             d.path, failure.code, failure.reason, len(buckets),
-            "; it comes back once space is freed" if failure.recoverable else "; replace the disk and restart",
+            "; it comes back once space is freed" if failure.recoverable
+            else "; move the named entry out of the bucket directory and restart" if failure.code == "LOG_CORRUPTED"
+            else "; replace the disk and restart",
         )  # fmt: skip
         for listener in self.listeners:
             listener(failure)

@@ -29,6 +29,7 @@ from fluss_py.types import EpochEntry
 log = logging.getLogger(__name__)
 
 _KNOWN_FILE = re.compile(r"[0-9]{20}\.(log|index|timeindex|snapshot)")  # fullmatch ("$" takes a final "\n")
+_LOG_DATA_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot")
 _LEFTOVER_SUFFIXES = (".tmp", ".swap", ".cleaned", ".deleted")
 
 
@@ -134,16 +135,23 @@ class LogLoader:
         recover_from = len(self.segments)
         if not clean:
             recover_from = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        for i, seg in enumerate(self.segments[:recover_from]):
-            if not seg.load():  # a missing or corrupt index: re-validate from this segment on
-                recover_from, recovery_point = i, seg.base_offset
-                break
-        corruption, verified = None, 0
+        loaded, reindexed = self._load_flushed(recover_from)
+        damaged_last: tuple[LogSegment, int] | None = None
+        if loaded < recover_from:  # (a clean start) the last segment did not load: re-validate it whole
+            damaged_last = self.segments[loaded], self.segments[loaded].size
+            recover_from, recovery_point = loaded, self.segments[loaded].base_offset
+        corruption, verified = reindexed, 0
         if not clean:  # the medium may have changed what was fsynced: check it, but change nothing
-            corruption, verified = self._verify_segments(self.segments[:recover_from])
+            found, verified = self._verify_segments(self.segments[:recover_from])
+            if found is not None and (corruption is None or found.offset < corruption.offset):
+                corruption = found
         if recover_from < len(self.segments):
             self._recover_segments(recover_from, recovery_point, rebuild_epochs)
         leo = self.segments[-1].next_offset if self.segments else 0
+        if damaged_last is not None and damaged_last[0].size < damaged_last[1]:
+            log.error("%s: %d fsynced bytes of the last segment cut after a clean shutdown (log end now %d): the "
+                      "batches after a damaged one cannot be located; the leader's copy fills them in again",
+                      damaged_last[0].log_path, damaged_last[1] - damaged_last[0].size, leo)  # fmt: skip
         if self.segments:
             offsets = reconcile_offsets(self.segments[0].base_offset, leo, log_start, hw, recovery_point, clean)
             for problem in offsets.problems:
@@ -190,6 +198,26 @@ class LogLoader:
         )
         return loaded
 
+    def _load_flushed(self, count: int) -> tuple[int, Corruption | None]:
+        """Load the first ``count`` segments, all below the recovery point (fsynced), from their indexes. One
+        whose index is bad or whose batches do not end the file is re-indexed, never cut; its first bad batch
+        is returned for the replica layer to repair. Only the last segment, whose end no later segment names,
+        is left for re-validation (with a cut) instead: returns (where re-validation starts, the corruption)."""
+        corruption = None
+        for i, seg in enumerate(self.segments[:count]):
+            if seg.load():
+                continue
+            if i == len(self.segments) - 1:
+                return i, corruption
+            found = seg.reindex(self._bases[i + 1], _recovery_check)
+            if found is not None:
+                offset, position, why = found
+                log.error("%s: corrupt batch at offset %d (position %d): %s; kept for the replica to repair",
+                          seg.log_path, offset, position, why)  # fmt: skip
+                if corruption is None:
+                    corruption = Corruption(seg.log_path, seg.base_offset, offset, position, why)
+        return count, corruption
+
     def _verify_segments(self, segments: list[LogSegment]) -> tuple[Corruption | None, int]:
         """CRC-check segments recovery trusts (below the recovery point): (the first corrupt batch or None,
         bytes read). A corrupt segment is reported once, here; the replica layer repairs it from the leader (a
@@ -218,10 +246,13 @@ class LogLoader:
                 continue
             if name == LEADER_EPOCH_CHECKPOINT:
                 continue
-            if not _KNOWN_FILE.fullmatch(name) or not path.is_file():
+            if _KNOWN_FILE.fullmatch(name) is None or not path.is_file():
+                if path.is_file() and not name.endswith(_LOG_DATA_SUFFIXES):
+                    log.warning("%s: %s is not log data; left alone", self.dir, name)
+                    continue
                 raise LogCorruptedError(
-                    f"{path}: unknown file in bucket directory (expected <20-digit offset>.log/.index/"
-                    f".timeindex/.snapshot or {LEADER_EPOCH_CHECKPOINT})"
+                    f"{path}: unknown {'file' if path.is_file() else 'entry'} in bucket directory (expected "
+                    f"<20-digit offset>.log/.index/.timeindex/.snapshot or {LEADER_EPOCH_CHECKPOINT})"
                 )
             stem, suffix = name.split(".")
             if suffix in ("index", "timeindex") and f"{stem}.log" not in names:

@@ -168,7 +168,9 @@ class LogSegment:
             self.max_timestamp = h[8]
             self.offset_of_max_timestamp = h[0]
 
-    def recover(self, start_offset: int | None, expected_next: int, check: callable) -> tuple[int, list[tuple]]:
+    def recover(
+        self, start_offset: int | None, expected_next: int, check: Callable[[tuple, memoryview], None]
+    ) -> tuple[int, list[tuple]]:
         """Re-validate batches from the one holding ``start_offset`` (None: from the start), rebuilding the
         indexes from there. ``check(header, view)`` raises on a bad batch. Truncates the file at the first
         torn, corrupt or discontinuous batch. Returns (bytes truncated, headers of the re-validated batches).
@@ -188,30 +190,9 @@ class LogSegment:
                 log.warning("%s: %s; rescanning the whole segment", self.log_path, e)
                 start_pos, expected_next = 0, self.base_offset
         if start_pos == 0:
-            self.offset_index.reset()
-            self.time_index.reset()
-            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+            self._reset_indexes()
             expected_next = self.base_offset
-        self.next_offset = expected_next
-        self._bytes_since_index = self.index_interval  # index the first re-validated batch
-        valid_end = start_pos
-        headers: list[tuple] = []
-        for pos, h, view in self.scan(start_pos, verify=True):
-            if h[0] != expected_next:
-                log.warning(
-                    "%s: batch at position %d has base offset %d, expected %d", self.log_path, pos, h[0], expected_next
-                )
-                break
-            try:
-                check(h, view)
-            except Exception as e:  # any invalid batch ends the valid prefix
-                log.warning("%s: invalid batch at position %d (offset %d): %s", self.log_path, pos, h[0], e)
-                break
-            size = h[1] + LOG_OVERHEAD
-            self._index_batch(pos, size, h[0], h[0] + h[6], h[8])
-            headers.append(h)
-            expected_next = self.next_offset
-            valid_end = pos + size
+        valid_end, headers, _ = self._revalidate(start_pos, expected_next, check)
         truncated = self.size - valid_end
         if truncated:
             log.warning("%s: truncating %d invalid bytes at position %d", self.log_path, truncated, valid_end)
@@ -220,6 +201,55 @@ class LogSegment:
         self._read_first_timestamp()
         self._changed()
         return truncated, headers
+
+    def reindex(self, end_offset: int, check: Callable[[tuple, memoryview], None]) -> tuple[int, int, str] | None:
+        """Rebuild the indexes from the segment's start over the batches that pass ``check``, without changing
+        the ``.log`` (below the recovery point: fsynced bytes, maybe the only copy). The segment ends at
+        ``end_offset``, the next segment's base. Returns (offset, position, why) of the first bad batch, or
+        None when the batches fill the file and end there."""
+        self._reset_indexes()
+        valid_end, _, why = self._revalidate(0, self.base_offset, check)
+        bad_offset = self.next_offset
+        if why is None and valid_end != self.size:
+            why = f"{self.size - valid_end} bytes after the last whole batch"
+        if why is None and bad_offset != end_offset:
+            why = f"the batches end at offset {bad_offset}, the next segment starts at {end_offset}"
+        self.next_offset = end_offset
+        self._read_first_timestamp()
+        self._changed()
+        return None if why is None else (bad_offset, valid_end, why)
+
+    def _reset_indexes(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+
+    def _revalidate(
+        self, start_pos: int, expected_next: int, check: Callable[[tuple, memoryview], None]
+    ) -> tuple[int, list[tuple], str | None]:
+        """Index the batches from ``start_pos`` while each passes ``check`` and continues ``expected_next``:
+        (end position of the valid prefix, their headers, why the walk stopped before the end or None)."""
+        self.next_offset = expected_next
+        self._bytes_since_index = self.index_interval  # index the first re-validated batch
+        valid_end = start_pos
+        headers: list[tuple] = []
+        for pos, h, view in self.scan(start_pos, verify=True):
+            if h[0] != expected_next:
+                why = f"batch at position {pos} has base offset {h[0]}, expected {expected_next}"
+                log.warning("%s: %s", self.log_path, why)
+                return valid_end, headers, why
+            try:
+                check(h, view)
+            except Exception as e:  # any invalid batch ends the valid prefix
+                why = f"invalid batch at position {pos} (offset {h[0]}): {e}"
+                log.warning("%s: %s", self.log_path, why)
+                return valid_end, headers, why
+            size = h[1] + LOG_OVERHEAD
+            self._index_batch(pos, size, h[0], h[0] + h[6], h[8])
+            headers.append(h)
+            expected_next = self.next_offset
+            valid_end = pos + size
+        return valid_end, headers, None
 
     # --- scanning
     def scan(

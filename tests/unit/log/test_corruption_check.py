@@ -107,3 +107,82 @@ def test_a_short_write_reports_the_real_error(tmp_path: Path, monkeypatch: pytes
     assert "short write" not in str(seen[0]) and len(seen) == 1
     monkeypatch.undo()
     assert t.log_end_offset == 0 and t.segments[0].size == 0 and os.path.getsize(t.segments[0].log_path) == 0
+
+
+def _last_batch_position(seg) -> int:
+    fd = os.open(seg.log_path, os.O_RDONLY)
+    try:
+        return [pos for pos, _, _ in segment_mod.scan_batches(fd, 0, seg.size)][-1]
+    finally:
+        os.close(fd)
+
+
+def _set_byte(path: Path, position: int, value: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([value]), position)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_damaged_batch_length_below_the_recovery_point_is_recorded_and_later_segments_kept(
+    tmp_path: Path, clean: bool
+) -> None:
+    """A length field is not CRC-covered: a flipped byte there makes the segment's batches stop short of its
+    end. Below the recovery point that is the medium's damage, never a crash tail: nothing is cut, the
+    batch is recorded for repair, the fsynced later segments stay (they used to be deleted, silently)."""
+    d = tmp_path / "1-0"
+    t = _filled(d)
+    leo, bases = t.log_end_offset, [s.base_offset for s in t.segments]
+    assert len(bases) >= 3 and t.recovery_point == leo
+    seg0 = t.segments[0]
+    position = _last_batch_position(seg0)
+    bad_offset = seg0.find_batch(bases[1] - 1)[1][0]
+    size0 = seg0.size
+    t.close()
+    _set_byte(seg0.log_path, position + 8, 0x7F)  # the high byte of the batch's length
+
+    t = open_log(d, recovery_point=leo, clean_shutdown=clean)
+    assert t.log_end_offset == leo and [s.base_offset for s in t.segments] == bases
+    assert t.segments[0].size == size0 == os.path.getsize(seg0.log_path)  # not one byte cut
+    assert t.corrupt_from == bad_offset and t.corrupt_segment_base == bases[0]
+    later = t.read(bases[1], 1 << 20, leo).records
+    assert verify_segment_file(t.segments[1].log_path, bases[1], t.segments[1].size) is None and later
+    # the repair (a follower out of the ISR) cuts at the damaged batch and fetches the rest again
+    t.truncate_at_corruption()
+    assert t.log_end_offset == bad_offset and len(t.segments) == 1 and t.segments[0].size == position
+
+
+def test_a_missing_index_below_the_recovery_point_is_rebuilt_and_a_bad_batch_recorded(tmp_path: Path) -> None:
+    d = tmp_path / "1-0"
+    t = _filled(d)
+    leo, seg1 = t.log_end_offset, t.segments[1]
+    count = len(t.segments)
+    t.close()
+    seg1.offset_index.path.unlink()
+    _flip(seg1.log_path, seg1.size // 2)  # a CRC failure in the segment whose index is rebuilt
+
+    t = open_log(d, recovery_point=leo, clean_shutdown=True)
+    assert t.log_end_offset == leo and len(t.segments) == count
+    assert t.corrupt_from is not None and seg1.base_offset <= t.corrupt_from < t.segments[2].base_offset
+    t.close()
+    assert seg1.offset_index.path.exists()
+
+
+def test_the_last_segment_damaged_after_a_clean_shutdown_is_cut_with_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No later segment names where the last one ends, so the batches after a damaged header cannot be
+    located: the one place recovery cuts fsynced bytes, and it says so."""
+    d = tmp_path / "1-0"
+    t = _filled(d)
+    leo, last = t.log_end_offset, t.segments[-1]
+    position = _last_batch_position(last)
+    bad_offset = last.find_batch(leo - 1)[1][0]
+    t.close()
+    _set_byte(last.log_path, position + 8, 0x7F)
+
+    t = open_log(d, recovery_point=leo, clean_shutdown=True)
+    assert t.log_end_offset == bad_offset and t.segments[-1].size == position
+    assert any(r.levelname == "ERROR" and "fsynced bytes" in r.getMessage() for r in caplog.records)

@@ -111,3 +111,20 @@ def test_an_unwritten_log_of_a_failed_dir_is_created_there_again_after_its_retur
     log.append_as_leader(batch(1), 2)
     assert (tmp_path / "d1" / "1-3").is_dir() and not dirs.offline
     dirs.shutdown()
+
+
+def test_a_bucket_that_cannot_be_loaded_takes_its_dir_offline_not_the_server(tmp_path: Path) -> None:
+    dirs = _dirs(tmp_path)
+    for b in range(4):
+        dirs.get_or_create(TableBucket(1, b)).append_as_leader(batch(1), 0)
+    dirs.shutdown()
+    bad = dirs.dir_of(TableBucket(1, 0))
+    (bad / "1-0" / "0000000000000000007.log").write_bytes(b"x")  # 19 digits: maybe a renamed segment
+
+    again = LogDirs([tmp_path / "d0", tmp_path / "d1"], _config())
+    logs = again.load_logs()
+    assert set(logs) == {tb for tb in map(lambda b: TableBucket(1, b), range(4)) if dirs.dir_of(tb) != bad}
+    failure = again.offline[bad]
+    assert failure.code == "LOG_CORRUPTED" and "0000000000000000007.log" in failure.reason
+    assert not failure.recoverable
+    again.shutdown()

@@ -227,13 +227,30 @@ def test_roll_by_age(tmp_path: Path) -> None:
     assert len(t.segments) == 2 and t.segments[1].base_offset == 2
 
 
-def test_unknown_file_is_refused_with_its_name(tmp_path: Path) -> None:
+def test_a_file_that_is_not_log_data_is_left_alone(tmp_path: Path) -> None:
+    d = tmp_path / "1-0"
+    t = open_log(d)
+    t.append_as_leader(batch(), 0)
+    t.close()
+    for name in (".DS_Store", "notes.txt", "leader-epoch-checkpoint~", "00000000000000000000.log.bak"):
+        (d / name).write_bytes(b"x")
+    t = open_log(d, clean_shutdown=True)
+    assert t.log_end_offset == 2
+    t.close()
+    assert (d / ".DS_Store").exists() and (d / "00000000000000000000.log.bak").exists()
+
+
+@pytest.mark.parametrize("name", ["0000000000000000001.log", "0000000000000000000a.index", "sub.log", "subdir"])
+def test_a_name_that_may_be_a_renamed_segment_is_refused_with_its_name(tmp_path: Path, name: str) -> None:
     d = tmp_path / "1-0"
     open_log(d).close()
-    (d / "garbage.bin").write_bytes(b"x")
+    if name == "subdir":
+        (d / name).mkdir()
+    else:
+        (d / name).write_bytes(b"x")
     from fluss_py.errors import LogCorruptedError
 
-    with pytest.raises(LogCorruptedError, match=r"garbage\.bin"):
+    with pytest.raises(LogCorruptedError, match=name):
         open_log(d)
 
 
