@@ -357,6 +357,15 @@ constraint("group.min-session-timeout <= group.max-session-timeout",
            lambda lo, hi: lo <= hi, GROUP_MIN_SESSION_TIMEOUT, GROUP_MAX_SESSION_TIMEOUT)  # fmt: skip
 
 
+def check_constraints(config: Mapping[Any, Any], role: str) -> None:
+    """Raise ConfigError naming the first of ``CONSTRAINTS`` that ``config`` (read by option) breaks for
+    ``role``: a ``Config`` when it is built, a dynamic ``LayeredConfig`` on top of one (docs/dynamic-config.md)."""
+    for rule in CONSTRAINTS:
+        if all(role in o.roles for o in rule.options) and not rule.holds(*(config[o] for o in rule.options)):
+            shown = ", ".join(f"{o.key}={o.show(config[o])}" for o in rule.options)
+            raise ConfigError(rule.options[0].key, f"{rule.rule} must hold (got {shown})")
+
+
 class Config(Mapping[str, Any]):
     """Parsed settings of one role (or of a table's properties: role ``table``). ``config[OPTION]`` or
     ``config["key"]``; defaults fill the rest. Built once per process (or per CreateTable); every value is
@@ -369,10 +378,7 @@ class Config(Mapping[str, Any]):
         self._values: dict[str, Any] = {}
         for key, raw in self._raw.items():
             self._values[key] = _lookup(key, role).parse(raw)
-        for rule in CONSTRAINTS:
-            if all(role in o.roles for o in rule.options) and not rule.holds(*(self[o] for o in rule.options)):
-                shown = ", ".join(f"{o.key}={o.show(self[o])}" for o in rule.options)
-                raise ConfigError(rule.options[0].key, f"{rule.rule} must hold (got {shown})")
+        check_constraints(self, role)
 
     def __getitem__(self, key: str | ConfigOption) -> Any:
         opt = key if isinstance(key, ConfigOption) else _lookup(key, self.role)

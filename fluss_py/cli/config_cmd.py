@@ -43,7 +43,12 @@ def reference_markdown() -> str:
             default = "—" if o.default is None else f"`{o.show(o.default)}`" if o.show(o.default) else "(empty)"
             doc = o.doc.replace("|", "\\|")
             out.append(f"| `{o.key}` | {o.type} | {default} | {o.allowed_text()} | {doc} |\n")
-    out.append("\n## Rules between keys\n\nChecked on a role's whole configuration at start:\n\n")
+    out.append(
+        "\n## Rules between keys\n\nChecked on a role's whole configuration at start, and on it with the dynamic "
+        "values on top (docs/dynamic-config.md): `fluss-py config alter` refuses a value that breaks one over "
+        "the defaults and the stored entities, and a server that would break one keeps its previous "
+        "settings:\n\n"
+    )
     out.extend(f"- {rule.rule}\n" for rule in cfg.CONSTRAINTS)
     return "".join(out)
 

@@ -7,14 +7,17 @@ Entities and precedence (highest first) for a value a tablet server uses::
                                 >  cluster (config/cluster)  >  the server's static file / -D overrides
 
 Every key here is an option of the registry in ``fluss_py/config.py`` (or the ``min.insync.replicas`` table
-property); values are checked with the registry's parser before anything is stored (``validate``).
-``LayeredConfig`` reads like a ``Config`` with dynamic overrides on top, so ``ReplicaSettings.from_config``
-and ``LogConfig.from_config`` resolve dynamic values without knowing about them. Pure; no I/O.
+property); values are checked with the registry's parser before anything is stored (``validate``), and
+the entity's entries after the alter with the registry's rules between keys (``cfg.CONSTRAINTS``) over the
+defaults and the other stored entities (``rule_stacks``, ``check_rules``). ``LayeredConfig`` reads like a
+``Config`` with dynamic overrides on top, so ``ReplicaSettings.from_config`` and ``LogConfig.from_config``
+resolve dynamic values without knowing about them; it checks the same rules on the layered whole, so a
+server never runs with a combination its static file would have refused. Pure; no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fluss_py import config as cfg
@@ -93,8 +96,40 @@ def merged(current: Mapping[str, str], changes: Mapping[str, str], deletions: It
     return out
 
 
+_RULE_ROLES = (cfg.COORDINATOR, cfg.TABLET)  # the roles that read dynamic server-level values
+
+
+def rule_stacks(
+    entity_type: str,
+    entries: Mapping[str, str],
+    cluster: Mapping[str, str],
+    servers: Mapping[str, Mapping[str, str]],
+) -> list[list[Mapping[str, str]]]:
+    """The server-level layers (lowest first) an alter of ``entity_type`` to ``entries`` produces, one stack per
+    kind of server it reaches: ``cluster`` is the stored cluster entity, ``servers`` the stored tablet-server
+    entities by id. A table entity's entries do not layer server settings (none)."""
+    if entity_type == CLUSTER:
+        return [[entries], *([entries, server] for server in servers.values())]
+    if entity_type == TABLET_SERVER:
+        return [[cluster, entries]]
+    return []
+
+
+def check_rules(stacks: Iterable[Sequence[Mapping[str, str]]]) -> None:
+    """Check ``cfg.CONSTRAINTS`` on the registry defaults of each server role with each stack of layers on top.
+    Raises InvalidConfigError naming the rule (nothing stored). A server whose static file differs from the
+    defaults checks again when it applies the values (``LayeredConfig``)."""
+    for layers in stacks:
+        for role in _RULE_ROLES:
+            try:
+                LayeredConfig(cfg.Config(role), *layers)
+            except ConfigError as e:
+                raise InvalidConfigError(f"{e.message} (with the defaults and the stored dynamic entries)") from None
+
+
 class LayeredConfig(Mapping[str, Any]):
-    """A ``Config`` with dynamic overrides on top (server level: tablet-server over cluster). Read-only."""
+    """A ``Config`` with dynamic overrides on top (server level: tablet-server over cluster). Read-only.
+    Raises ConfigError when a value does not parse or the layered whole breaks a rule of ``cfg.CONSTRAINTS``."""
 
     def __init__(self, base: cfg.Config, *layers: Mapping[str, str]) -> None:
         self._base = base
@@ -104,6 +139,7 @@ class LayeredConfig(Mapping[str, Any]):
                 option = cfg.OPTIONS.get(key)
                 if option is not None and base.role in option.roles:
                     self._over[key] = option.parse(raw)
+        cfg.check_constraints(self, base.role)
 
     @property
     def role(self) -> str:

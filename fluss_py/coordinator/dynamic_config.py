@@ -3,7 +3,9 @@ docs/dynamic-config.md).
 
     fluss-py config alter ──HTTP POST /config──▶ leader: AlterConfig event (single writer)
         validate (registry parser, entity rules)  ── invalid ──▶ 400 INVALID_CONFIG, nothing stored
-        read config/<entity>, merge, fenced write (epoch check + node version) ──▶ tablet servers' watches
+        read config/<entity>, merge; rules between keys over the defaults and the other stored entities
+                                                  ── broken ──▶ 400 INVALID_CONFIG, nothing stored
+        fenced write (epoch check + node version) ──▶ tablet servers' watches
         apply what the coordinator itself uses (rebalance batch ratio) at once
 
 Tablet servers watch their nodes and apply live (``tablet/dynamic_config.py``). A new leader reads
@@ -24,11 +26,11 @@ from fluss_py import config as cfg
 from fluss_py.common import dynamic_config as dyn
 from fluss_py.common.http import Request, RequestHandler, Response, json_response
 from fluss_py.coordinator.events import AlterConfig, DescribeConfig, Event, LoadClusterConfig
-from fluss_py.errors import InvalidConfigError, InvalidRequestError, TableNotExistError
+from fluss_py.errors import ConfigError, InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.types import CoordinatorLeaderInfo, TablePath
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
-from fluss_py.zk.values import CreateOp, SetOp
+from fluss_py.zk.values import CreateOp, NoNodeError, SetOp
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,21 @@ class DynamicConfigManager:
         got = await self._zk.get(path)
         return DynamicConfigZNode.decode(got[0]) if got is not None else {}
 
+    async def _server_entities(self, entity_type: str) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+        """What an alter of ``entity_type`` is checked over: the stored cluster entity (for a tablet-server
+        alter) and the stored tablet-server entities by id (for a cluster alter)."""
+        root = self._zk.root
+        if entity_type == dyn.TABLET_SERVER:
+            return await self._read(DynamicConfigZNode.path(root, dyn.CLUSTER)), {}
+        if entity_type != dyn.CLUSTER:
+            return {}, {}
+        try:
+            ids = await self._zk.get_children(DynamicConfigZNode.tablet_servers_parent(root))
+        except NoNodeError:
+            ids = []
+        servers = {i: await self._read(DynamicConfigZNode.path(root, dyn.TABLET_SERVER, i)) for i in ids if i.isdigit()}
+        return {}, servers
+
     async def describe(self, event: DescribeConfig) -> dict[str, Any]:
         path, _ = self._entity(event.entity_type, event.name)
         entries = await self._read(path)
@@ -87,6 +104,8 @@ class DynamicConfigManager:
         got = await self._zk.get(path)
         current = DynamicConfigZNode.decode(got[0]) if got is not None else {}
         entries = dyn.merged(current, changes, event.delete)
+        cluster, servers = await self._server_entities(event.entity_type)
+        dyn.check_rules(dyn.rule_stacks(event.entity_type, entries, cluster, servers))  # raises before any write
         data = DynamicConfigZNode.encode(entries)
         op = SetOp(path, data, got[1].version) if got is not None else CreateOp(path, data)
         if got is None:
@@ -103,11 +122,16 @@ def _default(key: str) -> str:
     return str(option.default) if option is not None else "(the tablet server's value)"
 
 
-def apply_to_plan_options(options: Any, entries: dict[str, str], static: Any) -> Any:
-    """The rebalance PlanOptions with the cluster's dynamic batch ratio (or the static one) (pure)."""
-    raw = entries.get(cfg.REBALANCE_BATCH_RATIO.key)
-    ratio = float(cfg.REBALANCE_BATCH_RATIO.parse(raw)) if raw is not None else float(static[cfg.REBALANCE_BATCH_RATIO])
-    return dataclasses.replace(options, batch_ratio=ratio)
+def apply_to_plan_options(options: Any, entries: dict[str, str], static: cfg.Config) -> Any:
+    """The rebalance PlanOptions with the cluster's dynamic batch ratio (or the static one). A cluster entity
+    this coordinator cannot use with its static config (a value that does not parse, a rule between keys it
+    breaks) leaves ``options`` as they are, with one ERROR naming the problem, as on the tablet servers."""
+    try:
+        layered = dyn.LayeredConfig(static, entries)
+    except ConfigError as e:
+        log.error("Dynamic configuration of the cluster refused, previous settings kept: %s", e)
+        return options
+    return dataclasses.replace(options, batch_ratio=float(layered[cfg.REBALANCE_BATCH_RATIO]))
 
 
 def config_routes(

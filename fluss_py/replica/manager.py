@@ -281,25 +281,31 @@ class ReplicaManager:
         """Apply dynamic configuration live (docs/dynamic-config.md): ``server_layers`` lowest first (cluster,
         then this server), ``tables`` the per-table entries. Recomputes the settings, the throttle and, for
         every hosted replica, its lag time, min ISR and log config (table > creation property > server).
-        Returns what changed, for the log. Runs on the loop (the DynamicConfigWatcher's callback)."""
+        Returns what changed, for the log. Raises ConfigError, with nothing changed, when a value does not
+        parse or the layers break a rule between keys with the static config. Runs on the loop (the
+        DynamicConfigWatcher's callback)."""
         from dataclasses import replace as _replace
 
         from fluss_py.common.dynamic_config import LayeredConfig
 
-        effective = LayeredConfig(self.config, *server_layers)
+        effective = LayeredConfig(self.config, *server_layers)  # raises before anything is changed
         settings = _replace(
             ReplicaSettings.from_config(effective), isr_retry_backoff_s=self.settings.isr_retry_backoff_s
         )
+        table_dynamic = {int(t): dict(e) for t, e in tables.items()}
+        per_replica = []
+        for tb, replica in self._replicas.items():
+            props = {**self._table_properties.get(tb, {}), **table_dynamic.get(tb.table_id, {})}
+            min_isr = int(table_setting(cfg.TABLE_MIN_INSYNC_REPLICAS, props, settings.min_insync_replicas))
+            per_replica.append((replica, min_isr, LogConfig.from_config(effective, props)))
         changed = [f"{k}={v}" for k, v in sorted(effective.overridden().items())]
-        self.effective_config, self.settings = effective, settings
-        self._table_dynamic = {int(t): dict(e) for t, e in tables.items()}
+        self.effective_config, self.settings, self._table_dynamic = effective, settings, table_dynamic
         self.reads.throttle.rate = max(0, settings.throttle_bytes_per_s)
         self.reads.throttle.burst = max(1, min(settings.throttle_bytes_per_s, settings.fetch.max_bytes))
-        for tb, replica in self._replicas.items():
-            props = self._properties(tb)
+        for replica, min_isr, log_config in per_replica:
             replica.lag_time_s = settings.lag_time_s
-            replica.min_insync_replicas = self._min_isr(props)
-            replica.log.config = self._log_config(props)
+            replica.min_insync_replicas = min_isr
+            replica.log.config = log_config
         return changed
 
     def _properties(self, tb: TableBucket) -> dict[str, str]:

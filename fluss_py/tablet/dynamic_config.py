@@ -5,8 +5,10 @@
     config/tables                                    children watch, then one data watch per table node
         any change ──▶ DynamicOverrides(cluster, server, tables) ──▶ apply(overrides) (ReplicaManager)
 
-The coordinator leader validated every value before storing it; a value this server still cannot parse
-(a newer writer, a hand edit) is logged and that layer is ignored, never fatal.
+The coordinator leader validated every value before storing it; a node this server cannot read is logged
+and that layer is ignored. Values it cannot use (one that does not parse, or layers that break a rule
+between keys of ``cfg.CONSTRAINTS`` with this server's static file) are refused as a whole: one ERROR
+naming the key or the rule, and the previous settings stay. Never fatal.
 
 Who may call: TabletServer creates, ``start``s and ``close``s it on its loop; the callbacks run there too.
 """
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fluss_py.errors import ConfigError
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.paths import DynamicConfigZNode
 from fluss_py.zk.values import ZnodeStat
@@ -96,7 +99,9 @@ class DynamicConfigWatcher:
         )
         try:
             self._apply(overrides)
-        except Exception:  # a value this server cannot use: keep serving with the previous settings, loudly
+        except ConfigError as e:  # a value (or combination) this server cannot use: keep the previous settings
+            log.error("Dynamic configuration refused, previous settings kept: %s", e)
+        except Exception:  # a bug of applying: keep serving with the previous settings, loudly
             log.exception("Applying dynamic configuration %s failed; previous settings kept", overrides)
 
 

@@ -435,6 +435,10 @@ class DynamicConfigZNode:
         return f"{root}/config/tables"
 
     @staticmethod
+    def tablet_servers_parent(root: str) -> str:
+        return f"{root}/config/tablet-servers"
+
+    @staticmethod
     def encode(entries: dict[str, str]) -> bytes:
         return dump_json({"version": 1, "config": {str(k): str(v) for k, v in entries.items()}})
 

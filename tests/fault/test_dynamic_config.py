@@ -50,6 +50,7 @@ def test_invalid_values_are_refused_before_anything_is_stored(cluster_factory):
         ["--set", "replica.lag.time.max.ms=soon"],  # not a duration
         ["--set", "tablet-server.min.insync.replicas=0"],  # out of range
         ["--set", "tablet-server.rebalance.batch.ratio=1.5"],  # out of range
+        ["--set", "replica.lag.time.max.ms=200ms"],  # below the default replica.fetch.wait.max.ms (500 ms)
         ["--set", "data.dir=/tmp/x"],  # not dynamic
         ["--set", "no.such.key=1"],
     ):
