@@ -470,7 +470,10 @@ def load_config(
     paths = [path] if isinstance(path, str | Path) else list(path or ())
     for file in paths:
         try:
-            data = yaml.safe_load(Path(file).read_text()) or {}
+            data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError as e:  # a ValueError: one line naming the file, like the others below
+            line = e.object[: e.start].count(b"\n") + 1
+            raise ConfigError(str(file), f"not UTF-8 (byte 0x{e.object[e.start]:02x} on line {line})") from None
         except (OSError, yaml.YAMLError) as e:
             raise ConfigError(str(file), f"cannot read config file: {e}") from None
         if not isinstance(data, dict):

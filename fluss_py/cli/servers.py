@@ -5,7 +5,8 @@
 
 Logs go to ``<log.dir>/coordinator-server.log`` / ``<log.dir>/tablet-server.log``. SIGTERM or SIGINT stops
 gracefully (exit 0). Exit 2: unknown config key, bad value or one out of its range (the message names the
-key, the value and the allowed range; nothing was written to ZooKeeper or the data directory). Exit 1: the
+key, the value and the allowed range; nothing was written to ZooKeeper or the data directory), a config
+file that cannot be read or is not UTF-8, a log.dir or log file that cannot be created. Exit 1: the
 server failed (ZooKeeper unreachable within zookeeper.connection-timeout, duplicate tablet-server id, a
 port that cannot be bound, ...).
 """
@@ -21,13 +22,14 @@ import signal
 import sys
 import threading
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import uvloop
 
 from fluss_py import config as cfg
 from fluss_py.common.logging import setup_logging
-from fluss_py.errors import FlussError
+from fluss_py.errors import ConfigError, FlussError
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +60,12 @@ def _run(role: str, args: argparse.Namespace) -> int:
     if role == cfg.COORDINATOR:
         from fluss_py.coordinator.server import CoordinatorServer
 
-        log_file = setup_logging(config[cfg.LOG_DIR], "coordinator-server.log", config[cfg.LOG_LEVEL])
+        log_file = start_logging(config, "coordinator-server.log")
         server: Any = CoordinatorServer(config)
     else:
         from fluss_py.tablet.server import TabletServer
 
-        log_file = setup_logging(config[cfg.LOG_DIR], "tablet-server.log", config[cfg.LOG_LEVEL])
+        log_file = start_logging(config, "tablet-server.log")
         server = TabletServer(config)
     explicit = ", ".join(f"{k}={v}" for k, v in sorted(config.explicit().items()))
     log.info("fluss-py %s starting; log file %s; settings: %s", role, log_file, explicit or "defaults")
@@ -71,6 +73,17 @@ def _run(role: str, args: argparse.Namespace) -> int:
         log.warning("Deprecated configuration key(s), accepted for now (use the new names): %s",
                     "; ".join(config.deprecations))  # fmt: skip
     return serve(server)
+
+
+def start_logging(config: cfg.Config, file_name: str) -> Path:
+    """Create ``log.dir`` and open the log file in it: the only paths a server creates before it can log
+    (data directories come later, with their failures in the log). One that cannot be created or opened (a
+    file in the way, no permission, a read-only disk) is a ConfigError naming log.dir: exit 2, one line."""
+    try:
+        return setup_logging(config[cfg.LOG_DIR], file_name, config[cfg.LOG_LEVEL])
+    except OSError as e:
+        where = e.filename or Path(config[cfg.LOG_DIR]) / file_name
+        raise ConfigError(cfg.LOG_DIR.key, f"cannot create or open {where} (the log): {e.strerror or e}") from None
 
 
 GC_THRESHOLDS = (50_000, 20, 10)

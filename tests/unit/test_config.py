@@ -118,3 +118,11 @@ def test_an_alias_given_with_d_beats_the_files_canonical_key(tmp_path):
     path.write_text("replica.fetch.max.bytes: 2MB\n")
     config = cfg.load_config("tablet-server", path, {"tablet-server.replica.fetch.max.bytes": "5MB"})
     assert config[cfg.REPLICA_FETCH_MAX_BYTES] == 5 * 1024**2
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error_naming_it(tmp_path):
+    f = tmp_path / "server.yaml"
+    f.write_bytes(b"data.dir: /srv/fluss\xe9\n")  # a latin-1 byte (edited on another machine)
+    with pytest.raises(ConfigError, match="not UTF-8") as e:
+        cfg.load_config(cfg.TABLET, f)
+    assert e.value.key == str(f) and "line 1" in str(e.value)
