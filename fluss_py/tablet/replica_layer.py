@@ -25,6 +25,7 @@ Who may call: ``TabletServicer`` handlers, on the server's loop.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -132,6 +133,11 @@ class ManagerReplicaLayer:
     # ---------------------------------------------------------------- data path
     async def produce_log(self, request: Any) -> Any:
         batches = {convert.table_bucket_from_pb(b.table_bucket): b.records for b in request.buckets}
+        if len(batches) != len(request.buckets):
+            # one entry per bucket: a second would silently replace the first (docs/tablet-server.md)
+            return tablet_pb2.ProduceLogResponse(
+                error=convert.error_code(ErrorCode.INVALID_REQUEST, _named_twice(request.buckets))
+            )
         if trace.ENABLED:
             for tb in batches:
                 trace.mark("L_req", tb, -1)
@@ -329,6 +335,12 @@ def _failed_results(errors: dict[TableBucket, Any]) -> list[tablet_pb2.BucketRes
         for tb, e in errors.items()
         if e is not None
     ]
+
+
+def _named_twice(buckets: Iterable[Any]) -> str:
+    names = Counter(str(convert.table_bucket_from_pb(b.table_bucket)) for b in buckets)
+    twice = sorted(name for name, n in names.items() if n > 1)
+    return f"bucket(s) {', '.join(twice)} named twice in one ProduceLog: refused whole, nothing written"
 
 
 def _brief(failed: dict[TableBucket, Any], limit: int = 5) -> str:

@@ -343,3 +343,23 @@ async def test_fetch_max_bytes_and_waits_are_capped_by_the_server(cluster: Repli
     assert limits.wait_s(cfg.INT32_MAX) == 30.0 and limits.wait_s(-5) == 0.0 and limits.wait_s(250) == 0.25
     assert limits.fetch_bytes(cfg.INT32_MAX) == 1 << 20 and limits.fetch_bytes(100) == 100
     assert RequestLimits.from_config(cfg.Config(cfg.TABLET)) == RequestLimits(16 << 20, 60.0)
+
+
+async def test_a_produce_naming_a_bucket_twice_is_refused_whole_and_writes_nothing(cluster: ReplicaCluster) -> None:
+    """Two entries for one bucket would collapse into one (the first batch neither checked nor written, the
+    answer NONE): the request is malformed, refused with INVALID_REQUEST, and no bucket of it is written."""
+    layer = _layer(cluster)
+    lai = LeaderAndIsr(1, 0, (1,), 1, 0)
+    await layer.notify_leader_and_isr(_notify(1, [(TB, lai, (1,)), (OTHER, lai, (1,))]))
+    request = _produce(TB, batch(b"first"))
+    for tb, value in ((OTHER, b"other"), (TB, b"second")):
+        request.buckets.add(table_bucket=convert.table_bucket_to_pb(tb), records=batch(value))
+    answer = await layer.produce_log(request)
+    assert answer.error.code == ErrorCode.INVALID_REQUEST and list(answer.buckets) == []
+    assert "named twice" in answer.error.message
+    assert [cluster.managers[1].replica(tb).log.log_end_offset for tb in (TB, OTHER)] == [0, 0]
+
+    request.buckets.pop()  # each bucket once: written
+    answer = await layer.produce_log(request)
+    assert answer.error.code == ErrorCode.NONE and [b.error.code for b in answer.buckets] == [ErrorCode.NONE] * 2
+    assert values_of((await layer.fetch_log(_fetch(TB, 0))).buckets[0].records) == [(0, b"first")]
