@@ -5,7 +5,9 @@ A compressed batch is small on the wire and may be huge once decompressed (a 16 
 so neither the leader validating a batch nor a consumer decoding one allocates more than the bound.
 
 - zstd: a frame that declares its content size is refused before decoding when the size is above the bound;
-  one that does not is decoded into a buffer of at most the bound (the library stops there).
+  one that does not is decoded into a buffer of at most the bound (the library stops there). Only the first
+  frame is decoded, so bytes after it (a second frame, junk) are refused: a decoder reading across frames
+  would see records the leader never checked.
 - lz4 (frame format): its header's content size is optional and a frame can lie about it, so the block is
   decoded incrementally and decoding stops once the bound is passed; bytes after the frame are refused.
 """
@@ -65,14 +67,40 @@ def _zstd(data: bytes | memoryview, max_bytes: int) -> bytes:
         raise _too_large("ZSTD", max_bytes, declared)
     try:
         # With a declared size the output buffer has exactly that size; without, ``max_output_size``. Either
-        # way the library refuses a frame that produces more than its buffer.
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_bytes)
+        # way the library refuses a frame that produces more than its buffer. It decodes the first frame only;
+        # ``allow_extra_data=False`` refuses bytes after it, but only for a frame declaring its size.
+        out = zstandard.ZstdDecompressor().decompress(
+            data, max_output_size=max_bytes, read_across_frames=False, allow_extra_data=False
+        )
     except zstandard.ZstdError as e:
+        if "unused data" in str(e):
+            raise _after_frame(_zstd_after_frame(data)) from None
         # "did not decompress full frame" is also what a truncated frame reports: tell the two apart with a
         # bounded streaming read
         if declared < 0 and "did not decompress full frame" in str(e) and _zstd_exceeds(data, max_bytes):
             raise _too_large("ZSTD", max_bytes) from None
         raise CorruptMessageError(f"cannot decompress records (ZSTD): {e}") from None
+    if declared < 0:
+        trailing = _zstd_after_frame(data)
+        if trailing:
+            raise _after_frame(trailing)
+    return out
+
+
+def _after_frame(trailing: int, kind: str = "ZSTD") -> CorruptMessageError:
+    return CorruptMessageError(f"{kind} records: {trailing} bytes after the frame")
+
+
+def _zstd_after_frame(data: bytes | memoryview) -> int:
+    """Bytes after the first frame of ``data``, a frame already decoded once within the bound (so this second
+    decoding is bounded too): a decompressobj stops at the end of the frame and keeps the rest apart. Only
+    frames without a declared size pay it; the producer's batches declare theirs."""
+    decoder = zstandard.ZstdDecompressor().decompressobj(read_across_frames=False)
+    try:
+        decoder.decompress(data)
+    except zstandard.ZstdError as e:
+        raise CorruptMessageError(f"cannot decompress records (ZSTD): {e}") from None
+    return len(decoder.unused_data)
 
 
 def _zstd_exceeds(data: bytes | memoryview, max_bytes: int) -> bool:
@@ -100,5 +128,5 @@ def _lz4(data: bytes | memoryview, max_bytes: int) -> bytes:
     if not decompressor.eof:
         raise CorruptMessageError("cannot decompress records (LZ4): the frame is truncated")
     if decompressor.unused_data:
-        raise CorruptMessageError(f"LZ4 records: {len(decompressor.unused_data)} bytes after the frame")
+        raise _after_frame(len(decompressor.unused_data), "LZ4")
     return out

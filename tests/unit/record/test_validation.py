@@ -214,6 +214,20 @@ def test_broken_compressed_blocks_are_corrupt_messages(compression) -> None:
             decompress(compression, good + b"xyz", MiB)
 
 
+@pytest.mark.parametrize("declare_size", [True, False], ids=["size-declared", "size-not-declared"])
+def test_bytes_after_the_zstd_frame_are_refused(declare_size: bool) -> None:
+    """A frame decodes to one record; a second frame (a decoder reading across frames would see two records
+    in a count-1 batch) or junk after it is refused, as after an lz4 frame."""
+    compressor = zstandard.ZstdCompressor(write_content_size=declare_size)
+    one, hidden = compressor.compress(record(b"seen")), compressor.compress(record(b"hidden"))
+    assert decompress(CompressionType.ZSTD, one, MiB) == record(b"seen")
+    for tail in (hidden, b"junk", b"\x00"):
+        with pytest.raises(CorruptMessageError, match=f"{len(tail)} bytes after the frame"):
+            decompress(CompressionType.ZSTD, one + tail, MiB)
+        with pytest.raises(CorruptMessageError, match="after the frame"):
+            RecordBatch(forge_batch(one + tail, 1, CompressionType.ZSTD)).ensure_valid_records(MiB)
+
+
 def test_unknown_compression_code_is_refused() -> None:
     with pytest.raises(UnsupportedCompressionError):
         decompress(5, b"abc", MiB)
@@ -225,6 +239,7 @@ BAD = {
     "count-larger-than-records": count_larger_than_records,
     "zstd-bomb": lambda: zstd_bomb(64 * MiB),
     "lz4-bomb": lambda: lz4_bomb(16 * MiB),
+    "zstd-second-frame": lambda: forge_batch(zstandard.compress(record(b"a")) * 2, 1, CompressionType.ZSTD),
 }
 
 
