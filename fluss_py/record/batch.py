@@ -226,11 +226,12 @@ class RecordBatch:
 
     def ensure_valid_records(self, max_bytes: int) -> None:
         """The record-level check (after ``ensure_valid``): the records block decompresses to at most
-        ``max_bytes`` and holds exactly ``record_count`` well-formed records; else ``CorruptMessageError``.
+        ``max_bytes`` and holds exactly ``record_count`` well-formed records, else ``CorruptMessageError``;
+        no record's timestamp is above ``max_timestamp``, else ``InvalidRecordBatchError``.
         The leader runs it once per batch before the append (see ``fluss_py.record.validation``)."""
         h = self._header()
         data = self._records_block(h, max_bytes)
-        ensure_valid_records(data, h[12], f"batch at offset {h[0]}")
+        ensure_valid_records(data, h[12], f"batch at offset {h[0]}", h[8] - h[7])
 
     def _records_block(self, h: tuple, max_bytes: int) -> bytes | memoryview:
         start = self._pos + BATCH_HEADER_SIZE
@@ -377,9 +378,9 @@ class RecordBatchBuilder:
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
         if self._count == 0:
-            self._first_ts = timestamp_ms
-        if timestamp_ms > self._max_ts:
-            self._max_ts = timestamp_ms
+            self._first_ts = self._max_ts = timestamp_ms
+        elif timestamp_ms > self._max_ts:
+            self._max_ts = timestamp_ms  # the header's max timestamp: the leader refuses one below a record's
         parts = self._parts
         parts.append(RECORD_HEADER.pack(timestamp_ms - self._first_ts, klen, vlen))
         if klen > 0:
@@ -428,7 +429,7 @@ class RecordBatchBuilder:
             int(self._compression),
             count - 1,
             self._first_ts,
-            max(self._max_ts, self._first_ts),
+            self._max_ts,
             self._writer_id,
             self._writer_epoch,
             self._base_sequence,

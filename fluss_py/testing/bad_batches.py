@@ -38,10 +38,16 @@ def record(value: bytes | None, key: bytes | None = None, *, ts_delta: int = 0, 
 
 
 def forge_batch(
-    block: bytes, record_count: int, compression: CompressionType = CompressionType.NONE, *, timestamp: int = 1_000
+    block: bytes,
+    record_count: int,
+    compression: CompressionType = CompressionType.NONE,
+    *,
+    timestamp: int = 1_000,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """A batch whose records block is ``block`` (already compressed when ``compression`` says so), with a
-    header claiming ``record_count`` records and a correct CRC."""
+    header claiming ``record_count`` records, first timestamp ``timestamp``, max timestamp ``max_timestamp``
+    (default: the first) and a correct CRC."""
     buf = bytearray(BATCH_HEADER_SIZE) + block
     HEADER.pack_into(
         buf,
@@ -54,7 +60,7 @@ def forge_batch(
         int(compression),
         record_count - 1,
         timestamp,
-        timestamp,
+        timestamp if max_timestamp is None else max_timestamp,
         NO_WRITER_ID,
         NO_WRITER_EPOCH,
         NO_SEQUENCE,
@@ -69,6 +75,17 @@ def lying_value_length(good_records: int = 3) -> bytes:
     """``good_records`` fine records, then one whose value length says 2^31-1 (5 bytes follow)."""
     block = b"".join(record(b"good-%d" % i) for i in range(good_records))
     return forge_batch(block + record(b"short", value_len=2**31 - 1), good_records + 1)
+
+
+def max_timestamp_below_a_record(compression: CompressionType = CompressionType.NONE) -> bytes:
+    """Records at 1000 and 50000 ms under a header whose max timestamp says 1000 (ListOffsets by timestamp,
+    the time index, segment roll by age and TTL retention would all trust the header)."""
+    block = record(b"at 1000") + record(b"at 50000", ts_delta=49_000)
+    if compression is CompressionType.LZ4:
+        block = lz4.frame.compress(block)
+    elif compression is CompressionType.ZSTD:
+        block = zstandard.compress(block)
+    return forge_batch(block, 2, compression, timestamp=1_000, max_timestamp=1_000)
 
 
 def count_larger_than_records(present: int = 3, claimed: int = 10) -> bytes:

@@ -15,7 +15,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fluss_py.errors import CorruptMessageError, UnsupportedCompressionError
+from fluss_py.errors import CorruptMessageError, InvalidRecordBatchError, UnsupportedCompressionError
 from fluss_py.log import LogConfig
 from fluss_py.log.validator import validate_leader_append
 from fluss_py.log.writer_state import WriterStateManager
@@ -27,6 +27,7 @@ from fluss_py.testing.bad_batches import (
     forge_batch,
     lying_value_length,
     lz4_bomb,
+    max_timestamp_below_a_record,
     record,
     zstd_bomb,
 )
@@ -160,6 +161,54 @@ def test_records_yields_every_record_before_a_bad_one_then_raises() -> None:
         list(RecordBatch(forge_batch(record(b"x") + b"junk", 1)).records())
 
 
+# ------------------------------------------------------------------------------------------ timestamps
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+DELTAS = st.one_of(INT64, st.integers(min_value=-300, max_value=70_000), st.sampled_from([0, 255, 256, 65_535]))
+
+
+def timestamps_ok(data: bytes, count: int, max_ts_delta: int) -> bool:
+    try:
+        ensure_valid_records(data, count, "test", max_ts_delta)
+    except InvalidRecordBatchError:
+        return False
+    return True
+
+
+@settings(max_examples=400)
+@given(st.lists(DELTAS, min_size=1, max_size=12), st.data())
+def test_a_record_timestamp_above_the_max_is_refused_on_both_paths(deltas, data) -> None:
+    """Against the plain rule (every delta <= the header's max - first), with the limit drawn at, around and
+    far from the largest delta; records of one size take the strided path, of mixed sizes the walk."""
+    top = max(deltas)
+    limit = data.draw(st.sampled_from([top, top - 1, top + 1, 0, 255, 256, 2**63 - 1]).filter(lambda x: x >= 0))
+    uniform = b"".join(record(b"v", ts_delta=d) for d in deltas)
+    mixed = b"".join(record(b"v" * i, ts_delta=d) for i, d in enumerate(deltas))
+    expected = top <= limit
+    assert timestamps_ok(uniform, len(deltas), limit) == expected
+    assert timestamps_ok(mixed, len(deltas), limit) == expected
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+def test_a_header_max_timestamp_below_its_records_is_refused_compressed_or_not(compression) -> None:
+    bad = RecordBatch(max_timestamp_below_a_record(compression))
+    bad.ensure_valid()  # the header alone is consistent (max >= first)
+    with pytest.raises(InvalidRecordBatchError, match="record 1 has a timestamp 49000 ms after the first"):
+        bad.ensure_valid_records(MiB)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.integers(min_value=-(2**40), max_value=2**40), min_size=1, max_size=20))
+def test_the_builder_writes_the_largest_record_timestamp_as_max(timestamps) -> None:
+    for compression in CompressionType:
+        b = RecordBatchBuilder(compression=compression)
+        for ts in timestamps:
+            assert b.append(b"v", timestamp_ms=ts)
+        batch = RecordBatch(b.build())
+        assert (batch.first_timestamp, batch.max_timestamp) == (timestamps[0], max(timestamps))
+        batch.ensure_valid()
+        batch.ensure_valid_records(MiB)
+
+
 # ------------------------------------------------------------------------------------------ decompression
 @pytest.mark.parametrize("compression", [CompressionType.LZ4, CompressionType.ZSTD])
 def test_compressed_batches_pass_up_to_the_bound_exactly(compression) -> None:
@@ -239,6 +288,7 @@ BAD = {
     "count-larger-than-records": count_larger_than_records,
     "zstd-bomb": lambda: zstd_bomb(64 * MiB),
     "lz4-bomb": lambda: lz4_bomb(16 * MiB),
+    "max-timestamp-below-a-record": max_timestamp_below_a_record,
     "zstd-second-frame": lambda: forge_batch(zstandard.compress(record(b"a")) * 2, 1, CompressionType.ZSTD),
 }
 
@@ -246,12 +296,13 @@ BAD = {
 @pytest.mark.parametrize("name", list(BAD))
 def test_the_leader_refuses_a_request_holding_a_bad_batch_and_writes_nothing(tmp_path: Path, name: str) -> None:
     bad = BAD[name]()
-    with pytest.raises(CorruptMessageError):
+    refusal = InvalidRecordBatchError if name.startswith("max-timestamp") else CorruptMessageError
+    with pytest.raises(refusal):
         validate_leader_append(bytearray(batch(2) + bad), 0, 0, 8 * MiB, WriterStateManager(tmp_path), TB)
     log = open_log(tmp_path / "log", LogConfig(max_batch_bytes=8 * MiB))
     log.append_as_leader(batch(3), 0)
     files = {p.name: p.read_bytes() for p in (tmp_path / "log").iterdir()}
-    with pytest.raises(CorruptMessageError):
+    with pytest.raises(refusal):
         log.append_as_leader(batch(2) + bad, 0)
     assert log.log_end_offset == 3
     assert {p.name: p.read_bytes() for p in (tmp_path / "log").iterdir()} == files
