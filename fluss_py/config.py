@@ -245,6 +245,11 @@ TABLE_LOG_TTL = option("table.log.ttl", "duration", 7 * DAY, _LOG,
                        "delete segments older than this (0: never)", Range(0.0, 36500 * DAY))  # fmt: skip
 TABLE_LOG_RETENTION_BYTES = option("table.log.retention-bytes", "size", -1, _LOG,
                                    "keep at most this many bytes per bucket (-1: no limit)", Range(-1))  # fmt: skip
+LOG_TIMESTAMP_AFTER_MAX = option(
+    "log.message.timestamp.after.max.ms", "duration", HOUR, _LOG,
+    "refuse a batch whose max timestamp is further ahead of the leader's clock (INVALID_TIMESTAMP; 0: no bound)",
+    Range(0.0, 36500 * DAY),
+)  # fmt: skip
 WRITER_EXPIRATION = option("writer.expiration", "duration", 7 * DAY, _LOG,
                            "forget an idle idempotent writer after this long", Range(1.0, 3650 * DAY))  # fmt: skip
 

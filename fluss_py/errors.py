@@ -81,6 +81,7 @@ class ErrorCode(IntEnum):
     GROUP_NOT_EMPTY = 51
     PARTITIONED_TABLE = 52
     PARTITION_NOT_EXIST = 53
+    INVALID_TIMESTAMP = 54
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,10 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ),
     ErrorCode.PARTITION_NOT_EXIST: _Spec(
         False, False, "the record's partition does not exist (expired, or not created yet)"
+    ),
+    # as Kafka's INVALID_TIMESTAMP (32): the producer's clock or timestamps are wrong, a retry cannot help
+    ErrorCode.INVALID_TIMESTAMP: _Spec(
+        False, False, "a record timestamp is too far ahead of the server's clock (log.message.timestamp.after.max.ms)"
     ),
 }
 
@@ -265,6 +270,7 @@ BucketNotOwnedError: type[ApiError] = _BY_CODE[ErrorCode.BUCKET_NOT_OWNED]
 GroupNotEmptyError: type[ApiError] = _BY_CODE[ErrorCode.GROUP_NOT_EMPTY]
 PartitionedTableError: type[ApiError] = _BY_CODE[ErrorCode.PARTITIONED_TABLE]
 PartitionNotExistError: type[ApiError] = _BY_CODE[ErrorCode.PARTITION_NOT_EXIST]
+InvalidTimestampError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_TIMESTAMP]
 
 
 # The caller's credentials, certificate or permissions were refused: trying another server cannot help, so

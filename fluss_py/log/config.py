@@ -41,10 +41,15 @@ class LogConfig:
     flush_interval_s: float = 1.0
     writer_snapshot_interval_bytes: int = 64 * 1024**2  # flush() snapshots writer state this often
     flush_on_ack: bool = False  # log.flush.on-ack: acks=all waits for every ISR member's fsync
+    timestamp_after_max_s: float = 3600.0  # log.message.timestamp.after.max.ms; <= 0: no bound
 
     @property
     def retention_ms(self) -> int:
         return int(self.ttl_s * 1000) if self.ttl_s > 0 else -1
+
+    def latest_timestamp(self, now_ms: int) -> int | None:
+        """The largest batch max timestamp the leader accepts at ``now_ms``; None: no bound."""
+        return now_ms + int(self.timestamp_after_max_s * 1000) if self.timestamp_after_max_s > 0 else None
 
     @classmethod
     def from_config(cls, config: cfg.Config, table_properties: Mapping[str, str] | None = None) -> LogConfig:
@@ -64,4 +69,5 @@ class LogConfig:
             writer_expiration_s=float(get(cfg.WRITER_EXPIRATION)),
             flush_interval_s=float(get(cfg.LOG_FLUSH_INTERVAL)),
             flush_on_ack=bool(get(cfg.LOG_FLUSH_ON_ACK)),
+            timestamp_after_max_s=float(get(cfg.LOG_TIMESTAMP_AFTER_MAX)),
         )

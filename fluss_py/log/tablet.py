@@ -208,10 +208,16 @@ class LogTablet:
         if latest is not None and leader_epoch < latest:
             raise FencedLeaderEpochError(f"{self.table_bucket}: append with epoch {leader_epoch} < latest {latest}")
         buf = bytearray(records)
-        v = validate_leader_append(
-            buf, self._leo, leader_epoch, self.config.max_batch_bytes, self.writers, self.table_bucket
-        )
         now_ms = int(time.time() * 1000)
+        v = validate_leader_append(
+            buf,
+            self._leo,
+            leader_epoch,
+            self.config.max_batch_bytes,
+            self.writers,
+            self.table_bucket,
+            self.config.latest_timestamp(now_ms),
+        )
         if v.duplicates:
             first, last = v.duplicates[0].first_offset, v.duplicates[-1].last_offset
             return LogAppendInfo(first, last, -1, now_ms, 0, 0, duplicate=True, leader_epoch=leader_epoch)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fluss_py.errors import (
     DuplicateSequenceError,
     InvalidRecordBatchError,
+    InvalidTimestampError,
     RecordBatchTooLargeError,
 )
 from fluss_py.log.epoch_cache import LeaderEpochCache
@@ -76,9 +77,12 @@ def validate_leader_append(
     max_batch_bytes: int,
     writers: WriterStateManager,
     table_bucket: TableBucket,
+    latest_timestamp: int | None = None,
 ) -> ValidatedAppend:
-    """Check size, header, CRC and records of every batch and the idempotent writers' sequences (``writers`` is
-    only read); assign offsets from ``log_end_offset`` and stamp ``leader_epoch`` into ``buf``."""
+    """Check size, header, CRC and records of every batch, that no batch's max timestamp is above
+    ``latest_timestamp`` (None: no bound; the server clock plus ``log.message.timestamp.after.max.ms``) and the
+    idempotent writers' sequences (``writers`` is only read); assign offsets from ``log_end_offset`` and stamp
+    ``leader_epoch`` into ``buf``."""
     view = memoryview(buf)
     out = ValidatedAppend(next_offset=log_end_offset)
     pending: dict[int, tuple[int, int]] = {}
@@ -88,6 +92,11 @@ def validate_leader_append(
         batch = RecordBatch(view[pos : pos + size])
         batch.ensure_valid()
         batch.ensure_valid_records(max_batch_bytes)
+        if latest_timestamp is not None and h[8] > latest_timestamp:
+            raise InvalidTimestampError(
+                f"{table_bucket}: batch at position {pos} has max timestamp {h[8]}, {h[8] - latest_timestamp} ms "
+                f"past what log.message.timestamp.after.max.ms allows ({latest_timestamp})"
+            )
         offset = out.next_offset
         if h[9] >= 0:
             last_seq = increment_sequence(h[11], h[6])

@@ -21,6 +21,7 @@ from fluss_py.errors import (
     CorruptMessageError,
     FencedLeaderEpochError,
     InvalidRecordBatchError,
+    InvalidTimestampError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
@@ -272,7 +273,7 @@ class Replica:
             )
         try:
             info = self.log.append_as_leader(records, self.leader_epoch)
-        except (CorruptMessageError, InvalidRecordBatchError) as e:
+        except (CorruptMessageError, InvalidRecordBatchError, InvalidTimestampError) as e:
             self._refused(e)
             raise
         self.maybe_increment_hw()

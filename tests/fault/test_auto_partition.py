@@ -44,9 +44,13 @@ def _partitions(admin: SyncAdmin) -> set[str]:
 
 def _partitioned_table(cluster_factory, coordinators: int, buckets: int):
     """A cluster (one tablet server, a 1 s check) with fluss.events made by the CLI: by day, 2 slots ahead, 1
-    kept, replication factor 1. Returns the cluster and the coordinator leader's name."""
+    kept, replication factor 1. Returns the cluster and the coordinator leader's name. The tablet server takes
+    records up to 2 days ahead of its clock (tomorrow's slot; the default bound is one hour)."""
     cluster = cluster_factory(
-        coordinators, 1, coordinator_overrides={"coordinator.auto-partition.check-interval": "1s"}
+        coordinators,
+        1,
+        coordinator_overrides={"coordinator.auto-partition.check-interval": "1s"},
+        tablet_overrides={"log.message.timestamp.after.max.ms": "2d"},
     )
     leader = cluster.wait_for_leader(15)
     spec = ["--partitioned-by", "dt", "--auto-partition", "day", "--num-precreate", "2", "--retention", "1"]

@@ -83,6 +83,7 @@ NOT_APPENDED = frozenset(
         ErrorCode.UNKNOWN_WRITER_ID,
         ErrorCode.CORRUPT_MESSAGE,
         ErrorCode.INVALID_RECORD_BATCH,
+        ErrorCode.INVALID_TIMESTAMP,
         ErrorCode.RECORD_BATCH_TOO_LARGE,
         ErrorCode.UNSUPPORTED_COMPRESSION,
         ErrorCode.INVALID_WRITER_EPOCH,

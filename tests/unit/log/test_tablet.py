@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from fluss_py.errors import (
     CorruptMessageError,
     FencedLeaderEpochError,
     InvalidRecordBatchError,
+    InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     StorageError,
@@ -333,3 +335,36 @@ def test_close_of_an_empty_log_writes_no_snapshot_or_epoch_checkpoint(tmp_path: 
     again.close()
     names = {p.name for p in (tmp_path / "b").iterdir()}
     assert "leader-epoch-checkpoint" in names and any(n.endswith(".snapshot") for n in names), names
+
+
+def test_a_batch_too_far_ahead_of_the_clock_is_refused_and_cannot_pin_ttl_retention(tmp_path: Path) -> None:
+    """One batch stamped 2^63-1 would be the newest of its segment forever: TTL retention stops at the first
+    unexpired segment, so nothing of the bucket would ever be deleted. The leader refuses a max timestamp
+    more than log.message.timestamp.after.max.ms ahead of its clock (INVALID_TIMESTAMP), writing nothing."""
+    cfg = LogConfig(segment_bytes=1024, index_interval_bytes=128, ttl_s=60, timestamp_after_max_s=3600)
+    t = open_log(tmp_path / "1-0", cfg)
+    now = int(time.time() * 1000)
+    for far in (2**63 - 1, now + 3_700_000):
+        with pytest.raises(InvalidTimestampError, match=r"log\.message\.timestamp\.after\.max\.ms"):
+            t.append_as_leader(batch(1, ts=0) + batch(1, ts=far), 0)
+        assert t.log_end_offset == 0 and t.size_in_bytes == 0
+    t.append_as_leader(batch(1, ts=now + 3_500_000), 0)  # within the hour: accepted
+    for i in range(40):
+        t.append_as_leader(batch(1, ts=now + i), 0)
+    t.update_high_watermark(t.log_end_offset)
+    assert t.apply_retention(now + 3_600_000 + 3_600_000) > 0  # the accepted future batch expires too
+
+    unbounded = open_log(tmp_path / "2-0", LogConfig(timestamp_after_max_s=0))  # 0: no bound, as before
+    unbounded.append_as_leader(batch(1, ts=2**63 - 2), 0)
+    assert unbounded.log_end_offset == 1
+
+
+def test_the_timestamp_bound_is_a_server_default_a_table_overrides() -> None:
+    from fluss_py import config as cfg
+
+    server = cfg.Config(cfg.TABLET)
+    assert LogConfig.from_config(server).timestamp_after_max_s == 3600.0  # Kafka 4.0's default: one hour
+    table = LogConfig.from_config(server, {"log.message.timestamp.after.max.ms": "2d"})
+    assert table.timestamp_after_max_s == 2 * 86400 and table.latest_timestamp(1_000) == 1_000 + 2 * 86_400_000
+    assert LogConfig.from_config(server, {"log.message.timestamp.after.max.ms": "0"}).latest_timestamp(5) is None
+    assert cfg.Config(cfg.TABLE, {"log.message.timestamp.after.max.ms": "5000"})[cfg.LOG_TIMESTAMP_AFTER_MAX] == 5.0

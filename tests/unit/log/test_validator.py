@@ -11,6 +11,7 @@ from fluss_py.errors import (
     CorruptMessageError,
     DuplicateSequenceError,
     InvalidRecordBatchError,
+    InvalidTimestampError,
     RecordBatchTooLargeError,
 )
 from fluss_py.log.epoch_cache import LeaderEpochCache
@@ -53,6 +54,15 @@ def test_leader_rejects_oversized_corrupt_and_torn_requests(tmp_path: Path) -> N
         validate_leader_append(corrupt, 0, 0, 1 << 20, writers, TB)
     with pytest.raises(InvalidRecordBatchError):
         validate_leader_append(bytearray(good + good[:30]), 0, 0, 1 << 20, writers, TB)
+
+
+def test_leader_refuses_a_max_timestamp_past_the_latest_allowed(tmp_path: Path) -> None:
+    writers = WriterStateManager(tmp_path)
+    request = batch(2, ts=1_000) + batch(2, ts=5_000)  # max timestamps 1_001 and 5_001
+    assert validate_leader_append(bytearray(request), 0, 0, 1 << 20, writers, TB, 5_001).next_offset == 4
+    assert validate_leader_append(bytearray(request), 0, 0, 1 << 20, writers, TB, None).next_offset == 4
+    with pytest.raises(InvalidTimestampError, match="max timestamp 5001, 1 ms past"):
+        validate_leader_append(bytearray(request), 0, 0, 1 << 20, writers, TB, 5_000)
 
 
 def _stamped(n: int, base: int, epoch: int) -> bytes:
