@@ -8,10 +8,13 @@
   reported to the coordinator (REPLICA_OFFLINE: it elects from the ISR minus this server at once). A full
   directory is probed every ``log.dir.recovery-check-interval``; once it is back, its replicas are reported
   REPLICA_RECOVERED and the coordinator tells this server their roles again (followers that catch up).
-- **Corruption** (the unclean-start check or the ``Scrubber``): a follower outside the ISR truncates its log
-  at the first bad batch and fetches again from the leader; a leader or an ISR member first reports
-  REPLICA_CORRUPT (the coordinator moves leadership to a healthy ISR member and takes this one out of the
-  ISR), then repairs when the coordinator's answer makes it an out-of-ISR follower.
+- **Corruption** (the unclean-start check or the ``Scrubber``): the replica reports REPLICA_CORRUPT first,
+  always; a follower stops fetching the bucket until then. Once the coordinator has answered (it applied the
+  report: this replica is out of the ISR, and out of leadership when another ISR member can lead), a follower
+  truncates its log at the first bad batch and fetches again from the leader. A follower's own copy of the
+  ISR is never the evidence: the leader's AdjustIsr changes reach followers only as metadata, so a follower
+  that rejoined the ISR still holds the ISR it was told when it became a follower (outside it), and trusting
+  that made an ISR member truncate below the HW unreported (acknowledged records lost on the next election).
 
 Reports to the coordinator are retried until answered (``_reporter``): never dropped, always logged.
 """
@@ -60,6 +63,7 @@ class LogFaultHandler:
         self._reasons: dict[int, str] = {}
         self._wakeup: asyncio.Event | None = None
         self._reported_segments: set[tuple[TableBucket, int]] = set()
+        self._held: set[TableBucket] = set()  # corrupt followers: not fetched until the report is answered
         # offline replicas: their failed data directory (None: refused while some directory was offline)
         self._offline_in: dict[TableBucket, Path | None] = {}
         self.corrupt_segments = 0  # found since start (logged once each)
@@ -142,22 +146,43 @@ class LogFaultHandler:
         self.check_corruption(tb)
 
     def check_corruption(self, tb: TableBucket) -> None:
-        """A corrupt replica repairs as an out-of-ISR follower; otherwise it asks to leave ISR and leadership.
-        Called after every role change and whenever corruption is found."""
+        """A corrupt replica asks the coordinator to leave the ISR and leadership; a follower stops fetching
+        the bucket meanwhile (its position must not put it back in the ISR) and repairs once the report is
+        answered (``_answered``). Called after every role change and whenever corruption is found."""
         replica = self.rm.replica(tb)
         if replica is None or replica.log.corrupt_from is None:
+            self._held.discard(tb)
             return
-        if replica.state is LocalReplicaState.FOLLOWER and self.rm.server_id not in replica.isr:
-            self.rm.spawn(f"repair-{tb.table_id}-{tb.bucket}", lambda: self._repair(tb), once=True)
-        else:
-            self.report(CORRUPT, [tb], f"corrupt segment at offset {replica.log.corrupt_from}")
+        if replica.state is LocalReplicaState.FOLLOWER and tb not in self._held:
+            self._held.add(tb)
+            self.rm.spawn(f"hold-{tb.table_id}-{tb.bucket}", lambda: self.rm.fetchers.remove_buckets([tb]), once=True)
+        self.report(CORRUPT, [tb], f"corrupt segment at offset {replica.log.corrupt_from}")
+
+    def holds(self, tb: TableBucket) -> bool:
+        """A corrupt follower waiting for the coordinator's answer: not to be fetched (``ReplicaManager``)."""
+        if tb not in self._held:
+            return False
+        replica = self.rm.replica(tb)
+        if replica is None or replica.log.corrupt_from is None:  # truncated meanwhile: nothing to repair
+            self._held.discard(tb)
+            return False
+        return True
+
+    def _answered(self, tbs: set[TableBucket]) -> None:
+        """The coordinator applied a REPLICA_CORRUPT report of ``tbs``: the followers among them repair."""
+        for tb in tbs:
+            replica = self.rm.replica(tb)
+            if replica is not None and replica.state is LocalReplicaState.FOLLOWER and tb in self._held:
+                self.rm.spawn(f"repair-{tb.table_id}-{tb.bucket}", lambda tb=tb: self._repair(tb), once=True)
 
     async def _repair(self, tb: TableBucket) -> None:
         rm = self.rm
         replica = rm.replica(tb)
         if replica is None or replica.log.corrupt_from is None or replica.state is not LocalReplicaState.FOLLOWER:
+            self._held.discard(tb)
             return
         await rm.fetchers.remove_buckets([tb])
+        self._held.discard(tb)
         offset = replica.log.corrupt_from
         replica.log.truncate_at_corruption()
         self.repairs += 1
@@ -223,6 +248,8 @@ class LogFaultHandler:
                         self.rm.server_id, fault, sorted(tbs), self._reasons[fault]
                     )
                     log.info("reported %s of %d bucket(s) to the coordinator", name, len(tbs))
+                    if fault == CORRUPT:
+                        self._answered(tbs)
                 except ApiError as e:
                     log.warning("reporting %s of %s failed (%s); retrying in %.1f s", name,
                                 [str(tb) for tb in sorted(tbs)], e, REPORT_RETRY_S)  # fmt: skip

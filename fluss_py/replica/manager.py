@@ -411,7 +411,10 @@ class ReplicaManager:
                     self.faults.check_corruption(tb)  # leave the ISR and leadership, or repair now
             except Exception as e:
                 errors[tb] = as_api_error(e, f"become leader/follower of {tb}")
-        await self.fetchers.remove_buckets(stop_fetching)
+        held = [tb for tb in follow if self.faults.holds(tb)]  # corrupt: not fetched until the report is answered
+        for tb in held:
+            del follow[tb]
+        await self.fetchers.remove_buckets([*stop_fetching, *held])
         await self.fetchers.add_buckets(follow)
         return errors
 

@@ -16,6 +16,7 @@ from fluss_py.errors import (
 )
 from fluss_py.record import RecordBatchBuilder, iter_batches
 from fluss_py.replica.fetch_stream import FetchStreamClient, FetchStreamGuard
+from fluss_py.replica.log_faults import CORRUPT
 from fluss_py.replica.messages import (
     NO_SESSION,
     AdjustIsrItem,
@@ -167,11 +168,19 @@ class FakeCoordinator:
         self.lose_answers = 0  # the next N AdjustIsr calls are applied, then fail (the answer is lost)
         self.after_lost_answer: Callable[[], None] | None = None  # runs once an answer was lost
         self.faults: list[tuple[int, int, list[TableBucket]]] = []  # (server, ReplicaFault, buckets)
+        self.fault_answers: asyncio.Event | None = None  # when set up: reports wait for it (no answer yet)
 
     async def report_replica_faults(self, server_id: int, fault: int, buckets: Sequence[TableBucket], reason: str):
         if self.fail:
             raise NetworkExceptionError("coordinator unreachable")
         self.faults.append((server_id, fault, list(buckets)))
+        if self.fault_answers is not None:
+            await self.fault_answers.wait()
+        if fault == CORRUPT:  # as the coordinator does before it answers: a corrupt follower leaves the ISR
+            for tb in buckets:
+                cur = self.state.get(tb)
+                if cur is not None and cur.leader != server_id and server_id in cur.isr:
+                    self.state[tb] = cur.with_isr(tuple(r for r in cur.isr if r != server_id), cur.coordinator_epoch)
 
     async def adjust_isr(self, server_id: int, items: Sequence[AdjustIsrItem]):
         self.calls.append(GatewayCall(server_id, list(items)))

@@ -4,10 +4,12 @@ and brings them back once it has space again."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno
 
 from fluss_py import config as cfg
+from fluss_py.coordinator import election
 from fluss_py.errors import ErrorCode
 from fluss_py.replica.log_faults import CORRUPT, OFFLINE, RECOVERED
 from fluss_py.replica.messages import LeaderAndIsrItem
@@ -28,14 +30,53 @@ async def test_a_corrupt_follower_reports_first_then_repairs_once_out_of_the_isr
     await wait_until(lambda: log2.log_end_offset == 5)
     seg = log2.segments[-1]
     assert log2.mark_corrupt(2, seg.base_offset, seg.position_of(2))
+    answer = cluster3.coordinator.fault_answers = asyncio.Event()
 
     follower.faults.check_corruption(TB)  # in the ISR: it must leave it before it truncates below the HW
-    await wait_until(lambda: cluster3.coordinator.faults)
+    await wait_until(lambda: cluster3.coordinator.faults and follower.fetchers.fetcher_of(TB) is None)
     assert cluster3.coordinator.faults == [(2, CORRUPT, [TB])] and log2.log_end_offset == 5
+    await cluster3.notify(TB, R3)  # a role change meanwhile does not start the fetch again
+    assert follower.fetchers.fetcher_of(TB) is None and log2.log_end_offset == 5
 
-    await cluster3.elect(TB, R3, 1, (1, 3))  # the coordinator's answer: out of the ISR
+    answer.set()  # the coordinator answers once it has taken the follower out of the ISR
     await wait_until(lambda: follower.faults.repairs == 1 and log2.corrupt_from is None)
+    assert cluster3.coordinator.state[TB].isr == (1, 3)
     await wait_until(lambda: log_contents(log2) == log_contents(leader.replica(TB).log))
+
+
+async def test_a_follower_back_in_the_isr_by_adjust_isr_reports_before_it_truncates(cluster3: ReplicaCluster) -> None:
+    """The leader's AdjustIsr reaches a follower only as metadata: a follower that rejoined the ISR still holds
+    the ISR it was told on becoming a follower, without itself. Its corruption must still be reported, and
+    nothing cut until the answer; else the next election may pick it with acknowledged records gone."""
+    c, replicas = cluster3, (1, 3, 2)
+    await c.create(TB, replicas)
+    leader = c.managers[1]
+    await c.kill(3)
+    c.coordinator.state[TB] = c.coordinator.state[TB].with_isr((1, 2), c.coordinator_epoch)
+    await c.notify(TB, replicas)
+    c.start_server(3)
+    await c.notify(TB, replicas)  # the returning server is told: follower, ISR (1, 2)
+    await wait_until(lambda: c.coordinator.state[TB].isr == (1, 3, 2), message="the leader's expansion")
+    for i in range(5):
+        assert (await leader.append(-1, 5.0, {TB: batch(b"v%d" % i)}))[TB].error is None
+    log3 = c.managers[3].replica(TB).log
+    await wait_until(lambda: log3.log_end_offset == 5)
+    assert c.managers[3].replica(TB).isr == (1, 2)  # its own copy: stale
+    c.down.add(1)  # the leader is unreachable: the follower cannot fetch the records again
+    answer = c.coordinator.fault_answers = asyncio.Event()
+    seg = log3.segments[-1]
+    assert log3.mark_corrupt(2, seg.base_offset, seg.position_of(2))
+    c.managers[3].faults.check_corruption(TB)
+    await wait_until(lambda: c.coordinator.faults == [(3, CORRUPT, [TB])])
+    assert log3.log_end_offset == 5 and c.managers[3].faults.repairs == 0  # nothing cut before the answer
+
+    await c.kill(1)  # the leader dies before the coordinator answers: 3 still holds every acknowledged record
+    new = election.offline_leader(replicas, c.coordinator.state[TB], {2, 3}, c.coordinator_epoch)
+    assert new is not None and new.leader == 3
+    c.coordinator.state[TB] = new
+    await c.notify(TB, replicas)
+    assert [v for _, _, v in log_contents(c.managers[3].replica(TB).log)] == [b"v%d" % i for i in range(5)]
+    answer.set()
 
 
 async def test_a_full_dir_takes_its_replicas_offline_and_brings_them_back_when_it_has_space(clock, tmp_path) -> None:
