@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import socket
 import ssl
 import threading
 from dataclasses import dataclass
@@ -106,13 +107,46 @@ def validity_problem(files: TlsFiles, now: dt.datetime | None = None) -> str | N
     return None
 
 
+class _ClientContext(ssl.SSLContext):
+    """A client ``ssl`` context that checks ``server_name`` in the server's certificate instead of the host
+    dialled when it is set (what ``grpc.ssl_target_name_override`` does for gRPC channels); the name is also
+    the one sent as SNI. Both ``wrap_socket`` (urllib, http.client) and ``wrap_bio`` (asyncio) apply it."""
+
+    server_name: str = ""
+
+    def wrap_socket(
+        self,
+        sock: socket.socket,
+        server_side: bool = False,
+        do_handshake_on_connect: bool = True,
+        suppress_ragged_eofs: bool = True,
+        server_hostname: str | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLSocket:
+        name = self.server_name or server_hostname
+        return super().wrap_socket(sock, server_side, do_handshake_on_connect, suppress_ragged_eofs, name, session)
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        return super().wrap_bio(incoming, outgoing, server_side, self.server_name or server_hostname, session)
+
+
 def client_ssl_context(files: TlsFiles) -> ssl.SSLContext:
-    """An ``ssl`` context for HTTP clients (the CLI's rebalance calls, the test harness's /health)."""
-    context = ssl.create_default_context(cafile=files.ca_file)
+    """An ``ssl`` context for HTTP clients (the CLI's rebalance and config calls, the test harness's /health):
+    trusts ``ca_file``, presents the certificate if there is one, and checks the server's name: the host
+    dialled, or ``server_name`` when set. The name is never left unchecked: any holder of a certificate of
+    the same CA (a client's, say) could otherwise pose as a server and receive the caller's password."""
+    context = _ClientContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and check_hostname, as create_default_context
+    context.load_verify_locations(cafile=files.ca_file)
     if files.cert_file:
         context.load_cert_chain(files.cert_file, files.key_file)
-    if files.server_name:
-        context.check_hostname = False  # the name is checked by the harness through the CA instead
+    context.server_name = files.server_name
     return context
 
 
