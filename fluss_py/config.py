@@ -53,6 +53,8 @@ from fluss_py.config_values import (
     Range,
     Text,
 )
+from fluss_py.config_values import is_secret as is_secret  # re-exported: secrets are masked everywhere
+from fluss_py.config_values import masked as masked
 from fluss_py.config_values import split_host_port as split_host_port  # re-exported: clients, the CLI
 from fluss_py.errors import ConfigError
 
@@ -367,7 +369,7 @@ def check_constraints(config: Mapping[Any, Any], role: str) -> None:
     ``role``: a ``Config`` when it is built, a dynamic ``LayeredConfig`` on top of one (docs/dynamic-config.md)."""
     for rule in CONSTRAINTS:
         if all(role in o.roles for o in rule.options) and not rule.holds(*(config[o] for o in rule.options)):
-            shown = ", ".join(f"{o.key}={o.show(config[o])}" for o in rule.options)
+            shown = ", ".join(f"{o.key}={o.show_masked(config[o])}" for o in rule.options)
             raise ConfigError(rule.options[0].key, f"{rule.rule} must hold (got {shown})")
 
 
@@ -400,16 +402,11 @@ class Config(Mapping[str, Any]):
 
     def explicit(self) -> dict[str, Any]:
         """The settings given explicitly (parsed values), e.g. for logging at start; secrets are masked."""
-        return {k: ("***" if is_secret(k) else v) for k, v in self._values.items()}
+        return masked(self._values)
 
     def secret(self, key: ConfigOption) -> str:
         """The value of a secret option (a password); never pass it to a log line."""
         return str(self[key])
-
-
-def is_secret(key: str) -> bool:
-    """Keys whose values are never printed or logged (passwords)."""
-    return key.endswith("password")
 
 
 # ---------------------------------------------------------------- deprecated spellings

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -224,6 +224,18 @@ PORT = Range(0, 65535)
 
 
 _BOOL = Choice(("true", "false"))
+MASK = "***"
+_NOT_SHOWN = "(the value is not shown: a secret)"
+
+
+def is_secret(key: str) -> bool:
+    """Keys whose values are never printed or logged (passwords)."""
+    return key.endswith("password")
+
+
+def masked(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the value of every secret key replaced by ``***``: what a message or log line shows."""
+    return {k: (MASK if is_secret(k) else v) for k, v in values.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,13 +262,16 @@ class ConfigOption:
             "str": lambda v: "" if v is None else str(v),
             "list": parse_list,
         }
+        secret = is_secret(self.key)  # its value stays out of the message (printed by the CLI, logged by servers)
         try:
             value = parsers[self.type](raw)
         except (ValueError, TypeError, OverflowError) as e:
-            raise ConfigError(self.key, f"invalid {self.type} value {raw!r}: {e}") from None
+            why = _NOT_SHOWN if secret else f"{raw!r}: {e}"
+            raise ConfigError(self.key, f"invalid {self.type} value {why}") from None
         if self.allowed is not None and not self.admits(value):
             verdict = "out of range" if isinstance(self.allowed, Range) else "not allowed"
-            raise ConfigError(self.key, f"{raw!r} is {verdict} (allowed: {self.allowed_text()})")
+            shown = _NOT_SHOWN if secret else repr(raw)
+            raise ConfigError(self.key, f"{shown} is {verdict} (allowed: {self.allowed_text()})")
         return value
 
     def admits(self, value: Any) -> bool:
@@ -277,6 +292,10 @@ class ConfigOption:
         if isinstance(value, tuple):
             return ",".join(value)
         return f"{value:g}" if isinstance(value, float) else str(value)
+
+    def show_masked(self, value: Any) -> str:
+        """``show(value)``, or ``***`` for a secret option: for messages and log lines."""
+        return MASK if is_secret(self.key) else self.show(value)
 
     def allowed_text(self) -> str:
         return (self.allowed or _BOOL).describe(self.show)

@@ -23,7 +23,8 @@ do not edit by hand. A unit test fails when this file and the registry differ.
 
 Every value is checked against its range where it is loaded: a coordinator or tablet server refuses to start
 (exit code 2, before it touches ZooKeeper or its directories) and a CreateTable is refused with
-`INVALID_CONFIG`, with a message naming the key, the value and what is allowed, e.g.
+`INVALID_CONFIG`, with a message naming the key, the value (never a password's: keys ending in `password`
+are secrets, masked in every message and log line) and what is allowed, e.g.
 
     fluss-py: configuration error: INVALID_CONFIG: log.segment.file-size: '1' is out of range (allowed: 1 KiB .. 1 GiB)
 

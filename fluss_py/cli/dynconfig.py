@@ -19,6 +19,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+from fluss_py import config as cfg
 from fluss_py.cli.admin import (
     EXIT_FAILED,
     EXIT_OK,
@@ -85,6 +86,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     if "error" in answer:
         print(f"fluss-py config {args.config_command}: {answer['error']}: {answer.get('message', '')}", file=sys.stderr)
         return EXIT_FAILED
+    answer["dynamic"] = cfg.masked(answer.get("dynamic", {}))  # the coordinator masks secrets; so does the CLI
     if args.json:
         print(json.dumps(answer, indent=2, sort_keys=True))
         return EXIT_OK

@@ -96,7 +96,8 @@ class DynamicConfigManager:
         path, _ = self._entity(event.entity_type, event.name)
         entries = await self._read(path)
         defaults = {k: _default(k) for k in dyn.keys_for(event.entity_type)}
-        return {"entity_type": event.entity_type, "name": event.name, "dynamic": entries, "defaults": defaults}
+        shown = cfg.masked(entries)  # only dynamic keys can be stored through alter; a hand-written node may hold more
+        return {"entity_type": event.entity_type, "name": event.name, "dynamic": shown, "defaults": defaults}
 
     async def alter(self, event: AlterConfig) -> dict[str, Any]:
         path, rf = self._entity(event.entity_type, event.name)
@@ -111,10 +112,10 @@ class DynamicConfigManager:
         if got is None:
             await self._zk.ensure_path(path.rsplit("/", 1)[0])
         await self._zk.commit([op], fence=self._ctx.fence)
-        log.info("Dynamic config of %s %s: %s", event.entity_type, event.name or "(default)", entries)
+        log.info("Dynamic config of %s %s: %s", event.entity_type, event.name or "(default)", cfg.masked(entries))
         if event.entity_type == dyn.CLUSTER:
             self._on_cluster(entries)
-        return {"entity_type": event.entity_type, "name": event.name, "dynamic": entries}
+        return {"entity_type": event.entity_type, "name": event.name, "dynamic": cfg.masked(entries)}
 
 
 def _default(key: str) -> str:

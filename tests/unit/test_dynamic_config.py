@@ -173,6 +173,24 @@ async def test_alter_refuses_a_value_that_breaks_a_rule_and_stores_nothing():
     assert applied[-1] == {}
 
 
+HAND_WRITTEN_SECRET = "hunter2-TOPSECRET"
+
+
+async def test_dynamic_answers_and_logs_mask_a_hand_written_secret(caplog) -> None:
+    zk = _Zk()
+    zk.put(
+        DynamicConfigZNode.path(zk.root, "cluster"),
+        DynamicConfigZNode.encode({cfg.ZK_AUTH_PASSWORD.key: HAND_WRITTEN_SECRET}),
+    )
+    manager = DynamicConfigManager(zk, _Ctx(zk), None, lambda _entries: None)
+    described = await manager.describe(DescribeConfig("cluster", ""))
+    assert described["dynamic"] == {cfg.ZK_AUTH_PASSWORD.key: "***"}
+    with caplog.at_level(logging.INFO):
+        altered = await manager.alter(AlterConfig("cluster", "", {"table.log.ttl": "2h"}, []))
+    assert altered["dynamic"] == {cfg.ZK_AUTH_PASSWORD.key: "***", "table.log.ttl": "2h"}
+    assert HAND_WRITTEN_SECRET not in caplog.text and "table.log.ttl" in caplog.text
+
+
 class _NoZk:
     root = "/fluss"
 
