@@ -219,8 +219,9 @@ class ServerTls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.files.cert_file, self.files.key_file)
         context.load_verify_locations(self.files.ca_file)
-        # a client certificate is asked for (it names the principal) but the HTTP port's probes need none
-        context.verify_mode = ssl.CERT_OPTIONAL
+        # with client-auth, as on the gRPC port: no CA-signed certificate, no connection (/health and /metrics
+        # included; docs/security.md). Without it a certificate is asked for (it names the principal), not needed
+        context.verify_mode = ssl.CERT_REQUIRED if self.require_client_cert else ssl.CERT_OPTIONAL
         return context
 
     def http_context(self) -> ssl.SSLContext:

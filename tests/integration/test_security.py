@@ -31,10 +31,11 @@ from fluss_py.security.certs import CertificateAuthority
 from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user
-from fluss_py.security.tls import TlsFiles
+from fluss_py.security.tls import TlsFiles, client_ssl_context
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.fixtures import TEST_OVERRIDES
+from fluss_py.testing.health import fetch_health
 from fluss_py.testing.procs import wait_until
 from fluss_py.testing.secure import with_zookeeper
 from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZNode, RebalanceZNode, TabletServerZNode
@@ -472,6 +473,22 @@ def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None
     assert info.value.code in (401, 403)  # the harness's client certificate names fluss-client, without ACLs
     metrics = urllib.request.urlopen(f"{coordinator.http_url}/metrics", timeout=5, context=cluster.http_context())
     assert b'fluss_authorization_denials_total{operation="ALTER",resource_type="cluster"}' in metrics.read()
+
+
+def test_the_http_port_refuses_a_client_without_a_certificate(cluster: LocalCluster) -> None:
+    """security.tls.client-auth covers the HTTP port too: /health, /metrics and the console included."""
+    no_certificate = client_ssl_context(TlsFiles(str(cluster.security.ca.cert_file)))
+    coordinator = cluster.coordinator_leader() or cluster.names(COORDINATOR)[0]
+    probes = {
+        coordinator: ("/health", "/metrics", "/console/snapshot"),
+        cluster.names(TABLET_SERVER)[0]: ("/health", "/metrics"),
+    }
+    for name, paths in probes.items():
+        url = cluster.get(name).http_url
+        for path in paths:
+            with pytest.raises((urllib.error.URLError, OSError)):
+                urllib.request.urlopen(f"{url}{path}", timeout=5, context=no_certificate).read()
+        assert fetch_health(url, 5.0, cluster.http_context()) is not None  # the harness presents its certificate
 
 
 # ---------------------------------------------------------------- ZooKeeper
