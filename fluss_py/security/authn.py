@@ -10,6 +10,13 @@ so a verified pair is remembered as a keyed digest (keyed BLAKE2b, a MAC, under 
 the memory holds no password; ~1 µs where HMAC-SHA256 through OpenSSL costs ~5) until the users change.
 The first check runs in a worker thread, off the loop.
 
+A refusal takes as long for an unknown user as for a known one with a wrong password: an unknown user's
+password is run through the same PBKDF2 (``scram.DEFAULT_ITERATIONS``, the count of every credential
+``fluss-py user add`` makes) against a dummy credential no password derives, in the same worker thread. A
+refusal is never remembered, so every guess costs one derivation whoever it names. Only the right password
+is answered from memory (the digest is of user *and* password), so a fast answer tells nothing to someone
+who does not already know the password.
+
 Who may call: the security interceptor, on the server's loop.
 """
 
@@ -18,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from fluss_py.errors import AuthenticationFailedError
@@ -41,8 +48,17 @@ class UserSource(Protocol):
 class Authenticator:
     """Owns the remembered verified passwords; ``principal`` resolves one request's principal."""
 
-    def __init__(self, users: UserSource, *, enabled: bool) -> None:
+    def __init__(
+        self,
+        users: UserSource,
+        *,
+        enabled: bool,
+        verify: Callable[[ScramCredential, str], bool] = scram.verify,  # a seam: unit tests count derivations
+    ) -> None:
         self._users = users
+        self._verify = verify
+        # random keys: no password derives them (the salt is fresh per process, as a real user's is per user)
+        self._dummy = ScramCredential(os.urandom(24), scram.DEFAULT_ITERATIONS, os.urandom(32), os.urandom(32))
         self.enabled = enabled
         self._secret = os.urandom(32)
         self._verified: dict[tuple[str, bytes], int] = {}
@@ -65,14 +81,17 @@ class Authenticator:
         raise AuthenticationFailedError("no credentials: send a user and password, or a client certificate")
 
     async def _password_ok(self, user: str, password: str) -> bool:
+        if not password:  # refused at once for every user, known or not: tells nothing
+            return False
         credential = self._users.credential(user)
-        if credential is None or not password:
+        if credential is None:  # the same work as a wrong password of a known user, then no
+            await asyncio.get_running_loop().run_in_executor(None, self._verify, self._dummy, password)
             return False
         tag = hashlib.blake2b(f"{user}\0{password}".encode(), key=self._secret, digest_size=32).digest()
         generation = self._users.generation
         if self._verified.get((user, tag)) == generation:
             return True
-        ok = await asyncio.get_running_loop().run_in_executor(None, scram.verify, credential, password)
+        ok = await asyncio.get_running_loop().run_in_executor(None, self._verify, credential, password)
         if ok:
             if len(self._verified) >= _MAX_REMEMBERED:
                 self._verified.clear()
