@@ -191,6 +191,13 @@ class CoordinatorServer(CoordinatorLifecycle):
             return None
         return leader.tables.view
 
+    def _table_name(self, table_id: int) -> str | None:
+        """A table id's name in the serving leader's view, for the security interceptor. None off the leader:
+        a standby's handlers answer NOT_COORDINATOR_LEADER without reading or changing anything, and they
+        decide it in the same step as this lookup (no await between the interceptor's check and theirs)."""
+        view = self._serving_view()
+        return None if view is None else view.table_name(table_id)
+
     def _offline_buckets(self) -> int:
         source = self._distribution_source()
         if source is None:
@@ -332,7 +339,7 @@ class CoordinatorServer(CoordinatorLifecycle):
                 self.rpc_port,
                 [lambda s: coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(servicer, s)],
                 tls=self.security.tls,
-                interceptors=self.security.interceptors(lambda _table_id: None),  # no coordinator RPC names ids
+                interceptors=self.security.interceptors(self._table_name),  # ConsumerHeartbeat names table ids
             )
             routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
             routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md

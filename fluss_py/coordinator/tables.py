@@ -200,6 +200,12 @@ class ClusterView:
             pb = self._info_pb[table_id] = self.tables[table_id].to_pb()
         return pb
 
+    def table_name(self, table_id: int) -> str | None:
+        """``"db.table"`` of a table id (a partition: ``"db.table$name"``), None when the view holds no such
+        table; the coordinator's security interceptor names subscribed tables by it (docs/security.md)."""
+        info = self.tables.get(table_id)
+        return None if info is None else f"{info.path.database}.{info.path.table}"
+
     def _forget_pb(self, table_id: int) -> None:
         self._info_pb.pop(table_id, None)
         self._table_pb.pop(table_id, None)

@@ -6,8 +6,9 @@
     INTERNAL                    only the cluster's own servers (replication and control RPCs)
     [(operation, resource)...]  each pair must be allowed by the authorizer
 
-``table_name(table_id)`` names a table by id ("db.t"), None when this server does not know the id (the
-request is then refused as UNKNOWN_TABLE_OR_BUCKET, retriable: metadata may be on its way).
+``table_name(table_id)`` names a table by id ("db.t"; a partition "db.t$p"), None when this server does not
+know the id (a tablet server then refuses the request as UNKNOWN_TABLE_OR_BUCKET, retriable: metadata may
+be on its way). A tablet server names ids from its metadata cache, the coordinator from its leader's view.
 A method missing from the table is refused: a new RPC cannot slip through unmapped.
 Pure; no I/O.
 """
@@ -56,6 +57,15 @@ def _metadata(r: Any, names: TableName) -> Need:
     return [(Operation.DESCRIBE, _path(p)) for p in r.tables]
 
 
+def _heartbeat(r: Any, names: TableName) -> Need:
+    """READ on the group, DESCRIBE on each subscribed table the coordinator leader knows. An id its view
+    does not hold names no table (a dropped one, or a guess): nothing to DESCRIBE, and nothing of it is
+    given away (a join to it is refused as TABLE_NOT_EXIST, later heartbeats get no bucket of it). A
+    standby knows no table and answers NOT_COORDINATOR_LEADER, naming the leader the client then asks."""
+    known = [t for t in r.subscribed_table_ids if names(t) is not None]
+    return [(Operation.READ, Resource(ResourceType.GROUP, r.group)), *_tables(Operation.DESCRIBE, known, names)]
+
+
 def _group(op: Operation) -> Callable[[Any, TableName], Need]:
     return lambda r, names: [(op, Resource(ResourceType.GROUP, r.group))]
 
@@ -94,10 +104,7 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     _C + "CommitOffsets": _group(Operation.READ),
     _C + "FetchOffsets": _group(Operation.DESCRIBE),
     _C + "ListGroups": lambda r, names: [(Operation.DESCRIBE, CLUSTER)],
-    _C + "ConsumerHeartbeat": lambda r, names: [
-        (Operation.READ, Resource(ResourceType.GROUP, r.group)),
-        *_tables(Operation.DESCRIBE, r.subscribed_table_ids, names),
-    ],
+    _C + "ConsumerHeartbeat": _heartbeat,  # the only coordinator RPC authorized by table id
     _C + "DescribeGroup": _group(Operation.DESCRIBE),
     _C + "DeleteGroup": _group(Operation.DROP),
 }

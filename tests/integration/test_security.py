@@ -23,9 +23,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from fluss_py.client import Admin, ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.client.transport import CONSUMER_HEARTBEAT
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.record import RecordBatchBuilder
-from fluss_py.rpc.pb import common_pb2, tablet_pb2, tablet_pb2_grpc
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.certs import CertificateAuthority
 from fluss_py.security.identity import PeerIdentity
@@ -439,6 +440,50 @@ def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) ->
         assert c._client._transport.consumer_fetch_streams  # its fetches went on a ConsumerFetchStream
     assert info.value.code is ErrorCode.AUTHORIZATION_FAILED
     assert f"{NOBODY} may not READ table {closed}" in info.value.message
+
+
+# ---------------------------------------------------------------- consumer groups
+def _read_at_least(consumer: SyncConsumer, count: int, who: str) -> None:
+    seen: list[Any] = []
+    wait_until(lambda: seen.extend(consumer.poll(0.5)) or len(seen) >= count, 60, message=f"{who} read {count}")
+
+
+def _read_at_least(consumer: SyncConsumer, count: int, who: str) -> None:
+    seen: list[Any] = []
+    wait_until(lambda: seen.extend(consumer.poll(0.5)) or len(seen) >= count, 60, message=f"{who} read {count}")
+
+
+def test_a_group_member_reads_what_was_produced_and_describe_is_checked(cluster: LocalCluster) -> None:
+    """Members join through the coordinator leader's ConsumerHeartbeat, authorized against the table ids it
+    names (the coordinator resolves them from its view): the super user and READER (READ on the group,
+    READ + DESCRIBE on the table) read every record; NOBODY, with READ on the group but no DESCRIBE on the
+    table, is refused naming the table."""
+    before = sum(end_offsets(cluster).values())
+    with SyncProducer(bootstrap(cluster), ProducerOptions(acks="all"), security=admin_identity(cluster)) as p:
+        for f in [p.send(TABLE, f"g{i}".encode(), key=f"k{i}".encode()) for i in range(20)]:
+            f.result(timeout=30)
+    grants = [Acl(who, ResourceType.GROUP, PatternType.LITERAL, "readers", Operation.READ, Permission.ALLOW)
+              for who in (READER, NOBODY)]  # fmt: skip
+    with_zookeeper(cluster.security, cluster.zookeeper_address, cluster.zk_root, lambda zk, r: add_acls(zk, r, grants))
+    options = ConsumerOptions(fetch_max_wait=0.1, request_timeout=10, auto_offset_reset="earliest")
+    for group, identity in (
+        ("admins", admin_identity(cluster)),
+        ("readers", identity_as(cluster, READER, READER_PASSWORD)),
+    ):
+        with SyncConsumer(bootstrap(cluster), options, security=identity, group=group, subscribe=[TABLE]) as c:
+            _read_at_least(c, before + 20, f"group {group}")
+    [table_id] = {tb.table_id for tb in table_buckets(cluster)}
+
+    async def join_as_nobody(admin: Admin) -> None:
+        request = coordinator_pb2.ConsumerHeartbeatRequest(
+            group="readers", member_epoch=0, session_timeout_ms=10_000, subscribed_table_ids=[table_id]
+        )
+        await admin._gateway.call(CONSUMER_HEARTBEAT, request)
+
+    error = fails_with(identity_as(cluster, NOBODY, NOBODY_PASSWORD), cluster, join_as_nobody)
+    assert error.code is ErrorCode.AUTHORIZATION_FAILED
+    assert f"{NOBODY} may not DESCRIBE table {TABLE}" in error.message
+    assert f"DENIED principal={NOBODY} operation=DESCRIBE resource=table {TABLE}" in server_logs(cluster)
 
 
 def test_principal_without_describe_cannot_list(cluster: LocalCluster) -> None:

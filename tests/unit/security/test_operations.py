@@ -2,12 +2,16 @@
 
 import pytest
 
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.errors import UnknownTableOrBucketError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security import operations
 from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType, table
+from fluss_py.types import TablePath
 
 pytestmark = pytest.mark.unit
+
+HEARTBEAT = "/fluss.v1.CoordinatorService/ConsumerHeartbeat"
 
 
 def _methods(module, service: str) -> list[str]:
@@ -62,3 +66,31 @@ def test_metadata_for_all_tables_is_filtered_to_what_may_be_described() -> None:
         response.metadata.tables.add().info.path.CopyFrom(common_pb2.TablePath(database="db", table=name))
     operations.filter_metadata(response, lambda r: r == table("db", "b"))
     assert [t.info.path.table for t in response.metadata.tables] == ["b"]
+
+
+def _heartbeat(*table_ids: int) -> coordinator_pb2.ConsumerHeartbeatRequest:
+    return coordinator_pb2.ConsumerHeartbeatRequest(group="g", subscribed_table_ids=table_ids)
+
+
+def test_a_heartbeat_needs_the_group_and_describe_on_each_subscribed_table() -> None:
+    """The coordinator names table ids from its leader's view (``ClusterView.table_name``), partitions too."""
+    view = ClusterView()
+    view.add_table(TableRegistration(1, TablePath("db", "events"), 1, 1), {0: (1,)})
+    view.add_table(TableRegistration(2, TablePath("db", "events$2026120113"), 1, 1), {0: (1,)})
+    assert view.table_name(2) == "db.events$2026120113"
+    need = operations.required(HEARTBEAT, _heartbeat(1, 2), view.table_name)
+    assert need == [
+        (Operation.READ, Resource(ResourceType.GROUP, "g")),
+        (Operation.DESCRIBE, table("db", "events")),
+        (Operation.DESCRIBE, table("db", "events$2026120113")),
+    ]
+
+
+def test_a_heartbeat_naming_a_table_unknown_to_the_coordinator_still_needs_the_group() -> None:
+    """An id the leader's view does not hold names no table: nothing to DESCRIBE (the handler refuses a join
+    to it as TABLE_NOT_EXIST and assigns no bucket of it later). A standby knows no table: its handler
+    answers NOT_COORDINATOR_LEADER, naming the leader, instead of the call failing in the interceptor."""
+    need = operations.required(HEARTBEAT, _heartbeat(1, 9), {1: "db.events"}.get)
+    assert need == [(Operation.READ, Resource(ResourceType.GROUP, "g")), (Operation.DESCRIBE, table("db", "events"))]
+    standby = operations.required(HEARTBEAT, _heartbeat(1), ClusterView().table_name)
+    assert standby == [(Operation.READ, Resource(ResourceType.GROUP, "g"))]
