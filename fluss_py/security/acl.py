@@ -1,9 +1,11 @@
 """ACLs and the authorization decision (pure).
 
 An ``Acl`` is (principal, resource type, pattern LITERAL|PREFIXED, name, operation, ALLOW|DENY). Resources
-nest: a table ``db.t`` lies in database ``db``, and everything lies in the cluster; an ACL on an enclosing
-resource covers what it holds (ALLOW READ on database ``db`` allows reading every table of it; groups lie
-in the cluster only). Principal ``*`` and the literal name ``*`` match all.
+nest: a partition ``db.t$p`` lies in its table ``db.t``, a table in its database ``db``, and everything in
+the cluster; an ACL on an enclosing resource covers what it holds (ALLOW READ on database ``db`` allows
+reading every table of it, DENY READ on ``db.t`` refuses reading every partition of it; groups lie in the
+cluster only). A PREFIXED name is matched against each of them (``db.t$2026`` covers that year's
+partitions only). Principal ``*`` and the literal name ``*`` match all.
 
 ``decide(acls, principal, operation, resource)``::
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from fluss_py.types import split_partition
 
 
 class ResourceType(StrEnum):
@@ -95,10 +99,18 @@ class Acl:
 
 
 def enclosing(resource: Resource) -> list[Resource]:
-    """The resource and every resource holding it (table -> its database -> the cluster)."""
+    """The resource and every resource holding it (partition -> its table -> its database -> the cluster).
+
+    A partition is stored as its own table ``db.t$p`` (docs/partitioning.md) but is part of table ``db.t``:
+    an ACL on ``db.t`` covers every partition of it, as Apache Fluss authorizes partitions against their
+    table. An ACL naming ``db.t$p`` itself covers that partition only."""
     out = [resource]
     if resource.type is ResourceType.TABLE and "." in resource.name:
-        out.append(Resource(ResourceType.DATABASE, resource.name.split(".", 1)[0]))
+        database, name = resource.name.split(".", 1)
+        logical, partition = split_partition(name)
+        if partition is not None:
+            out.append(Resource(ResourceType.TABLE, f"{database}.{logical}"))
+        out.append(Resource(ResourceType.DATABASE, database))
     if resource.type is not ResourceType.CLUSTER:
         out.append(CLUSTER)
     return out

@@ -60,3 +60,50 @@ def test_describe_is_implied_by_other_allows_but_deny_is_not_widened() -> None:
     assert not decide([acl("alice", T, "db.t", Operation.DESCRIBE)], "alice", Operation.READ, table("db", "t"))
     acls = [acl("alice", T, "db.t", Operation.READ), acl("alice", T, "db.t", Operation.WRITE, DENY)]
     assert decide(acls, "alice", Operation.DESCRIBE, table("db", "t"))
+
+
+PAYROLL, PART = table("db", "payroll"), table("db", "payroll$20261201")
+EVERY_TABLE_OP = (Operation.READ, Operation.WRITE, Operation.DROP, Operation.DESCRIBE, Operation.ALTER)
+
+
+def test_a_partition_lies_in_its_logical_table() -> None:
+    assert enclosing(PART) == [PART, PAYROLL, Resource(D, "db"), CLUSTER]
+    assert enclosing(table("db", "plain")) == [table("db", "plain"), Resource(D, "db"), CLUSTER]
+
+
+@pytest.mark.parametrize("op", EVERY_TABLE_OP)
+def test_deny_on_a_partitioned_table_covers_its_partitions(op: Operation) -> None:
+    acls = [acl("alice", D, "db", op), acl("alice", T, "db.payroll", op, DENY)]
+    assert decide(acls, "alice", op, table("db", "other"))
+    assert not decide(acls, "alice", op, PAYROLL)
+    assert not decide(acls, "alice", op, PART)
+
+
+@pytest.mark.parametrize("op", EVERY_TABLE_OP)
+def test_allow_on_a_partitioned_table_covers_its_partitions(op: Operation) -> None:
+    acls = [acl("alice", T, "db.payroll", op)]
+    assert decide(acls, "alice", op, PART)
+    assert not decide(acls, "alice", op, table("db", "payroll2$20261201"))  # another table's partition
+
+
+def test_prefixed_acls_match_partitions_by_their_own_or_their_tables_name() -> None:
+    deny = [acl("alice", D, "db", Operation.READ), acl("alice", T, "db.pay", Operation.READ, DENY, PRE)]
+    assert not decide(deny, "alice", Operation.READ, PART)
+    # a prefix reaching into partition names covers those partitions only, not the table nor the others
+    acls = [acl("alice", D, "db", Operation.READ), acl("alice", T, "db.payroll$2026", Operation.READ, DENY, PRE)]
+    assert not decide(acls, "alice", Operation.READ, PART)
+    assert decide(acls, "alice", Operation.READ, table("db", "payroll$20251201"))
+    assert decide(acls, "alice", Operation.READ, PAYROLL)
+
+
+def test_an_acl_naming_a_partition_covers_that_partition_only() -> None:
+    acls = [acl("alice", T, "db.payroll$20261201", Operation.READ)]
+    assert decide(acls, "alice", Operation.READ, PART)
+    assert not decide(acls, "alice", Operation.READ, PAYROLL)
+    assert not decide(acls, "alice", Operation.READ, table("db", "payroll$20261202"))
+    # it can narrow a grant on the table, never widen a DENY on it (DENY wins)
+    narrowed = [acl("alice", T, "db.payroll", Operation.READ), acl("alice", T, PART.name, Operation.READ, DENY)]
+    assert not decide(narrowed, "alice", Operation.READ, PART)
+    assert decide(narrowed, "alice", Operation.READ, table("db", "payroll$20261202"))
+    widened = [acl("alice", T, "db.payroll", Operation.READ, DENY), acl("alice", T, PART.name, Operation.READ)]
+    assert not decide(widened, "alice", Operation.READ, PART)

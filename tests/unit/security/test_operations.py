@@ -5,13 +5,14 @@ import pytest
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.errors import UnknownTableOrBucketError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
-from fluss_py.security import operations
+from fluss_py.security import acl, operations
 from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType, table
 from fluss_py.types import TablePath
 
 pytestmark = pytest.mark.unit
 
 HEARTBEAT = "/fluss.v1.CoordinatorService/ConsumerHeartbeat"
+FETCH = "/fluss.v1.TabletService/FetchLog"
 
 
 def _methods(module, service: str) -> list[str]:
@@ -94,3 +95,19 @@ def test_a_heartbeat_naming_a_table_unknown_to_the_coordinator_still_needs_the_g
     assert need == [(Operation.READ, Resource(ResourceType.GROUP, "g")), (Operation.DESCRIBE, table("db", "events"))]
     standby = operations.required(HEARTBEAT, _heartbeat(1), ClusterView().table_name)
     assert standby == [(Operation.READ, Resource(ResourceType.GROUP, "g"))]
+
+
+def test_a_fetch_of_a_partition_is_refused_by_a_deny_on_its_table() -> None:
+    """The tablet server names a partition's id ``db.payroll$20261201`` (its metadata cache): the check that
+    follows must still meet a DENY on ``db.payroll``."""
+    literal, allow, deny = acl.PatternType.LITERAL, acl.Permission.ALLOW, acl.Permission.DENY
+    acls = [
+        acl.Acl("alice", ResourceType.DATABASE, literal, "db", Operation.READ, allow),
+        acl.Acl("alice", ResourceType.TABLE, literal, "db.payroll", Operation.READ, deny),
+    ]
+    fetch = tablet_pb2.FetchLogRequest(
+        replica_id=-1, buckets=[tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=9))]
+    )
+    [(op, resource)] = operations.required(FETCH, fetch, {9: "db.payroll$20261201"}.get)
+    assert (op, resource) == (Operation.READ, table("db", "payroll$20261201"))
+    assert not acl.decide(acls, "alice", op, resource)
