@@ -31,6 +31,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from fluss_py.cli.args import finite, host_port
 from fluss_py.cli.common import http_security, resolve_security
+from fluss_py.common.cross_site import REQUEST_HEADER, REQUEST_HEADER_VALUE
 from fluss_py.testing.cluster_file import COORDINATOR, ClusterRecord
 from fluss_py.testing.layout import DEFAULT_DIR
 
@@ -125,6 +126,7 @@ def call_leader(
             continue
         tried.append(address)
         context, headers = http
+        headers = {**headers, REQUEST_HEADER: REQUEST_HEADER_VALUE}  # not a cross-site form (common/cross_site.py)
         scheme = "https" if context is not None else "http"
         request = urllib.request.Request(f"{scheme}://{address}{path}{query}", method=method, headers=headers)
         try:

@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +26,13 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from fluss_py.common import cross_site
 from fluss_py.errors import ErrorCode, FlussError
 
 log = logging.getLogger(__name__)
 
 Response = tuple[int, str, bytes]
+LOG_EVERY_S = 60.0
 Handler = Callable[[], Awaitable[Response]]
 
 
@@ -73,9 +76,11 @@ class HttpServer:
 
     ``routes`` are dispatched by one catch-all handler exactly as before the move to aiohttp (404 for an
     unknown path, 405 for a known path with another method, the guard before every method route, 500 with
-    the exception's name when a handler raises). ``setup(app)`` may add aiohttp routes of its own (the
-    console's page, its event stream); they are matched before the catch-all and are not guarded: a
-    state-changing console action goes through a guarded method route.
+    the exception's name when a handler raises). Before the guard, a state-changing request without the
+    ``X-Fluss-Request`` header or from another origin is refused 403 (common/cross_site.py).
+    ``setup(app)`` may add aiohttp routes of its own (the console's page, its event stream); they are
+    matched before the catch-all, are not guarded and must only read: a state-changing console action goes
+    through a guarded method route.
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class HttpServer:
         self._guard = guard
         self._setup = setup
         self._runner: web.AppRunner | None = None
+        self._cross_site_logged: dict[str, float] = {}  # route -> when a refusal of it was last logged
 
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024)  # small admin bodies only
@@ -118,6 +124,18 @@ class HttpServer:
             runner, self._runner = self._runner, None
             await runner.cleanup()
 
+    def _cross_site(self, request: Request) -> Response | None:
+        """403 for a state change a page of another origin may have sent (common/cross_site.py), before
+        the guard and the handler: on every server, plaintext or not."""
+        why = cross_site.refusal(request.method, request.headers, "https" if self._ssl is not None else "http")
+        if why is None:
+            return None
+        route, now = f"{request.method} {request.path}", time.monotonic()
+        if now - self._cross_site_logged.get(route, -LOG_EVERY_S) >= LOG_EVERY_S:  # a page may send many
+            self._cross_site_logged[route] = now
+            log.warning("Refused %s (logged at most once a minute per route): %s", route, why)
+        return 403, "text/plain", f"AUTHORIZATION_FAILED: cross-site request refused: {why}\n".encode()
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         method, path = request.method, request.path
         handler = self._routes.get(path)
@@ -133,7 +151,7 @@ class HttpServer:
                 _peer_cn(request.transport),
             )
             try:
-                refused = await self._guard(req) if self._guard is not None else None
+                refused = self._cross_site(req) or (await self._guard(req) if self._guard is not None else None)
                 status, ctype, body = refused or await method_handler(req)  # type: ignore[call-arg]
             except Exception as e:
                 log.exception("HTTP handler for %s %s failed", method, path)

@@ -25,6 +25,7 @@ import uvloop
 from fluss_py import config as cfg
 from fluss_py.client import ProducerOptions
 from fluss_py.client.producer import Producer
+from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.testing.cluster import LocalCluster
 from tests.bench.bench_cluster import SETTINGS
 from tests.bench.common import p50_p99_ms, row
@@ -51,7 +52,9 @@ async def _load(servers: str, table: str, count: int) -> float:
 
 def _http(cluster: LocalCluster, method: str) -> dict:
     leader = cluster.wait_for_leader(15)
-    req = urllib.request.Request(f"{cluster.get(leader).http_url}/rebalance", method=method)
+    req = urllib.request.Request(
+        f"{cluster.get(leader).http_url}/rebalance", method=method, headers={REQUEST_HEADER: "1"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fluss_py.client import ProducerOptions, SyncProducer
+from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.testing.cluster import COORDINATOR, LocalCluster
 from fluss_py.testing.health import fetch_text
 from fluss_py.testing.zkview import ZkView
@@ -52,9 +53,13 @@ def make_cluster(cluster_factory, coordinators: int, **coordinator_overrides) ->
     return cluster
 
 
+OWN = {REQUEST_HEADER: "1"}
+
+
 def http(cluster: LocalCluster, method: str, query: str = "") -> dict:
     leader = cluster.wait_for_leader(15)
-    req = urllib.request.Request(f"{cluster.get(leader).http_url}/rebalance{query}", method=method)
+    # the header every fluss_py client sends: a state change without it is refused as cross-site
+    req = urllib.request.Request(f"{cluster.get(leader).http_url}/rebalance{query}", method=method, headers=OWN)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())

@@ -27,6 +27,7 @@ import grpc
 import pytest
 
 from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
+from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.log.manager import bucket_dir_name
 from fluss_py.record.batch import RecordBatchBuilder, iter_batches
@@ -146,7 +147,7 @@ def test_rebalance_with_a_bad_dry_run_value_starts_nothing(cluster_factory):
     url = f"{cluster.get(leader).http_url}/rebalance"
 
     def post(query: str) -> tuple[int, dict]:
-        request = urllib.request.Request(f"{url}{query}", method="POST")
+        request = urllib.request.Request(f"{url}{query}", method="POST", headers={REQUEST_HEADER: "1"})
         try:
             with urllib.request.urlopen(request, timeout=30) as r:
                 return r.status, json.loads(r.read())

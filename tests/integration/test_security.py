@@ -25,6 +25,7 @@ from kazoo.exceptions import NoAuthError
 from fluss_py.client import Admin, ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.client.transport import CONSUMER_HEARTBEAT
 from fluss_py.common.auto_partition import TimeUnit, partition_name, slot_start
+from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2, tablet_pb2_grpc
@@ -542,7 +543,7 @@ def test_principal_without_describe_cannot_list(cluster: LocalCluster) -> None:
 def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None:
     coordinator = cluster.get(cluster.coordinator_leader() or cluster.names(COORDINATOR)[0])
     token = base64.b64encode(f"{READER}:{READER_PASSWORD}".encode()).decode()
-    headers = {"Authorization": f"Basic {token}"}
+    headers = {"Authorization": f"Basic {token}", REQUEST_HEADER: "1"}  # not cross-site: the ACLs decide
     # POST (start) and the console's Cancel… button (DELETE) are both state changes
     for method, path in (("POST", "/rebalance?dry_run=false"), ("DELETE", "/rebalance")):
         request = urllib.request.Request(f"{coordinator.http_url}{path}", method=method, headers=headers)
@@ -552,7 +553,9 @@ def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None
         assert b"AUTHORIZATION_FAILED: reader may not ALTER cluster cluster" in info.value.read()
         assert not zk_exists(cluster, RebalanceZNode.path(cluster.zk_root))
     # no credentials at all: 401
-    anonymous = urllib.request.Request(f"{coordinator.http_url}/rebalance", method="POST")
+    anonymous = urllib.request.Request(
+        f"{coordinator.http_url}/rebalance", method="POST", headers={REQUEST_HEADER: "1"}
+    )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(anonymous, timeout=5, context=cluster.http_context())
     assert info.value.code in (401, 403)  # the harness's client certificate names fluss-client, without ACLs

@@ -172,7 +172,8 @@ function render() {
 }
 
 async function rebalance(method, query) {
-  const response = await fetch(`/rebalance${query}`, { method });
+  // the header a cross-site form cannot send: the server refuses state changes without it (docs/security.md)
+  const response = await fetch(`/rebalance${query}`, { method, headers: { "X-Fluss-Request": "1" } });
   const text = await response.text();
   let body;
   try { body = JSON.parse(text); } catch (e) { body = { message: text }; }
