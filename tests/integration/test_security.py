@@ -375,6 +375,7 @@ def test_consumer_fetch_stream_authorizes_each_message(cluster: LocalCluster) ->
     admin = admin_identity(cluster)
     with SyncAdmin(bootstrap(cluster), security=admin) as a:
         a.create_table(closed, num_buckets=1, replication_factor=2)
+        wait_until(lambda: a.get_table_placement(closed)[1][0].leader >= 0, 30, message="the new table has a leader")
         _, (closed_bucket,) = a.get_table_placement(closed)
         _, buckets = a.get_table_placement(TABLE)
     # TABLE's bucket led by the same server if there is one (else its answer is NOT_LEADER for that bucket)
