@@ -11,7 +11,7 @@ from fluss_py.client.admin import (
     OffsetSpec,
     TableDescription,
 )
-from fluss_py.client.consumer import Consumer, ConsumerRecord
+from fluss_py.client.consumer import Consumer, ConsumerClosedError, ConsumerRecord
 from fluss_py.client.metadata import BucketLocation, ClusterMetadata, TableInfo
 from fluss_py.client.options import ConsumerOptions, ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer, ProducerClosedError, RecordMetadata
@@ -25,6 +25,7 @@ __all__ = [
     "BucketOffsets",
     "ClusterMetadata",
     "Consumer",
+    "ConsumerClosedError",
     "ConsumerOptions",
     "ConsumerRecord",
     "GroupBucketOffset",

@@ -1,6 +1,6 @@
 """The consumer: ``Consumer`` (public) over ``Fetcher`` (background) and ``Positions``."""
 
-from fluss_py.client.consumer.consumer import Consumer
+from fluss_py.client.consumer.consumer import Consumer, ConsumerClosedError
 from fluss_py.client.consumer.fetcher import ConsumerRecord
 
-__all__ = ["Consumer", "ConsumerRecord"]
+__all__ = ["Consumer", "ConsumerClosedError", "ConsumerRecord"]

@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 Callback = Callable[[set[TableBucket]], Any]
 
 
+class ConsumerClosedError(FlussError):
+    """``poll`` or ``commit`` on a closed consumer, or a ``poll`` still waiting when ``close`` was called."""
+
+
 async def _call(callback: Callback | None, buckets: set[TableBucket]) -> None:
     if callback is not None:
         result = callback(set(buckets))
@@ -215,6 +219,7 @@ class Consumer:
         the last commit) for the group; returns what was committed. Call after processing."""
         if self.group is None:
             raise InvalidRequestError("commit() needs a consumer created with group=...")
+        self._check_open()
         if offsets is None:
             offsets = {
                 tb: offset
@@ -268,6 +273,7 @@ class Consumer:
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned buckets (in offset order per bucket), waiting up to ``timeout``."""
         limit = max_records or self.options.max_poll_records
+        self._check_open()
         if self.membership is not None:
             await self._reconcile()
         unpositioned = self._positions.unpositioned()
@@ -286,6 +292,7 @@ class Consumer:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await self._fetcher.data.wait()
+            self._check_open()  # ``close`` sets ``data`` to end this wait
             if self.membership is not None:
                 await self._reconcile()
             records = self._fetcher.take(limit)
@@ -315,10 +322,16 @@ class Consumer:
         if added:
             await _call(self._on_assigned, added)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConsumerClosedError("the consumer is closed")
+
     async def close(self) -> None:
+        """Stop reading; a ``poll`` waiting meanwhile raises ConsumerClosedError (Kafka: "already closed")."""
         if self._closed:
             return
         self._closed = True
+        self._fetcher.data.set()  # wakes a waiting poll, which sees the flag
         if self.membership is not None:
             await self.membership.close()
         await self._fetcher.close()

@@ -162,12 +162,22 @@ class ProducerBatch:
 
 
 class BufferPool:
-    """Counts reserved bytes against ``limit``; ``reserve`` waits (FIFO) for room. One event loop."""
+    """Counts reserved bytes against ``limit``; ``reserve`` waits (FIFO) for room. ``close`` fails every
+    waiter and every later ``reserve`` with the error it is given (the producer closed). One event loop."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._closed: BaseException | None = None
+
+    def close(self, error: BaseException) -> None:
+        """No more reservations: wake every waiter with ``error`` (as Kafka's BufferPool.close does)."""
+        self._closed = error
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(error)
 
     def try_reserve(self, size: int) -> bool:
         """Reserve at once if there is room and nobody waits (the per-record fast path of ``reserve``)."""
@@ -177,6 +187,8 @@ class BufferPool:
         return False
 
     async def reserve(self, size: int, timeout: float) -> None:
+        if self._closed is not None:
+            raise self._closed
         size = min(size, self.limit)  # one record larger than the pool still goes, alone
         if not self._waiters and self.used + size <= self.limit:
             self.used += size
@@ -188,7 +200,7 @@ class BufferPool:
             async with asyncio.timeout(timeout):
                 await fut
         except BaseException as e:
-            if fut.done() and not fut.cancelled():
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self.release(size)  # granted, but the caller is gone
             else:
                 fut.cancel()

@@ -148,6 +148,9 @@ class Producer:
             await asyncio.sleep(0)
         if not self._pool.try_reserve(size):
             await self._pool.reserve(size, self.options.max_block)
+        if self._closed:  # closed while this call waited (metadata, the yield, buffer room): nothing is queued
+            self._pool.release(size)
+            raise ProducerClosedError("the producer was closed while the record waited to be queued")
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
@@ -237,6 +240,8 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        # sends waiting for buffer room fail now (a batch failed later would otherwise wake one after the stop)
+        self._pool.close(ProducerClosedError("the producer was closed while the record waited for buffer memory"))
         self._accumulator.closing = True
         self._accumulator.wakeup.set()
         try:
