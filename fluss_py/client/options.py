@@ -50,7 +50,8 @@ class ProducerOptions:
     max_in_flight_per_bucket  sent, unanswered batches per bucket (<= 5 with idempotence: the server
                               recognises retried duplicates among a writer's last 5 batches)
     request_timeout           one ProduceLog's deadline (also the server's acks=all wait)
-    delivery_timeout          a record fails once it has been retried this long after ``send``
+    delivery_timeout          a record fails once this long has passed since ``send`` (its batch's
+                              creation), on the wire or not; at least linger + request_timeout
     produce_stream            requests to a leader on one ProduceLogStream (docs/client.md "Produce on a
                               stream"); False: one unary ProduceLog call per request
     keepalive                 pings of its connections: a vanished server fails its calls within
@@ -83,6 +84,14 @@ class ProducerOptions:
             raise ConfigError("max_in_flight_per_bucket", "must be at least 1")
         if self.batch_size <= 0 or self.buffer_memory < self.batch_size:
             raise ConfigError("buffer_memory", "batch_size must be > 0 and buffer_memory >= batch_size")
+        if self.delivery_timeout < self.linger + self.request_timeout:
+            # As Kafka refuses delivery.timeout.ms < linger.ms + request.timeout.ms: a record must have time
+            # for its linger and at least one whole request before it can fail.
+            raise ConfigError(
+                "delivery_timeout",
+                f"delivery_timeout ({self.delivery_timeout}s) must be at least linger ({self.linger}s) + "
+                f"request_timeout ({self.request_timeout}s)",
+            )
 
     @property
     def in_flight_per_bucket(self) -> int:

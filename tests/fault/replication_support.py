@@ -483,7 +483,7 @@ def slow_sends(sent: list[Sent], threshold_ms: float = SLOW_MS) -> list[Sent]:
 
 def produce(cluster: LocalCluster, table: str, values: list[bytes], acks: int = -1, delivery_timeout: float = 30.0):
     """Send ``values`` to bucket 0 one at a time through the client (idempotent unless acks=0); their offsets."""
-    options = ProducerOptions(acks=acks, request_timeout=10.0, delivery_timeout=delivery_timeout)
+    options = ProducerOptions(acks=acks, request_timeout=min(10.0, delivery_timeout), delivery_timeout=delivery_timeout)
     producer = SyncProducer(bootstrap(cluster), options, security=cluster.client_identity())
     try:
         return [producer.send_and_wait(f"{DATABASE}.{table}", v, bucket=0).offset for v in values]

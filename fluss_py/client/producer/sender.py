@@ -1,8 +1,9 @@
 """The sender: the producer's one background task moving batches from the accumulator to bucket leaders.
 
-Each round it (1) fails batches past their delivery timeout, (2) picks per bucket at most one batch to
-send — a retry (lowest sequence, once nothing of that bucket is in flight) or else the ready head of the
-accumulator queue while fewer than ``max_in_flight_per_bucket`` are in flight — (3) groups them by leader
+Each round it (1) fails batches past their delivery timeout (queued, waiting to retry, or on the wire),
+(2) picks per bucket at most one batch to send — a retry (lowest sequence, once nothing of that bucket is
+in flight) or else the ready head of the accumulator queue while fewer than ``max_in_flight_per_bucket``
+are in flight — (3) groups them by leader
 server into ONE ProduceLog request per server carrying many buckets, fires those requests as tasks, and
 (4) sleeps until a new batch, an answer, a linger or backoff timer, or a metadata refresh wakes it.
 
@@ -213,6 +214,7 @@ class Sender:
             if seq.in_flight:
                 self._abandon_moved(tb, seq, now)
             if seq.in_flight:
+                wake.append(min(b.deadline for b in seq.in_flight))  # given up on then (_expire)
                 oldest = min(b.sent_at for b in seq.in_flight)
                 if now - oldest >= _STALL_CHECK:
                     stalled = True  # a slow answer: make sure the leader has not moved
@@ -254,10 +256,18 @@ class Sender:
         if leader is None:
             return
         for batch in [b for b in seq.in_flight if b.sent_to != leader.id]:
-            batch.send_id += 1
-            error = NetworkExceptionError(f"leader of {tb} moved to {leader.id} while a request was in flight")
-            self._on_error(batch, error, batch.sent_to)
+            self._give_up(
+                batch, NetworkExceptionError(f"leader of {tb} moved to {leader.id} while a request was in flight")
+            )
             self._buckets[tb].retry_at = now  # the new leader is known: no backoff
+
+    def _give_up(self, batch: ProducerBatch, error: FlussError) -> None:
+        """Stop waiting for the answer to ``batch``'s current send (a later answer is ignored) and judge it as
+        failed with ``error``: the sequencer retries it with its sequence kept, or (past its delivery deadline)
+        fails it and renumbers the bucket's later batches under a new writer id, so the copy still on the
+        wire, should the leader append it after all, cannot be duplicated by a retry."""
+        batch.send_id += 1
+        self._on_error(batch, error, batch.sent_to)
 
     def _request_metadata(self, now: float) -> float:
         """Ask for fresh metadata (rate-limited by a growing backoff); returns when to look again."""
@@ -433,6 +443,10 @@ class Sender:
         for batch in self._acc.expire(now):
             self._finish_failed(batch, _delivery_error(batch))
         for state in self._buckets.values():
+            # On the wire at its deadline: given up on (as Kafka expires in-flight batches); the request's own
+            # deadline (request_timeout + 2 s) may be much later.
+            for batch in [b for b in state.sequencer.in_flight if b.deadline <= now]:
+                self._give_up(batch, RequestTimedOutError(f"still on the wire to server {batch.sent_to}"))
             if state.sequencer.retry:
                 for batch in state.sequencer.expire_retries(lambda b: b.deadline <= now):
                     self._finish_failed(batch, _delivery_error(batch))
@@ -451,7 +465,8 @@ class Sender:
 
 
 def _delivery_error(batch: ProducerBatch) -> RequestTimedOutError:
+    fate = "; they may or may not have been written" if batch.ambiguous else ""
     return RequestTimedOutError(
         f"{batch.record_count} record(s) for {batch.table_bucket} not acknowledged within the delivery timeout"
-        f" after {batch.attempts} attempt(s); last error: {batch.last_error}"
+        f" after {batch.attempts} attempt(s){fate}; last error: {batch.last_error}"
     )

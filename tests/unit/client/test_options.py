@@ -30,11 +30,11 @@ def test_options_from_config_keys_and_overrides() -> None:
             "client.writer.batch-size": "16kb",
             "client.writer.batch-timeout": "5ms",
             "client.retry.backoff": "10ms",
-            "client.delivery.timeout": "30s",
+            "client.delivery.timeout": "40s",
         },
     )
     o = ProducerOptions.from_config(config, buffer_memory=1 << 20)
-    assert (o.acks, o.batch_size, o.linger, o.delivery_timeout, o.buffer_memory) == (1, 16384, 0.005, 30.0, 1 << 20)
+    assert (o.acks, o.batch_size, o.linger, o.delivery_timeout, o.buffer_memory) == (1, 16384, 0.005, 40.0, 1 << 20)
     assert o.retry == RetryOptions(0.01, 0.5)
     assert (
         ProducerOptions.from_config(load_config("client", overrides={"client.request.acks": "0"})).idempotence is False

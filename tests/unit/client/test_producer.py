@@ -256,7 +256,7 @@ async def test_non_retriable_error_fails_only_that_batch() -> None:
 async def test_delivery_timeout_fails_records_when_no_leader_answers() -> None:
     cluster = FakeCluster()
     cluster.create_table("fluss", "t")
-    async with make(cluster, delivery_timeout=0.3) as p:
+    async with make(cluster, delivery_timeout=0.3, request_timeout=0.2) as p:
         await (await p.send("t", b"a"))
         cluster.kill(0)  # the leader is gone and nobody takes over
         fut = await p.send("t", b"b")
@@ -267,7 +267,9 @@ async def test_delivery_timeout_fails_records_when_no_leader_answers() -> None:
 async def test_buffer_memory_bounds_unacknowledged_bytes() -> None:
     cluster = FakeCluster()
     cluster.create_table("fluss", "t")
-    async with make(cluster, buffer_memory=2000, batch_size=1000, max_block=0.2, delivery_timeout=5) as p:
+    async with make(
+        cluster, buffer_memory=2000, batch_size=1000, max_block=0.2, delivery_timeout=5, request_timeout=1
+    ) as p:
         await (await p.send("t", b"a"))
         cluster.kill(0)
         for _ in range(17):  # 1 + 17 records of 116 B fit in 2000 B
