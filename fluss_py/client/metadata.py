@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
@@ -412,6 +412,29 @@ def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
         target.set_exception(source.exception())  # type: ignore[arg-type]
     else:
         target.set_result(None)
+
+
+class RefreshThrottle:
+    """Rate-limits the metadata refreshes a background loop (the producer's sender, the consumer's fetcher)
+    asks for while a bucket has no leader or a request stalls: the first goes at once, the next after
+    ``retry.backoff``, doubling up to ``retry.backoff_max`` (as Kafka's clients back off, KIP-580), until
+    ``reset`` (a round that found every leader). Each refresh's end calls ``wakeup``. Owned by one loop."""
+
+    def __init__(self, metadata: ClusterMetadata, retry: RetryOptions, wakeup: Callable[[], None]) -> None:
+        self._metadata = metadata
+        self._backoff = Backoff(retry)
+        self._wakeup = wakeup
+        self._retry_at = 0.0
+
+    def request(self, now: float) -> float:
+        """Ask for a refresh unless the last one was too recent; returns when to look again."""
+        if now >= self._retry_at:
+            self._metadata.request_update().add_done_callback(lambda _f: self._wakeup())
+            self._retry_at = now + self._backoff.next_delay()
+        return self._retry_at
+
+    def reset(self) -> None:
+        self._backoff.reset()
 
 
 def _consume_exception(fut: asyncio.Future[None]) -> None:

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from fluss_py.client.admin import BucketOffsets, OffsetSpec, list_offsets_request
 from fluss_py.client.consumer.positions import BucketPosition, Positions, ResetTo
-from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.metadata import ClusterMetadata, RefreshThrottle
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import FETCH_LOG, Transport
@@ -136,7 +136,7 @@ class Fetcher:
         self.data = asyncio.Event()  # poll has something to take
         self._tasks = TaskSet(on_error=self._task_failed, on_done=self.wakeup.set)
         self._task: asyncio.Task[None] | None = None
-        self._metadata_retry_at = 0.0
+        self._refresh = RefreshThrottle(metadata, options.retry, self.wakeup.set)
         self.error: BaseException | None = None
         self._closing = False
 
@@ -213,7 +213,7 @@ class Fetcher:
 
     def _round(self, now: float) -> float | None:
         wake: list[float] = []
-        missing_leader = False
+        missing_leader = found_leader = False
         resets: dict[int, list[TableBucket]] = defaultdict(list)
         fetches: dict[int, list[TableBucket]] = defaultdict(list)
         for tb, p in self._positions.buckets.items():
@@ -226,6 +226,7 @@ class Fetcher:
             if leader is None:
                 missing_leader = True
                 continue
+            found_leader = True
             if p.offset is None:
                 resets[leader.id].append(tb)
             elif leader.id not in self._busy_servers:
@@ -240,12 +241,10 @@ class Fetcher:
         stall_after = self._options.fetch_max_wait + 1.0
         stalled = any(now - sent >= stall_after for sent in self._busy_servers.values())
         wake.extend(sent + stall_after for sent in self._busy_servers.values() if now - sent < stall_after)
-        if missing_leader or stalled:
-            if now >= self._metadata_retry_at:
-                self._metadata.request_update().add_done_callback(lambda _f: self.wakeup.set())
-                retry = self._options.retry
-                self._metadata_retry_at = now + (retry.backoff if missing_leader else retry.backoff_max)
-            wake.append(self._metadata_retry_at)
+        if missing_leader or stalled:  # refreshes back off while it lasts, as the producer's sender's do
+            wake.append(self._refresh.request(now))
+        elif found_leader:  # (a round where every bucket backs off tells nothing)
+            self._refresh.reset()
         return min(wake) if wake else None
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

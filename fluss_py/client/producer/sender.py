@@ -37,7 +37,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from fluss_py.client.metadata import ClusterMetadata
+from fluss_py.client.metadata import ClusterMetadata, RefreshThrottle
 from fluss_py.client.options import Backoff, ProducerOptions
 from fluss_py.client.producer.accumulator import BufferPool, ProducerBatch, RecordAccumulator
 from fluss_py.client.producer.idempotence import BucketSequencer, Outcome, WriterIdSource
@@ -86,8 +86,7 @@ class Sender:
         self._tasks = TaskSet(on_error=self._task_failed, on_done=self._acc.wakeup.set)
         self._resetting: set[TableBucket] = set()
         self._allocating = False
-        self._metadata_backoff = Backoff(options.retry)
-        self._metadata_retry_at = 0.0
+        self._refresh = RefreshThrottle(metadata, options.retry, self._acc.wakeup.set)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._requests = 0  # produce request tasks started and not yet done
@@ -243,9 +242,9 @@ class Sender:
                 seq.assign(batch)
             requests.setdefault(leader.id, []).append(batch)
         if missing_leader or stalled:
-            wake.append(self._request_metadata(now))
+            wake.append(self._refresh.request(now))
         else:
-            self._metadata_backoff.reset()
+            self._refresh.reset()
         return requests, min(wake) if wake else None
 
     def _abandon_moved(self, tb: TableBucket, seq: BucketSequencer[ProducerBatch], now: float) -> None:
@@ -268,14 +267,6 @@ class Sender:
         wire, should the leader append it after all, cannot be duplicated by a retry."""
         batch.send_id += 1
         self._on_error(batch, error, batch.sent_to)
-
-    def _request_metadata(self, now: float) -> float:
-        """Ask for fresh metadata (rate-limited by a growing backoff); returns when to look again."""
-        if now >= self._metadata_retry_at:
-            fut = self._metadata.request_update()
-            fut.add_done_callback(lambda _f: self._acc.wakeup.set())
-            self._metadata_retry_at = now + self._metadata_backoff.next_delay()
-        return self._metadata_retry_at
 
     # ---------------------------------------------------------------- writer ids
     def _ensure_writer_id(self) -> None:
