@@ -177,6 +177,12 @@ def _build(cls: Any, base: dict[str, Any], overrides: dict[str, Any]) -> Any:
     return replace(cls(**{k: v for k, v in base.items() if k not in overrides}), **overrides)
 
 
+def backoff_delay(options: RetryOptions, n: int) -> float:
+    """The wait before the ``n``-th retry in a row (n >= 1): ``backoff`` doubling up to ``backoff_max``."""
+    exponent = min(max(n, 1) - 1, 62)  # 2.0**1024 overflows a float
+    return min(options.backoff * (2**exponent), options.backoff_max)
+
+
 class Backoff:
     """Exponential backoff state for one retry sequence: 0 for the first retry after a leader hint,
     then ``backoff``, doubling up to ``backoff_max``. Hinted retries do not double the next backoff: two
@@ -201,8 +207,7 @@ class Backoff:
         if hinted:
             return 0.0
         self._backoffs += 1
-        exponent = min(self._backoffs - 1, 62)  # 2.0**1024 overflows a float
-        return min(self._options.backoff * (2**exponent), self._options.backoff_max)
+        return backoff_delay(self._options, self._backoffs)
 
     def reset(self) -> None:
         self._attempts = 0

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from fluss_py.client.admin import BucketOffsets, OffsetSpec, list_offsets_request
 from fluss_py.client.consumer.positions import BucketPosition, Positions, ResetTo
 from fluss_py.client.metadata import ClusterMetadata, RefreshThrottle
-from fluss_py.client.options import ConsumerOptions
+from fluss_py.client.options import ConsumerOptions, backoff_delay
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import FETCH_LOG, Transport
 from fluss_py.errors import ErrorCode, FlussError, LeaderNotAvailableError
@@ -277,17 +277,17 @@ class Fetcher:
                 except FlussError as e:
                     self._metadata.request_update()
                     got = dict.fromkeys(group, e)
-                for tb, value in got.items():
+                for tb in group:
                     p = self._positions.buckets.get(tb)
                     if p is None or p.generation != generations.get(tb):
                         continue
-                    if isinstance(value, BucketOffsets):
-                        offset = value.offset
-                        if spec is OffsetSpec.TIMESTAMP and offset < 0:
-                            offset = value.high_watermark  # nothing at or after that time yet: start at the end
-                        self._positions.seek(tb, offset)
+                    value = _reset_offset(tb, spec, got.get(tb), server_id)
+                    if isinstance(value, int):
+                        self._positions.seek(tb, value)
                         p.attempts = 0
                     else:
+                        if p.attempts == 0 and value.code == ErrorCode.LEADER_NOT_AVAILABLE:
+                            log.warning("%s", value.message)  # once per run of failures, then at debug level
                         self._on_bucket_error(tb, p, value, server_id)
         finally:
             self._resetting.difference_update(tbs)
@@ -357,7 +357,7 @@ class Fetcher:
                     session.retry(tb)
                     self._on_bucket_error(tb, p, to_client_exception(r.error), server_id)
                     continue
-                p.attempts = 0
+                p.attempts = p.out_of_range = 0
                 p.high_watermark = r.high_watermark
                 if r.records:
                     self._buffer_records(tb, p, r.records)
@@ -394,6 +394,11 @@ class Fetcher:
     def _on_bucket_error(self, tb: TableBucket, p: BucketPosition, error: FlussError, server_id: int) -> None:
         if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if self._positions.reset_to_default(tb):
+                # The first reset goes at once (retention removed the position); one that lands out of range
+                # again (a server answering offsets it does not serve) backs off instead of looping.
+                p.out_of_range += 1
+                if p.out_of_range > 1:
+                    p.retry_at = time.monotonic() + backoff_delay(self._options.retry, p.out_of_range - 1)
                 log.info("bucket %s: offset %s out of range, resetting: %s", tb, p.offset, error)
                 return
             self._errors.append(error)  # raised by poll until the user seeks
@@ -409,9 +414,28 @@ class Fetcher:
                 hinted = self._metadata.apply_leader_hint(tb, error.leader_id, error.leader_address)
             if not hinted:
                 self._metadata.request_update()
-        retry = self._options.retry
         if not hinted:  # hinted retries go at once and do not double the next backoff (see Backoff)
             p.attempts += 1
-        delay = 0.0 if hinted else min(retry.backoff * 2 ** min(p.attempts - 1, 62), retry.backoff_max)
+        delay = 0.0 if hinted else backoff_delay(self._options.retry, p.attempts)
         p.retry_at = time.monotonic() + delay
         log.debug("bucket %s: fetch error %s, retry in %.3fs", tb, error, delay)
+
+
+def _reset_offset(
+    tb: TableBucket, spec: OffsetSpec, value: BucketOffsets | FlussError | None, server_id: int
+) -> int | FlussError:
+    """The position a ListOffsets answer resets ``tb`` to, or the error to back off with: the server's own,
+    or LEADER_NOT_AVAILABLE (retriable) for an answer a sane leader never gives (the bucket left out, a
+    negative offset), which would otherwise be asked again at once, round after round."""
+    if value is None:
+        return LeaderNotAvailableError(f"bucket {tb}: server {server_id} left it out of its ListOffsets answer")
+    if isinstance(value, FlussError):
+        return value
+    offset = value.offset
+    if spec is OffsetSpec.TIMESTAMP and offset < 0:
+        offset = value.high_watermark  # nothing at or after that time yet: start at the end
+    if offset < 0:
+        return LeaderNotAvailableError(
+            f"bucket {tb}: server {server_id} answered ListOffsets {spec.name} with {offset}"
+        )
+    return offset

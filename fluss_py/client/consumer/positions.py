@@ -30,6 +30,7 @@ class BucketPosition:
     generation: int = 0
     retry_at: float = 0.0  # backoff after a failed fetch or offset lookup
     attempts: int = 0
+    out_of_range: int = 0  # OFFSET_OUT_OF_RANGE resets in a row (no fetch answered without error between)
     high_watermark: int = -1
 
 

@@ -4,6 +4,7 @@ leader, and offset resets a buggy server answers with nothing usable. Counted in
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,43 @@ async def test_the_refresh_throttle_doubles_its_wait_and_restarts_after_a_reset(
         assert wakeups  # a refresh's end wakes the loop
     finally:
         await metadata.close()
+
+
+class OffsetsCluster(FakeCluster):
+    """A buggy leader's ListOffsets: ``offset`` replaces every answered offset; ``omit`` leaves every bucket out."""
+
+    def __init__(self, offset: int | None = None, omit: bool = False) -> None:
+        super().__init__()
+        self.offset, self.omit = offset, omit
+
+    async def _h_ListOffsets(self, address: str, request: Any, timeout: float) -> Any:
+        response = await super()._h_ListOffsets(address, request, timeout)
+        if self.omit:
+            del response.buckets[:]
+        for r in response.buckets:
+            if self.offset is not None:
+                r.offset = self.offset
+        return response
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        pytest.param(OffsetsCluster(omit=True), id="bucket-left-out"),
+        pytest.param(OffsetsCluster(offset=-7), id="negative-offset"),
+        pytest.param(OffsetsCluster(offset=100), id="offset-out-of-range"),  # FetchLog answers OFFSET_OUT_OF_RANGE
+    ],
+)
+async def test_a_reset_answer_that_cannot_be_used_backs_off_and_logs_once(
+    cluster: OffsetsCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.create_table("fluss", "t")
+    await fill(cluster, 10)
+    cluster.calls.clear()
+    async with consumer(cluster, fetch_max_wait=0.0) as c:  # 5 ms doubling to 50 ms
+        await c.assign("t")
+        assert await c.poll(timeout=1.0) == []  # retriable: nothing raised, nothing delivered
+    calls = count(cluster, "ListOffsets") + count(cluster, "FetchLog")
+    assert calls < 60, calls  # (tens of thousands without a backoff)
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "ListOffsets" in r.getMessage()]
+    assert len(warned) == (0 if cluster.offset == 100 else 1)
