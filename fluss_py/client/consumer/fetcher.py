@@ -36,7 +36,7 @@ from fluss_py.client.metadata import ClusterMetadata, RefreshThrottle
 from fluss_py.client.options import ConsumerOptions, backoff_delay
 from fluss_py.client.tasks import TaskSet
 from fluss_py.client.transport import FETCH_LOG, Transport
-from fluss_py.errors import ErrorCode, FlussError, LeaderNotAvailableError
+from fluss_py.errors import CorruptMessageError, ErrorCode, FlussError, LeaderNotAvailableError
 from fluss_py.record import iter_batches
 from fluss_py.rpc.convert import raise_for_client, to_client_exception
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
@@ -357,21 +357,26 @@ class Fetcher:
                     session.retry(tb)
                     self._on_bucket_error(tb, p, to_client_exception(r.error), server_id)
                     continue
-                p.attempts = p.out_of_range = 0
                 p.high_watermark = r.high_watermark
-                if r.records:
-                    self._buffer_records(tb, p, r.records)
+                if not r.records or self._buffer_records(tb, p, r.records):
+                    p.attempts = p.out_of_range = 0
+                else:
+                    session.retry(tb)  # named again when its backoff ends
         finally:
             self._busy_servers.pop(server_id, None)
 
-    def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> None:
+    def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> bool:
         """Decode the answer batch by batch. A batch that fails its checks ends it: the records of the
-        batches before it are buffered, then its error (a batch is delivered whole or not at all)."""
+        batches before it are buffered, then its error (a batch is delivered whole or not at all). An answer
+        holding no whole batch (torn: a leader always sends at least its first batch whole, whatever the max
+        bytes) buffers CORRUPT_MESSAGE for ``poll`` and backs the bucket off; returns False then."""
         assert p.offset is not None
         records: list[ConsumerRecord] = []
         next_offset = p.offset
         error: FlussError | None = None
+        whole = False
         for batch in iter_batches(data):
+            whole = True
             if batch.last_offset < p.offset:
                 continue
             try:
@@ -387,9 +392,18 @@ class Fetcher:
                 break
             records.extend(decoded)
             next_offset = batch.last_offset + 1
+        if not whole:
+            p.attempts += 1
+            p.retry_at = time.monotonic() + backoff_delay(self._options.retry, p.attempts)
+            error = CorruptMessageError(
+                f"bucket {tb}: the fetch answer at offset {p.offset} holds {len(data)} bytes but no complete "
+                f"record batch (a torn answer); fetched again after a backoff"
+            )
+            log.warning("%s", error.message)
         if records or next_offset > p.offset or error is not None:
             self._buffer[tb] = _Completed(p.generation, records, next_offset, error)
             self.data.set()
+        return whole
 
     def _on_bucket_error(self, tb: TableBucket, p: BucketPosition, error: FlussError, server_id: int) -> None:
         if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
