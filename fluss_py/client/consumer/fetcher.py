@@ -358,43 +358,54 @@ class Fetcher:
                     self._on_bucket_error(tb, p, to_client_exception(r.error), server_id)
                     continue
                 p.high_watermark = r.high_watermark
-                if not r.records or self._buffer_records(tb, p, r.records):
+                if not r.records or self._buffer_records(tb, p, r.records, r.high_watermark):
                     p.attempts = p.out_of_range = 0
                 else:
                     session.retry(tb)  # named again when its backoff ends
         finally:
             self._busy_servers.pop(server_id, None)
 
-    def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes) -> bool:
+    def _buffer_records(self, tb: TableBucket, p: BucketPosition, data: bytes, hw: int) -> bool:
         """Decode the answer batch by batch. A batch that fails its checks ends it: the records of the
         batches before it are buffered, then its error (a batch is delivered whole or not at all). An answer
         holding no whole batch (torn: a leader always sends at least its first batch whole, whatever the max
-        bytes) buffers CORRUPT_MESSAGE for ``poll`` and backs the bucket off; returns False then."""
+        bytes) buffers CORRUPT_MESSAGE for ``poll`` and backs the bucket off; returns False then. Records at
+        or above the answer's high watermark ``hw`` are dropped (a leader never sends them: they are not
+        committed), with a warning; an answer holding nothing else backs the bucket off too (False)."""
         assert p.offset is not None
         records: list[ConsumerRecord] = []
         next_offset = p.offset
         error: FlussError | None = None
-        whole = False
+        whole = above = False
         for batch in iter_batches(data):
             whole = True
             if batch.last_offset < p.offset:
                 continue
+            if batch.base_offset >= hw:
+                above = True
+                break
             try:
                 batch.ensure_valid()
                 decoded = [
                     ConsumerRecord(tb, r.offset, r.timestamp_ms, r.key, r.value)
                     for r in batch.records()
-                    if r.offset >= p.offset
+                    if p.offset <= r.offset < hw
                 ]
             except FlussError as e:
                 error = _unreadable(tb, batch.base_offset, e)
                 log.warning("%s", error.message)
                 break
             records.extend(decoded)
-            next_offset = batch.last_offset + 1
-        if not whole:
+            next_offset = min(batch.last_offset + 1, hw)
+            if batch.last_offset >= hw:
+                above = True
+                break
+        if above:
+            log.warning("bucket %s: the fetch answer holds records at or above its high watermark %d: dropped", tb, hw)
+        if not whole or (above and next_offset == p.offset and error is None):
             p.attempts += 1
             p.retry_at = time.monotonic() + backoff_delay(self._options.retry, p.attempts)
+        if not whole:
             error = CorruptMessageError(
                 f"bucket {tb}: the fetch answer at offset {p.offset} holds {len(data)} bytes but no complete "
                 f"record batch (a torn answer); fetched again after a backoff"
@@ -403,7 +414,7 @@ class Fetcher:
         if records or next_offset > p.offset or error is not None:
             self._buffer[tb] = _Completed(p.generation, records, next_offset, error)
             self.data.set()
-        return whole
+        return whole and not (above and next_offset == p.offset)
 
     def _on_bucket_error(self, tb: TableBucket, p: BucketPosition, error: FlussError, server_id: int) -> None:
         if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:

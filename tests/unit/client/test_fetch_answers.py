@@ -43,3 +43,33 @@ async def test_an_answer_holding_no_whole_batch_is_raised_by_poll_and_backs_off(
         assert await c.position(next(iter(c.assignment()))) == 0  # nothing skipped
     fetches = sum(1 for _, name, _ in cluster.calls if name == "FetchLog")
     assert fetches < 40, fetches
+
+
+class AboveHwCluster(FakeCluster):
+    """Reports a high watermark of 5 while sending every record of the log (a buggy leader)."""
+
+    async def _h_FetchLog(self, address: str, request: Any, timeout: float) -> Any:
+        response = await super()._h_FetchLog(address, request, timeout)
+        for r in response.buckets:
+            if not r.error.code:
+                r.high_watermark = 5
+        return response
+
+
+async def test_records_at_or_above_the_answers_high_watermark_are_not_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = AboveHwCluster()
+    cluster.create_table("fluss", "t")
+    await fill(cluster, 5)
+    await fill(cluster, 5, prefix="w")  # a second batch, offsets 5-9, wholly above the reported HW
+    cluster.calls.clear()
+    async with consumer(cluster, fetch_max_wait=0.0) as c:
+        await c.assign("t")
+        got = await poll_n(c, 10, timeout=1.0)
+        tb = next(iter(c.assignment()))
+        assert await c.position(tb) == 5
+    assert [r.offset for r in got] == [0, 1, 2, 3, 4]
+    assert any("high watermark 5" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    fetches = sum(1 for _, name, _ in cluster.calls if name == "FetchLog")
+    assert fetches < 40, fetches  # an answer with nothing below the HW backs off
