@@ -23,6 +23,7 @@ from fluss_py.coordinator.rebalance.routes import executor_options
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.zk.codecs import CoordinatorRegistration
 from fluss_py.zk.election import fence_become_leader
+from fluss_py.zk.own_nodes import ensure_own_sequential
 from fluss_py.zk.paths import CoordinatorLeaderZNode, CoordinatorServerZNode
 from fluss_py.zk.values import SessionEvent, SessionState, WatchEvent, ZkError
 
@@ -46,6 +47,8 @@ class Signal:
 
 class CoordinatorLifecycle:
     """The lifecycle task of ``CoordinatorServer`` (see the module docstring)."""
+
+    _server_node_session = 0  # the session our coordinator/servers node was registered in (0: none yet)
 
     # ---------------------------------------------------------------- signals
     def _signal(self, signal: Signal) -> None:
@@ -96,7 +99,10 @@ class CoordinatorLifecycle:
         kind = signal.kind
         if kind == "elect":
             if self.state.current is CoordinatorState.STANDBY and self.zk.connected:
-                await self._elect()
+                if await self._ensure_server_node():
+                    await self._elect()
+                else:  # a standby is found by its registration (fast failover): none, no candidate
+                    self._later(RETRY_BACKOFF, Signal("elect"))
         elif kind == "suspended":
             self._suspend_token += 1
             self._suspended = True
@@ -139,6 +145,7 @@ class CoordinatorLifecycle:
             if self._stale_nodes:  # we stepped down while suspended; the session survived after all
                 self._stale_nodes = False
                 await self._release()
+            await self._ensure_server_node()  # its create may have failed with this very connection
             if self._suspended:  # kazoo dropped our predecessor watch on disconnect: re-arm it
                 self._signal(Signal("elect"))
                 candidate = self.election.candidate_path
@@ -154,19 +161,33 @@ class CoordinatorLifecycle:
         if self._leader is not None:
             await self._lose_leadership("ZooKeeper session replaced")
         self.election.forget()
-        await self._register_server_node()
+        await self._ensure_server_node()  # on failure: again on the next CONNECTED or elect
         self._signal(Signal("elect"))
 
+    async def _ensure_server_node(self) -> bool:
+        """Register ``coordinator/servers/server_<seq>`` unless done in the current session; False on failure."""
+        if self._server_node_session == self.zk.session_id and self._server_node_session:
+            return True
+        try:
+            await self._register_server_node()
+        except ZkError as e:
+            log.warning("Registering the coordinator server node failed (%s); retrying on reconnect", e)
+            return False
+        return True
+
     async def _register_server_node(self) -> None:
+        """Our one ``server_<seq>`` node of this session: adopted if a lost create reply left it, else created."""
         reg = CoordinatorRegistration(self.server_id, self.host, self.rpc_port, self.http_port)
-        path = await self.zk.create(
-            CoordinatorServerZNode.prefix_path(self.root),
+        session = self.zk.session_id
+        name, _adopted = await ensure_own_sequential(
+            self.zk,
+            CoordinatorServerZNode.parent(self.root),
+            CoordinatorServerZNode.PREFIX,
             CoordinatorServerZNode.encode(reg),
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
+            "coordinator server node",
         )
-        standby_log.info("Registered coordinator server node: %s", path.rsplit("/", 1)[1])
+        self._server_node_session = session
+        standby_log.info("Registered coordinator server node: %s", name)
 
     async def _elect(self) -> None:
         self.state.transition(CoordinatorState.ELECTING, "checking the election")
@@ -260,8 +281,12 @@ class CoordinatorLifecycle:
                 log.info("Deleted our coordinator leader node")
             await self.election.resign()
         except ZkError as e:
-            log.warning("Releasing leadership nodes failed (%s); they go with the session", e)
-            self.election.forget()
+            if self.zk.session_state is SessionState.LOST:
+                log.warning("Releasing leadership nodes failed (%s); they go with the session", e)
+                self.election.forget()
+            else:  # connection loss, session alive: the candidate is still ours; the next election finds it
+                log.warning("Releasing leadership nodes failed (%s); keeping candidate %s of our live session",
+                            e, self.election.candidate)  # fmt: skip
 
     def _on_fenced(self) -> None:
         self._signal(Signal("fenced"))

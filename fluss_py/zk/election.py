@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.codecs import sequence_of
+from fluss_py.zk.own_nodes import ensure_own_sequential
 from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode
 from fluss_py.zk.values import (
     BadVersionError,
@@ -76,17 +77,17 @@ class LeaderElection:
         return f"{CandidateZNode.parent(self._root)}/{self.candidate}" if self.candidate else None
 
     async def ensure_candidate(self) -> str:
-        """Create our ephemeral-sequential candidate unless we hold one in the current session."""
+        """Create our ephemeral-sequential candidate unless we hold one in the current session.
+
+        A candidate our session already owns (a create whose reply was lost, or a release that could not
+        delete it) is adopted instead of creating a second one (``zk/own_nodes.py``)."""
         if self.candidate is None:
-            path = await self._zk.create(
-                CandidateZNode.prefix_path(self._root),
-                CandidateZNode.encode(self._server_id),
-                ephemeral=True,
-                sequence=True,
-                makepath=True,
-            )
-            self.candidate = path.rsplit("/", 1)[1]
-            log.info("Created candidate node: %s", self.candidate)
+            parent = CandidateZNode.parent(self._root)
+            data = CandidateZNode.encode(self._server_id)
+            name, adopted = await ensure_own_sequential(self._zk, parent, CandidateZNode.PREFIX, data, "candidate")
+            self.candidate = name
+            if not adopted:
+                log.info("Created candidate node: %s", self.candidate)
         return self.candidate
 
     async def check(self) -> Decision:
@@ -105,8 +106,18 @@ class LeaderElection:
                 return decision
             assert decision.predecessor is not None
             pred_path = f"{CandidateZNode.parent(self._root)}/{decision.predecessor}"
-            if await self._zk.exists(pred_path, watch=self._on_watch) is None:
+            stat = await self._zk.exists(pred_path, watch=self._on_watch)
+            if stat is None:
                 continue  # vanished between the listing and the watch: look again
+            if stat.ephemeral_owner == self._zk.session_id and self._zk.session_id:
+                log.warning(
+                    "Deleting candidate %s: an orphan of our own session ahead of %s", decision.predecessor, own
+                )
+                try:
+                    await self._zk.delete(pred_path)
+                except NoNodeError:
+                    pass
+                continue
             if self.watching != decision.predecessor:
                 log.info("Candidate %s is not the smallest; watching predecessor %s", own, decision.predecessor)
             self.watching = decision.predecessor
@@ -120,15 +131,18 @@ class LeaderElection:
             self._on_predecessor_gone()
 
     async def resign(self) -> None:
-        """Delete our candidate (voluntary release); the next candidate is notified and takes over."""
+        """Delete our candidate (voluntary release); the next candidate is notified and takes over.
+
+        The name is forgotten only once the node is gone: on any other ZkError (a ConnectionLoss with the
+        session alive) we keep it, so the next election finds it ours instead of orphaning it."""
         path = self.candidate_path
-        self.forget()
         if path is not None:
             try:
                 await self._zk.delete(path)
                 log.info("Deleted candidate node %s", path.rsplit("/", 1)[1])
             except NoNodeError:
                 pass
+        self.forget()
 
     def forget(self) -> None:
         """Drop our idea of the candidate (its session is gone, so is the node)."""
