@@ -5,7 +5,8 @@ Lifecycle::
     Starting: ZK session -> LogManager.load_logs() (recovery of data.dir) -> ReplicaManager.start()
               -> RPC + HTTP servers bound -> register <root>/tabletservers/ids/<id> (ephemeral)
               -> watch <root>/coordinator/leader -> Running
-    session expired: registered=false; on the new session register again (same id, same data)
+    session expired: registered=false; on the new session register again (same id, same data), and again
+             on every later CONNECTED while not registered (a connection loss cut the attempt short)
     SIGTERM: ShuttingDown (controlled shutdown: ControlledShutdown to the coordinator leader until this
              server leads nothing, at most CONTROLLED_SHUTDOWN_TIMEOUT_S; still serving meanwhile)
              -> Stopping: stop RPC intake -> ReplicaManager.shutdown() -> LogManager.shutdown() (flush,
@@ -89,6 +90,7 @@ DEFAULT_HTTP_PORT = 9125
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 FOLLOWER_SHUTDOWN_TIMEOUT_S = 1.0  # leading nothing: only leaving the ISRs early, the death path does it too
 RETENTION_CHECK_INTERVAL_S = 60.0
+REREGISTER_BACKOFF = 1.0  # between attempts to register again while connected
 
 
 async def address_answers(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -404,17 +406,17 @@ class TabletServer:
                 )
             elif event.state is SessionState.SUSPENDED:
                 log.warning("ZooKeeper connection suspended; the registration lives as long as the session")
-            elif event.session_id != self._session:
+            elif event.session_id != self._session or not self.registered:
+                # also a reconnect within the session: a registration cut short by a connection loss resumes
+                what = "New ZooKeeper session" if event.session_id != self._session else "Reconnected in session"
                 self._session = event.session_id
-                log.info(
-                    "New ZooKeeper session 0x%x: registering tablet server %d again", event.session_id, self.server_id
-                )
+                log.info("%s 0x%x: registering tablet server %d again", what, event.session_id, self.server_id)
                 while not self.registered and self.zk.connected:
                     try:
                         await self._register()
                     except (ZkError, ServerIdConflictError) as e:
                         log.error("Re-registering tablet server %d failed: %s; retrying", self.server_id, e)
-                        await asyncio.sleep(1.0)
+                        await asyncio.sleep(REREGISTER_BACKOFF)
 
     # ---------------------------------------------------------------- registration
     async def _register(self) -> None:
