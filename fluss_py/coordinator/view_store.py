@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from fluss_py.coordinator.handlers import MetadataStore
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
+from fluss_py.coordinator.unreadable import Unreadable, decode_or_report
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
 from fluss_py.zk.paths import DatabaseZNode, LeaderIsrZNode, TableAssignmentZNode, TableZNode
 from fluss_py.zk.values import (
@@ -43,6 +44,12 @@ WRITE_PIPELINE = 8  # leader_isr transactions in flight at once (each up to MAX_
 LOG_EACH_CHANGE_UP_TO = 32  # larger writes log one summary line at INFO, each bucket at DEBUG
 
 Change = tuple[TableBucket, LeaderAndIsr]
+T = TypeVar("T")
+
+
+def table_decoder(path: TablePath) -> Callable[[bytes], TableRegistration]:
+    """How a TableZNode's bytes become the view's registration of ``path``."""
+    return lambda data: TableRegistration.from_registration(path, TableZNode.decode(data))
 
 
 class ViewStore:
@@ -56,6 +63,7 @@ class ViewStore:
         self.view = view
         self.fence = fence
         self.max_ops = max_ops
+        self.unreadable: dict[str, str] = {}  # path -> why, from the last load (its table left out)
 
     # ---------------------------------------------------------------- reads
     async def get(self, path: str) -> tuple[bytes, Any] | None:
@@ -78,34 +86,64 @@ class ViewStore:
         return out
 
     async def load(self) -> None:
-        """Rebuild the view from ZooKeeper (batched reads); delete assignment debris."""
+        """Rebuild the view from ZooKeeper (batched reads); delete assignment debris.
+
+        A node that does not decode (table, assignment or leader_isr) is logged once at ERROR with its path
+        and its table is left out of this leadership (``self.unreadable``); every other table loads. While
+        a table node is unreadable its id is unknown, so no assignment is deleted as debris."""
         self.view.clear()
+        self.unreadable = {}
         root = self.root
         paths: list[TablePath] = []
         for db in await self.children(DatabaseZNode.parent(root)):
             paths.extend(TablePath(db, t) for t in await self.children(TableZNode.parent(root, db)))
         registrations = await self._gather(self._store.get(TableZNode.path(root, p.database, p.table)) for p in paths)
-        infos = [
-            TableRegistration.from_registration(p, TableZNode.decode(got[0]))
-            for p, got in zip(paths, registrations, strict=True)
-            if got
-        ]
+        infos: list[TableRegistration] = []
+        for p, got in zip(paths, registrations, strict=True):
+            if got:
+                decoded = self._decoded(TableZNode.path(root, p.database, p.table), got[0], table_decoder(p))
+                if decoded is not None:
+                    infos.append(decoded)
         by_id = {info.table_id: info for info in infos}
         assigned = {int(c) for c in await self.children(TableAssignmentZNode.parent(root)) if c.isdigit()}
-        for table_id in sorted(assigned - set(by_id)):
-            await self._delete_debris(table_id)
+        if len(infos) < sum(1 for got in registrations if got):
+            log.error("Not deleting assignment debris while a table node is unreadable (its id is unknown)")
+        else:
+            for table_id in sorted(assigned - set(by_id)):
+                await self._delete_debris(table_id)
         assignments = await self._gather(self._store.get(TableAssignmentZNode.path(root, t)) for t in by_id)
         for info, got in zip(by_id.values(), assignments, strict=True):
             if got is None:
                 log.error("Table %s (id %d) has no assignment node; ignoring it", info.path, info.table_id)
                 continue
-            self.view.add_table(info, TableAssignmentZNode.decode(got[0]))
+            assignment = self._decoded(
+                TableAssignmentZNode.path(root, info.table_id), got[0], TableAssignmentZNode.decode
+            )
+            if assignment is not None:
+                self.view.add_table(info, assignment)
         tbs = sorted(self.view.buckets)
         states = await self._gather(self._store.get(LeaderIsrZNode.path(root, tb.table_id, tb.bucket)) for tb in tbs)
+        broken: set[int] = set()
         for tb, got in zip(tbs, states, strict=True):
             if got is not None:
-                self.view.buckets[tb].leader_and_isr = LeaderIsrZNode.decode(got[0])
+                lai = self._decoded(LeaderIsrZNode.path(root, tb.table_id, tb.bucket), got[0], LeaderIsrZNode.decode)
+                if lai is None:
+                    broken.add(tb.table_id)
+                    continue
+                self.view.buckets[tb].leader_and_isr = lai
                 self.view.buckets[tb].zk_version = got[1].version
+        for table_id in sorted(broken):
+            self.view.remove_table(table_id)
+
+    def _decoded(self, path: str, data: bytes, decode: Callable[[bytes], T]) -> T | None:
+        """Decode one stored node; an unreadable one is logged (its path, what to do) and remembered."""
+        got = decode_or_report(path, data, decode)
+        if isinstance(got, Unreadable):
+            self.unreadable[got.path] = got.reason
+            log.error("Unreadable znode %s (%s): its table is left out of this leadership; "
+                      "restore or delete the node, then fail the coordinator over", got.path, got.reason)  # fmt: skip
+            return None
+        return got
 
     async def _delete_debris(self, table_id: int) -> None:
         base = TableAssignmentZNode.path(self.root, table_id)
