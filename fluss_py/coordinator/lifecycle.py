@@ -23,8 +23,9 @@ from fluss_py.coordinator.rebalance.routes import executor_options
 from fluss_py.errors import NotCoordinatorLeaderError
 from fluss_py.zk.codecs import CoordinatorRegistration
 from fluss_py.zk.election import fence_become_leader
+from fluss_py.zk.epoch_node import InvalidEpochNodeError
 from fluss_py.zk.own_nodes import ensure_own_sequential
-from fluss_py.zk.paths import CoordinatorLeaderZNode, CoordinatorServerZNode
+from fluss_py.zk.paths import CoordinatorEpochZNode, CoordinatorLeaderZNode, CoordinatorServerZNode
 from fluss_py.zk.values import SessionEvent, SessionState, WatchEvent, ZkError
 
 # not __name__: the runbook shows its lines by this name, docs/operations.md (the coordinator start-up lines)
@@ -49,6 +50,7 @@ class CoordinatorLifecycle:
     """The lifecycle task of ``CoordinatorServer`` (see the module docstring)."""
 
     _server_node_session = 0  # the session our coordinator/servers node was registered in (0: none yet)
+    _epoch_refusal = ""  # the last invalid-epoch-node refusal logged (logged once until it changes)
 
     # ---------------------------------------------------------------- signals
     def _signal(self, signal: Signal) -> None:
@@ -214,12 +216,20 @@ class CoordinatorLifecycle:
         assert candidate is not None
         try:
             fence = await fence_become_leader(self.zk, self.root, candidate)
+        except InvalidEpochNodeError as e:  # an operator must repair it: wait for its next change, no spin
+            if str(e) != self._epoch_refusal:
+                log.error("Refusing to become coordinator leader: %s", e)
+            self._epoch_refusal = str(e)
+            self.state.transition(CoordinatorState.STANDBY, "coordinator epoch node invalid")
+            await self.zk.exists(CoordinatorEpochZNode.path(self.root), watch=self._on_epoch_node_change)
+            return
         except ZkError as e:
             log.warning("Could not fence the coordinator epoch (%s); releasing leadership", e)
             await self._release()
             self.state.transition(CoordinatorState.STANDBY, "fence failed")
             self._later(RETRY_BACKOFF, Signal("elect"))
             return
+        self._epoch_refusal = ""
         log.info("Became coordinator leader with epoch %d", fence.epoch)
         context = CoordinatorContext(self.server_id, fence, self.host, self.rpc_port)
         leader = LeaderServices(
@@ -250,6 +260,11 @@ class CoordinatorLifecycle:
         self.state.transition(CoordinatorState.LEADER, f"epoch {fence.epoch}")
         log.info("Coordinator leader services started (server %d, epoch %d)", self.server_id, fence.epoch)
         await self._watch_own_candidate(candidate)
+
+    def _on_epoch_node_change(self, event: WatchEvent) -> None:
+        if event.type != "NONE":  # a reconnect re-checks the election anyway
+            log.info("Coordinator epoch node changed (%s); checking the election again", event.type)
+            self._signal(Signal("elect"))
 
     async def _watch_own_candidate(self, candidate: str) -> None:
         """While leader, our candidate disappears with a live session only when a standby proved this process

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.codecs import sequence_of
+from fluss_py.zk.epoch_node import next_epoch, padding, parse_epoch, recreate_epoch_node
 from fluss_py.zk.own_nodes import ensure_own_sequential
 from fluss_py.zk.paths import CandidateZNode, CoordinatorEpochZNode
 from fluss_py.zk.values import (
@@ -31,7 +32,6 @@ from fluss_py.zk.values import (
     CheckOp,
     EpochFence,
     EpochFencedError,
-    NodeExistsError,
     NoNodeError,
     SetOp,
     WatchEvent,
@@ -153,23 +153,32 @@ class LeaderElection:
 async def fence_become_leader(zk: ZkClient, root: str, candidate_path: str) -> EpochFence:
     """Bump the coordinator epoch, version-conditionally and only while our candidate exists.
 
-    Creates the epoch node (value 0) when absent. Raises EpochFencedError when another coordinator bumped
-    the epoch in between or our candidate is gone.
+    The next epoch is ``max(value, version) + 1`` and the transaction pads the node's version so that the
+    new version equals the new epoch (``zk/epoch_node.py``). A missing node is re-created from the stored
+    metadata (0 for a new cluster). Raises InvalidEpochNodeError when the node does not hold a
+    non-negative integer, EpochFencedError when another coordinator bumped the epoch in between or our
+    candidate is gone.
     """
     path = CoordinatorEpochZNode.path(root)
+    while True:
+        got = await zk.get(path)
+        if got is None:
+            await recreate_epoch_node(zk, root)
+            got = await zk.get(path)
+            if got is None:
+                raise EpochFencedError(f"{path} vanished while fencing")
+        data, stat = got
+        epoch = next_epoch(parse_epoch(path, data), stat.version)
+        pad = padding(path, data, stat.version, epoch - 1)
+        if stat.version + len(pad) == epoch - 1:
+            break
+        try:  # a long way to pad (a re-created node): in steps; whoever fences next goes on from there
+            await zk.commit(pad)
+        except BadVersionError:
+            pass
     try:
-        await zk.create(path, CoordinatorEpochZNode.encode(CoordinatorEpochZNode.INITIAL), makepath=True)
-    except NodeExistsError:
-        pass
-    got = await zk.get(path)
-    if got is None:
-        raise EpochFencedError(f"{path} vanished while fencing")
-    data, stat = got
-    epoch = CoordinatorEpochZNode.decode(data) + 1
-    try:
-        results = await zk.commit(
-            [CheckOp(candidate_path, 0), SetOp(path, CoordinatorEpochZNode.encode(epoch), stat.version)]
-        )
+        results = await zk.commit([CheckOp(candidate_path, 0), *pad, SetOp(path, CoordinatorEpochZNode.encode(epoch),
+                                                                               epoch - 1)])  # fmt: skip
     except (BadVersionError, NoNodeError) as e:
         raise EpochFencedError(f"could not bump the coordinator epoch to {epoch}: {e}") from None
-    return EpochFence(epoch, results[1].version)
+    return EpochFence(epoch, results[-1].version)

@@ -121,7 +121,8 @@ class CoordinatorLeaderZNode:
 class CoordinatorEpochZNode:
     """``<root>/coordinator/epoch``: persistent plain integer; its *znode version* is the fencing token.
 
-    Created as ``0`` when absent; the first leader bumps it to 1 with a version-conditional set.
+    Created as ``0`` in a new cluster (re-created from the stored metadata when deleted, ``zk/epoch_node.py``);
+    each leader bumps it with a version-conditional set that keeps the version equal to the epoch.
     """
 
     INITIAL = 0
