@@ -15,7 +15,9 @@ Rules, for a check at time ``now`` whose slot is ``current``:
 Both are level-triggered: a coordinator leader that took over mid-way re-derives the same answer from the
 partitions that exist, so creating and dropping are idempotent across failovers.
 
-``spec_of`` reads a logical table's spec from its properties; ``check_partition`` decides whether a
+``owned_partitions`` tells which partition belongs to which logical table: the table *instance*, by table
+id, not its name, so a table dropped and created again under the same name never adopts the old one's
+partitions. ``spec_of`` reads a logical table's spec from its properties; ``check_partition`` decides whether a
 partition may be created; ``routing_unit``/``partition_for`` pick a record's partition by its timestamp;
 ``creation_lag``/``creation_lateness`` measure the manager against its schedule (metrics). Who may call:
 anyone (no I/O, no clock: ``now`` is an argument): the coordinator's AutoPartitionManager and CreateTable,
@@ -31,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 from fluss_py import config as cfg
 from fluss_py.errors import InvalidRequestError
-from fluss_py.types import PARTITION_SEPARATOR
+from fluss_py.types import PARTITION_SEPARATOR, TablePath, split_partition
 
 
 class TimeUnit(enum.Enum):
@@ -117,6 +119,30 @@ def creation_lateness(created_at: datetime, partition: str, unit: TimeUnit) -> f
     """Seconds after its slot started that a partition was created; 0 when created ahead of its slot."""
     start = parse_partition(partition, unit)
     return 0.0 if start is None else max(0.0, (created_at - start).total_seconds())
+
+
+def owned_partitions(
+    tables: Mapping[TablePath, int],
+) -> tuple[dict[TablePath, dict[str, TablePath]], list[TablePath]]:
+    """Split the partitions among ``tables`` (path -> table id) into those of each logical table (logical
+    path -> {partition name: path}) and the orphans. A partition belongs to the logical table of its name
+    only if it was created after it: table ids only grow (one fenced counter), so a partition whose id is
+    smaller than its logical table's is left over from a dropped table of the same name, an orphan as is a
+    partition without a logical table. No partition metadata names its logical table's id; this rule needs
+    none."""
+    owned: dict[TablePath, dict[str, TablePath]] = {}
+    orphans: list[TablePath] = []
+    for path, table_id in tables.items():
+        logical, partition = split_partition(path.table)
+        if partition is None:
+            continue
+        logical_path = TablePath(path.database, logical)
+        logical_id = tables.get(logical_path)
+        if logical_id is not None and table_id > logical_id:
+            owned.setdefault(logical_path, {})[partition] = path
+        else:
+            orphans.append(path)
+    return owned, sorted(orphans, key=str)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ docs/partitioning.md; the rules are ``auto_partition.py``).
       ──▶ AutoPartitionCheck on the event loop ──▶ per auto-partitioned table:
              wanted(now) - existing  ──▶ CreateTable <t>$<slot>   (one fenced transaction each)
              expired(existing, now)  ──▶ DropTable   <t>$<slot>
-          partitions whose logical table is gone ──▶ DropTable (a dropped table's partitions follow it)
+          partitions whose logical table is gone ──▶ DropTable (first; a partition belongs to its logical
+                                                   table by id, not name: ``owned_partitions``)
 
 Level-triggered on what exists in the view (loaded from ZooKeeper), so a leader that took over mid-way
 finishes what its predecessor started and nothing is done twice.
@@ -23,10 +24,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from fluss_py.common.auto_partition import creation_lag, creation_lateness, expired, spec_of, wanted
+from fluss_py.common.auto_partition import (
+    creation_lag,
+    creation_lateness,
+    expired,
+    owned_partitions,
+    spec_of,
+    wanted,
+)
 from fluss_py.coordinator.event_loop import Ticker
 from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
-from fluss_py.types import PARTITION_SEPARATOR, TablePath, split_partition
+from fluss_py.types import PARTITION_SEPARATOR, TablePath
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +88,9 @@ class AutoPartitionManager:
         await self._ticker.close()
 
     def partitions(self) -> dict[TablePath, dict[str, TablePath]]:
-        """Logical table path -> {partition name: partition table path}, from the view (also orphans)."""
-        out: dict[TablePath, dict[str, TablePath]] = {}
-        for path in self._p.view.by_path:
-            logical, partition = split_partition(path.table)
-            if partition is not None:
-                out.setdefault(TablePath(path.database, logical), {})[partition] = path
-        return out
+        """Logical table path -> {partition name: partition table path} of the partitions that belong to it
+        (``owned_partitions``; orphans, dropped by the next check, are not counted)."""
+        return owned_partitions(self._p.view.by_path)[0]
 
     async def check(self, _event: AutoPartitionCheck | None = None) -> None:
         if not self._p.started:
@@ -94,7 +98,9 @@ class AutoPartitionManager:
             return  # on_started runs it
         now = self._clock()
         view = self._p.view
-        existing = self.partitions()
+        existing, orphans = owned_partitions(view.by_path)
+        for path in orphans:  # first: a table created again under its name must not adopt its partitions
+            await self._drop(path, "its logical table was dropped (or created again under the same name)")
         late: list[float] = []
         for table_id, info in list(view.tables.items()):
             spec = spec_of(info.properties)
@@ -113,10 +119,6 @@ class AutoPartitionManager:
                 await self._drop(have[name], f"expired (retention {spec.num_retention} {spec.unit.value}s)")
         if late:
             self.last_creation_late = max(late)
-        for logical, parts in existing.items():
-            if logical not in view.by_path:
-                for path in parts.values():
-                    await self._drop(path, f"its table {logical} was dropped")
 
     async def _drop(self, path: TablePath, why: str) -> None:
         await self._p.drop_table(DropTable(path, ignore_if_not_exists=True))

@@ -424,7 +424,8 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         return table_id
 
     async def drop_table(self, event: DropTable) -> bool:
-        """Drop a table: its node first (the table is gone), then its assignment subtree; replicas deleted."""
+        """Drop a table: its node first (the table is gone), then its assignment subtree; replicas deleted.
+        A partitioned table's partitions are dropped before it."""
         await self._ensure_loaded()
         table_id = self.view.by_path.get(event.path)
         if table_id is None:
@@ -432,6 +433,11 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
                 return False
             raise TableNotExistError(f"table {event.path} does not exist")
         info = self.view.tables[table_id]
+        if split_partition(info.path.table)[1] is None and spec_of(info.properties) is not None:
+            # a partitioned table's partitions first (docs/partitioning.md): interrupted, the drop is redone
+            for part in [p for p in self.view.by_path if p.database == info.path.database]:
+                if split_partition(part.table)[0] == info.path.table and part != info.path:
+                    await self.drop_table(DropTable(part, ignore_if_not_exists=True))
         node = TableZNode.path(self._root, info.path.database, info.path.table)
         node_paths = [f"{node}/{c}" for c in await self.store.children(node)]  # e.g. schemas
         buckets = list(self.view.table_buckets(table_id))

@@ -215,3 +215,39 @@ class FakeLoop:
 
     def put(self, event: object) -> None:
         self.queued.append(event)
+
+
+# ---------------------------------------------------------------- a partition belongs to its table's instance
+HOUR = {"table.auto-partition.time-unit": "hour", "table.auto-partition.num-retention": "1"}
+
+
+def recreate(proc: FakeProcessor, name: str, props: dict[str, str]) -> None:
+    """The logical table dropped without its partitions (a drop interrupted, or made before DropTable dropped
+    them) and a table of the same name created before the next check: a newer table id."""
+    proc.view.remove_table(proc.view.by_path[TablePath("db", name)])
+    proc._add(TablePath("db", name), props)
+
+
+@pytest.mark.parametrize("props", [HOUR, {}])
+async def test_partitions_of_a_dropped_table_go_when_a_table_of_that_name_is_created_again(props):
+    proc = FakeProcessor({"events": SPEC, "events$20261230": SPEC, "events$20261231": SPEC})
+    recreate(proc, "events", props)
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: NOW)
+    await manager.check()
+    assert not {"events$20261230", "events$20261231"} & proc.names()
+    assert manager.partitions() == ({TablePath("db", "events"): {"2026123123": TablePath("db", "events$2026123123"),
+                                     "2027010100": TablePath("db", "events$2027010100")}} if props else {})  # fmt: skip
+
+
+async def test_a_table_created_again_with_the_same_unit_does_not_adopt_the_old_partitions():
+    proc = FakeProcessor({"events": SPEC, "events$20261230": SPEC, "events$20261231": SPEC})
+    old = {p: proc.view.by_path[TablePath("db", p)] for p in ("events$20261230", "events$20261231")}
+    recreate(proc, "events", SPEC)
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: NOW)
+    assert manager.lag() > 0  # the old partition of today does not count as today's
+    await manager.check()
+    assert "events$20261230" not in proc.names()  # inside retention, but not this table's
+    today = proc.view.by_path[TablePath("db", "events$20261231")]
+    assert today != old["events$20261231"] and today > proc.view.by_path[TablePath("db", "events")]
+    await manager.check()
+    assert proc.view.by_path[TablePath("db", "events$20261231")] == today  # a partition of its own is kept

@@ -585,3 +585,16 @@ async def test_a_corrupt_replica_leaves_leadership_and_isr_and_a_recovered_one_i
     await h.proc.replicas_recovered(ReplicasRecovered(leader, [TableBucket(table_id, 0)]))
     await h.drain()
     assert any(server == leader and kind == NOTIFY for server, kind, _ in h.gateway.calls)
+
+
+async def test_dropping_a_partitioned_table_drops_its_partitions(h):
+    spec = {"table.partition.key": "dt", "table.auto-partition.time-unit": "day"}
+    await h.proc.create_table(CreateTable(T, num_buckets=1, replication_factor=1, properties=spec))
+    for slot in ("20261230", "20261231"):
+        await h.proc.create_table(CreateTable(TablePath("fluss", f"orders${slot}"), 1, 1, spec))
+    other = await h.proc.create_table(CreateTable(TablePath("fluss", "orders2"), 1, 1))
+    await h.drain()
+    assert await h.proc.drop_table(DropTable(T)) is True
+    await h.drain()
+    assert list(h.proc.view.tables) == [other]
+    assert [p.table for p in h.proc.view.by_path] == ["orders2"]
