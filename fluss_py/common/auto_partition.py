@@ -61,12 +61,21 @@ def slot_start(ts: datetime, unit: TimeUnit) -> datetime:
 
 
 def shift(start: datetime, unit: TimeUnit, n: int) -> datetime:
-    """The slot ``n`` slots after (n < 0: before) the slot starting at ``start``."""
-    if unit is TimeUnit.HOUR:
-        return start + timedelta(hours=n)
-    if unit is TimeUnit.DAY:
-        return start + timedelta(days=n)
+    """The slot ``n`` slots after (n < 0: before) the slot starting at ``start``, clamped to the calendar's
+    years 1..9999 (a month table's retention may reach back further than year 1: nothing is that old)."""
+    first, last = datetime.min.replace(tzinfo=start.tzinfo), datetime.max.replace(tzinfo=start.tzinfo)
+    try:
+        if unit is TimeUnit.HOUR:
+            return start + timedelta(hours=n)
+        if unit is TimeUnit.DAY:
+            return start + timedelta(days=n)
+    except OverflowError:
+        return first if n < 0 else slot_start(last, unit)
     months = start.year * 12 + (start.month - 1) + n
+    if months < 12:
+        return first
+    if months // 12 > last.year:
+        return slot_start(last, unit)
     return start.replace(year=months // 12, month=months % 12 + 1)
 
 
@@ -87,8 +96,8 @@ def parse_partition(name: str, unit: TimeUnit) -> datetime | None:
 
 def wanted(now: datetime, unit: TimeUnit, num_precreate: int) -> list[str]:
     """The partitions that must exist at ``now``: the current slot and the next ``num_precreate - 1``."""
-    current = slot_start(now, unit)
-    return [shift(current, unit, i).strftime(unit.pattern) for i in range(max(1, num_precreate))]
+    current = slot_start(now, unit)  # (dict: once each, the calendar's last slot clamps the later ones)
+    return list(dict.fromkeys(shift(current, unit, i).strftime(unit.pattern) for i in range(max(1, num_precreate))))
 
 
 def expired(existing: Iterable[str], now: datetime, unit: TimeUnit, num_retention: int) -> list[str]:

@@ -34,6 +34,7 @@ from fluss_py.common.auto_partition import (
 )
 from fluss_py.coordinator.event_loop import Ticker
 from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
+from fluss_py.errors import ApiError
 from fluss_py.types import PARTITION_SEPARATOR, TablePath
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class AutoPartitionManager:
         self._loop: Any = None  # the event loop (install)
         self.created = 0  # during this leadership (metrics, tests)
         self.dropped = 0
+        self.failures = 0  # tables whose partitions could not be created in a check (logged each time)
         # the latest check that created partitions: the most seconds after its slot started that one of them
         # was created (0: all made ahead of their slots); a check creating nothing leaves it unchanged
         self.last_creation_late = 0.0
@@ -107,18 +109,30 @@ class AutoPartitionManager:
             if spec is None or PARTITION_SEPARATOR in info.path.table:
                 continue
             have = existing.get(info.path, {})
-            for name in wanted(now, spec.unit, spec.num_precreate):
-                if name not in have:
-                    path = TablePath(info.path.database, f"{info.path.table}{PARTITION_SEPARATOR}{name}")
-                    await self._p.create_table(CreateTable(path, info.num_buckets, info.replication_factor,
-                                                           dict(info.properties), ignore_if_exists=True))  # fmt: skip
-                    self.created += 1
-                    late.append(creation_lateness(self._clock(), name, spec.unit))
-                    log.info("Created partition %s of table %s (id %d)", name, info.path, table_id)
+            try:  # one table's refusal (e.g. RF above the live servers) must not stop the others
+                late.extend(await self._create_wanted(table_id, info, spec, have, now))
+            except ApiError as e:  # (ZooKeeper errors, fencing among them, end the check: they are not per table)
+                self.failures += 1
+                log.warning("Partitions of table %s not created: %s (again at the next check)", info.path, e)
             for name in expired(have, now, spec.unit, spec.num_retention):
                 await self._drop(have[name], f"expired (retention {spec.num_retention} {spec.unit.value}s)")
         if late:
             self.last_creation_late = max(late)
+
+    async def _create_wanted(self, table_id: int, info: Any, spec: Any, have: dict, now: datetime) -> list[float]:
+        """Create the partitions ``info``'s table wants at ``now`` and lacks; how late each one came."""
+        late = []
+        for name in wanted(now, spec.unit, spec.num_precreate):
+            if name not in have:
+                path = TablePath(info.path.database, f"{info.path.table}{PARTITION_SEPARATOR}{name}")
+                props = dict(info.properties)
+                await self._p.create_table(
+                    CreateTable(path, info.num_buckets, info.replication_factor, props, ignore_if_exists=True)
+                )
+                self.created += 1
+                late.append(creation_lateness(self._clock(), name, spec.unit))
+                log.info("Created partition %s of table %s (id %d)", name, info.path, table_id)
+        return late
 
     async def _drop(self, path: TablePath, why: str) -> None:
         await self._p.drop_table(DropTable(path, ignore_if_not_exists=True))

@@ -251,3 +251,36 @@ async def test_a_table_created_again_with_the_same_unit_does_not_adopt_the_old_p
     assert today != old["events$20261231"] and today > proc.view.by_path[TablePath("db", "events")]
     await manager.check()
     assert proc.view.by_path[TablePath("db", "events$20261231")] == today  # a partition of its own is kept
+
+
+_DAY = {"table.auto-partition.time-unit": "day", "table.auto-partition.num-precreate": "2",
+        "table.auto-partition.num-retention": "1"}  # fmt: skip
+_LONG_MONTHS = {"table.auto-partition.time-unit": "month", "table.auto-partition.num-retention": "30000"}
+
+
+def test_a_month_retention_reaching_before_year_one_expires_nothing() -> None:
+    """30 000 months is inside the option's range; the boundary would lie before year 1 (it used to raise
+    ValueError on every check)."""
+    assert expired(["202612", "202611"], NOW, TimeUnit.MONTH, 30_000) == []
+    assert wanted(datetime(9999, 11, 5, tzinfo=UTC), TimeUnit.MONTH, 5) == ["999911", "999912"]
+
+
+class _RefusingFor(FakeProcessor):
+    """create_table refuses the partitions of one table (e.g. RF 3 on a cluster shrunk to 2 servers)."""
+
+    async def create_table(self, event: CreateTable) -> int:
+        if event.path.table.startswith("a_rf3$"):
+            raise InvalidReplicationFactorError("replication factor 3 is larger than the number of live servers (2)")
+        return await super().create_table(event)
+
+
+async def test_one_table_that_cannot_be_placed_or_checked_does_not_stop_the_others() -> None:
+    proc = _RefusingFor({"a_rf3": _DAY, "a_rf3$20261201": _DAY, "b_ok": _DAY, "b_ok$20261201": _DAY})
+    manager = AutoPartitionManager(proc, 1.0, clock=lambda: NOW)
+    await manager.check()
+    assert {"b_ok$20261231", "b_ok$20270101"} <= proc.names()
+    assert "b_ok$20261201" not in proc.names() and "a_rf3$20261201" not in proc.names()  # drops still run
+    assert manager.failures == 1
+    months = FakeProcessor({"a_month": _LONG_MONTHS, "b_day": _DAY, "b_day$20261201": _DAY})
+    await AutoPartitionManager(months, 1.0, clock=lambda: NOW).check()
+    assert "b_day$20261231" in months.names() and "b_day$20261201" not in months.names()
