@@ -82,6 +82,13 @@ class ErrorCode(IntEnum):
     PARTITIONED_TABLE = 52
     PARTITION_NOT_EXIST = 53
     INVALID_TIMESTAMP = 54
+    # 55-59: consumer groups and security (issue 36)
+    UNRELEASED_INSTANCE_ID = 55
+    # primary-key tables (docs/primary-key-tables.md)
+    INVALID_ROW = 60
+    TABLE_TYPE_MISMATCH = 61
+    KV_NOT_READY = 62
+    UNKNOWN_SCHEMA_ID = 63
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,18 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.INVALID_TIMESTAMP: _Spec(
         False, False, "a record timestamp is too far ahead of the server's clock (log.message.timestamp.after.max.ms)"
     ),
+    # KIP-848: a static member's instance id is held by another active member; fatal for the newcomer
+    ErrorCode.UNRELEASED_INSTANCE_ID: _Spec(
+        False, False, "another active member of the group holds this static instance id"
+    ),
+    ErrorCode.INVALID_ROW: _Spec(False, False, "a row does not match the table's schema; nothing was written"),
+    ErrorCode.TABLE_TYPE_MISMATCH: _Spec(
+        False, False, "the operation needs the other kind of table (primary-key vs log table)"
+    ),
+    # a new leader's KV has not yet applied everything committed: lookups wait for it (docs/primary-key-tables.md)
+    ErrorCode.KV_NOT_READY: _Spec(True, False, "the bucket's KV has not yet applied every committed change"),
+    # a row written with a schema id the server has not learned yet (an ALTER racing the metadata update)
+    ErrorCode.UNKNOWN_SCHEMA_ID: _Spec(True, True, "the server does not know this schema id yet"),
 }
 
 
@@ -271,6 +290,11 @@ GroupNotEmptyError: type[ApiError] = _BY_CODE[ErrorCode.GROUP_NOT_EMPTY]
 PartitionedTableError: type[ApiError] = _BY_CODE[ErrorCode.PARTITIONED_TABLE]
 PartitionNotExistError: type[ApiError] = _BY_CODE[ErrorCode.PARTITION_NOT_EXIST]
 InvalidTimestampError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_TIMESTAMP]
+UnreleasedInstanceIdError: type[ApiError] = _BY_CODE[ErrorCode.UNRELEASED_INSTANCE_ID]
+InvalidRowError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_ROW]
+TableTypeMismatchError: type[ApiError] = _BY_CODE[ErrorCode.TABLE_TYPE_MISMATCH]
+KvNotReadyError: type[ApiError] = _BY_CODE[ErrorCode.KV_NOT_READY]
+UnknownSchemaIdError: type[ApiError] = _BY_CODE[ErrorCode.UNKNOWN_SCHEMA_ID]
 
 
 # The caller's credentials, certificate or permissions were refused: trying another server cannot help, so

@@ -78,6 +78,10 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
         Operation.DESCRIBE, (b.table_bucket.table_id for b in r.buckets), names
     ),
     _T + "GetMetadata": _metadata,
+    # primary-key tables: reads of committed rows need READ, as a fetch of the changelog does
+    _T + "Lookup": _fetch,
+    _T + "PrefixLookup": _fetch,
+    _T + "ScanKv": lambda r, names: _tables(Operation.READ, (r.table_bucket.table_id,), names),
     # tablet servers: replication and coordinator control
     _T + "FetchLogStream": lambda r, names: INTERNAL,  # followers only; checked at open (no request yet)
     _T + "ProduceLogStream": lambda r, names: PUBLIC,  # any principal may open; each message: MESSAGE_RULES

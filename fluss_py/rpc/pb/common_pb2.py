@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66luss_py/rpc/pb/common.proto\x12\x08\x66luss.v1\"U\n\tErrorInfo\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0eleader_address\x18\x04 \x01(\t\"B\n\nServerNode\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04rack\x18\x04 \x01(\t\",\n\tTablePath\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\"/\n\x0bTableBucket\x12\x10\n\x08table_id\x18\x01 \x01(\x03\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\x05\"\xc5\x01\n\x0fTableDescriptor\x12\x13\n\x0bnum_buckets\x18\x01 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x02 \x01(\x05\x12=\n\nproperties\x18\x03 \x03(\x0b\x32).fluss.v1.TableDescriptor.PropertiesEntry\x12\x0f\n\x07\x63omment\x18\x04 \x01(\t\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x83\x01\n\tTableInfo\x12\x10\n\x08table_id\x18\x01 \x01(\x03\x12!\n\x04path\x18\x02 \x01(\x0b\x32\x13.fluss.v1.TablePath\x12-\n\ndescriptor\x18\x03 \x01(\x0b\x32\x19.fluss.v1.TableDescriptor\x12\x12\n\ncreated_ms\x18\x04 \x01(\x03\"\xd0\x01\n\x12\x42ucketLeaderAndIsr\x12+\n\x0ctable_bucket\x18\x01 \x01(\x0b\x32\x15.fluss.v1.TableBucket\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12\x14\n\x0c\x62ucket_epoch\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\"a\n\rTableMetadata\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.fluss.v1.TableInfo\x12-\n\x07\x62uckets\x18\x02 \x03(\x0b\x32\x1c.fluss.v1.BucketLeaderAndIsr\"\xae\x01\n\x0f\x43lusterMetadata\x12,\n\x0etablet_servers\x18\x01 \x03(\x0b\x32\x14.fluss.v1.ServerNode\x12)\n\x0b\x63oordinator\x18\x02 \x01(\x0b\x32\x14.fluss.v1.ServerNode\x12\'\n\x06tables\x18\x03 \x03(\x0b\x32\x17.fluss.v1.TableMetadata\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\"6\n\x0fMetadataRequest\x12#\n\x06tables\x18\x01 \x03(\x0b\x32\x13.fluss.v1.TablePath\"c\n\x10MetadataResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.fluss.v1.ErrorInfo\x12+\n\x08metadata\x18\x02 \x01(\x0b\x32\x19.fluss.v1.ClusterMetadatab\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66luss_py/rpc/pb/common.proto\x12\x08\x66luss.v1\"U\n\tErrorInfo\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0eleader_address\x18\x04 \x01(\t\"B\n\nServerNode\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04rack\x18\x04 \x01(\t\",\n\tTablePath\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\"/\n\x0bTableBucket\x12\x10\n\x08table_id\x18\x01 \x01(\x03\x12\x0e\n\x06\x62ucket\x18\x02 \x01(\x05\"\xec\x01\n\x0fTableDescriptor\x12\x13\n\x0bnum_buckets\x18\x01 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x02 \x01(\x05\x12=\n\nproperties\x18\x03 \x03(\x0b\x32).fluss.v1.TableDescriptor.PropertiesEntry\x12\x0f\n\x07\x63omment\x18\x04 \x01(\t\x12%\n\x06schema\x18\x05 \x01(\x0b\x32\x15.fluss.v1.TableSchema\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"<\n\x0cSchemaColumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08nullable\x18\x03 \x01(\x08\"K\n\rSchemaVersion\x12\x11\n\tschema_id\x18\x01 \x01(\x05\x12\'\n\x07\x63olumns\x18\x02 \x03(\x0b\x32\x16.fluss.v1.SchemaColumn\"a\n\x0bTableSchema\x12)\n\x08versions\x18\x01 \x03(\x0b\x32\x17.fluss.v1.SchemaVersion\x12\x13\n\x0bprimary_key\x18\x02 \x03(\t\x12\x12\n\nbucket_key\x18\x03 \x03(\t\"\x83\x01\n\tTableInfo\x12\x10\n\x08table_id\x18\x01 \x01(\x03\x12!\n\x04path\x18\x02 \x01(\x0b\x32\x13.fluss.v1.TablePath\x12-\n\ndescriptor\x18\x03 \x01(\x0b\x32\x19.fluss.v1.TableDescriptor\x12\x12\n\ncreated_ms\x18\x04 \x01(\x03\"\xd0\x01\n\x12\x42ucketLeaderAndIsr\x12+\n\x0ctable_bucket\x18\x01 \x01(\x0b\x32\x15.fluss.v1.TableBucket\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\x12\x14\n\x0c\x62ucket_epoch\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x08 \x03(\x05\"a\n\rTableMetadata\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.fluss.v1.TableInfo\x12-\n\x07\x62uckets\x18\x02 \x03(\x0b\x32\x1c.fluss.v1.BucketLeaderAndIsr\"\xae\x01\n\x0f\x43lusterMetadata\x12,\n\x0etablet_servers\x18\x01 \x03(\x0b\x32\x14.fluss.v1.ServerNode\x12)\n\x0b\x63oordinator\x18\x02 \x01(\x0b\x32\x14.fluss.v1.ServerNode\x12\'\n\x06tables\x18\x03 \x03(\x0b\x32\x17.fluss.v1.TableMetadata\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\"6\n\x0fMetadataRequest\x12#\n\x06tables\x18\x01 \x03(\x0b\x32\x13.fluss.v1.TablePath\"c\n\x10MetadataResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.fluss.v1.ErrorInfo\x12+\n\x08metadata\x18\x02 \x01(\x0b\x32\x19.fluss.v1.ClusterMetadatab\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,19 +42,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TABLEBUCKET']._serialized_start=243
   _globals['_TABLEBUCKET']._serialized_end=290
   _globals['_TABLEDESCRIPTOR']._serialized_start=293
-  _globals['_TABLEDESCRIPTOR']._serialized_end=490
-  _globals['_TABLEDESCRIPTOR_PROPERTIESENTRY']._serialized_start=441
-  _globals['_TABLEDESCRIPTOR_PROPERTIESENTRY']._serialized_end=490
-  _globals['_TABLEINFO']._serialized_start=493
-  _globals['_TABLEINFO']._serialized_end=624
-  _globals['_BUCKETLEADERANDISR']._serialized_start=627
-  _globals['_BUCKETLEADERANDISR']._serialized_end=835
-  _globals['_TABLEMETADATA']._serialized_start=837
-  _globals['_TABLEMETADATA']._serialized_end=934
-  _globals['_CLUSTERMETADATA']._serialized_start=937
-  _globals['_CLUSTERMETADATA']._serialized_end=1111
-  _globals['_METADATAREQUEST']._serialized_start=1113
-  _globals['_METADATAREQUEST']._serialized_end=1167
-  _globals['_METADATARESPONSE']._serialized_start=1169
-  _globals['_METADATARESPONSE']._serialized_end=1268
+  _globals['_TABLEDESCRIPTOR']._serialized_end=529
+  _globals['_TABLEDESCRIPTOR_PROPERTIESENTRY']._serialized_start=480
+  _globals['_TABLEDESCRIPTOR_PROPERTIESENTRY']._serialized_end=529
+  _globals['_SCHEMACOLUMN']._serialized_start=531
+  _globals['_SCHEMACOLUMN']._serialized_end=591
+  _globals['_SCHEMAVERSION']._serialized_start=593
+  _globals['_SCHEMAVERSION']._serialized_end=668
+  _globals['_TABLESCHEMA']._serialized_start=670
+  _globals['_TABLESCHEMA']._serialized_end=767
+  _globals['_TABLEINFO']._serialized_start=770
+  _globals['_TABLEINFO']._serialized_end=901
+  _globals['_BUCKETLEADERANDISR']._serialized_start=904
+  _globals['_BUCKETLEADERANDISR']._serialized_end=1112
+  _globals['_TABLEMETADATA']._serialized_start=1114
+  _globals['_TABLEMETADATA']._serialized_end=1211
+  _globals['_CLUSTERMETADATA']._serialized_start=1214
+  _globals['_CLUSTERMETADATA']._serialized_end=1388
+  _globals['_METADATAREQUEST']._serialized_start=1390
+  _globals['_METADATAREQUEST']._serialized_end=1444
+  _globals['_METADATARESPONSE']._serialized_start=1446
+  _globals['_METADATARESPONSE']._serialized_end=1545
 # @@protoc_insertion_point(module_scope)

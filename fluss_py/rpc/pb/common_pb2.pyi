@@ -47,7 +47,7 @@ class TableBucket(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., bucket: _Optional[int] = ...) -> None: ...
 
 class TableDescriptor(_message.Message):
-    __slots__ = ("num_buckets", "replication_factor", "properties", "comment")
+    __slots__ = ("num_buckets", "replication_factor", "properties", "comment", "schema")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,11 +59,41 @@ class TableDescriptor(_message.Message):
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     num_buckets: int
     replication_factor: int
     properties: _containers.ScalarMap[str, str]
     comment: str
-    def __init__(self, num_buckets: _Optional[int] = ..., replication_factor: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., comment: _Optional[str] = ...) -> None: ...
+    schema: TableSchema
+    def __init__(self, num_buckets: _Optional[int] = ..., replication_factor: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ..., comment: _Optional[str] = ..., schema: _Optional[_Union[TableSchema, _Mapping]] = ...) -> None: ...
+
+class SchemaColumn(_message.Message):
+    __slots__ = ("name", "type", "nullable")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NULLABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    nullable: bool
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., nullable: _Optional[bool] = ...) -> None: ...
+
+class SchemaVersion(_message.Message):
+    __slots__ = ("schema_id", "columns")
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    schema_id: int
+    columns: _containers.RepeatedCompositeFieldContainer[SchemaColumn]
+    def __init__(self, schema_id: _Optional[int] = ..., columns: _Optional[_Iterable[_Union[SchemaColumn, _Mapping]]] = ...) -> None: ...
+
+class TableSchema(_message.Message):
+    __slots__ = ("versions", "primary_key", "bucket_key")
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_KEY_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[SchemaVersion]
+    primary_key: _containers.RepeatedScalarFieldContainer[str]
+    bucket_key: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, versions: _Optional[_Iterable[_Union[SchemaVersion, _Mapping]]] = ..., primary_key: _Optional[_Iterable[str]] = ..., bucket_key: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TableInfo(_message.Message):
     __slots__ = ("table_id", "path", "descriptor", "created_ms")

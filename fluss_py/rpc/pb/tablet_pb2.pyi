@@ -219,6 +219,128 @@ class OffsetsForLeaderEpochResponse(_message.Message):
     buckets: _containers.RepeatedCompositeFieldContainer[OffsetsForLeaderEpochBucketResult]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[OffsetsForLeaderEpochBucketResult, _Mapping]]] = ...) -> None: ...
 
+class LookupBucket(_message.Message):
+    __slots__ = ("table_bucket", "keys")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class LookupRequest(_message.Message):
+    __slots__ = ("buckets", "timeout_ms")
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[LookupBucket]
+    timeout_ms: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[LookupBucket, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class LookupValue(_message.Message):
+    __slots__ = ("found", "row")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    row: bytes
+    def __init__(self, found: _Optional[bool] = ..., row: _Optional[bytes] = ...) -> None: ...
+
+class LookupBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "values", "applied_offset")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    values: _containers.RepeatedCompositeFieldContainer[LookupValue]
+    applied_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., values: _Optional[_Iterable[_Union[LookupValue, _Mapping]]] = ..., applied_offset: _Optional[int] = ...) -> None: ...
+
+class LookupResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[LookupBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[LookupBucketResult, _Mapping]]] = ...) -> None: ...
+
+class PrefixLookupBucket(_message.Message):
+    __slots__ = ("table_bucket", "prefixes")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    prefixes: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., prefixes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class PrefixLookupRequest(_message.Message):
+    __slots__ = ("buckets", "timeout_ms", "max_rows_per_prefix")
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_PER_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[PrefixLookupBucket]
+    timeout_ms: int
+    max_rows_per_prefix: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[PrefixLookupBucket, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., max_rows_per_prefix: _Optional[int] = ...) -> None: ...
+
+class RowList(_message.Message):
+    __slots__ = ("rows", "truncated")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedScalarFieldContainer[bytes]
+    truncated: bool
+    def __init__(self, rows: _Optional[_Iterable[bytes]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class PrefixLookupBucketResult(_message.Message):
+    __slots__ = ("table_bucket", "error", "results", "applied_offset")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    error: _common_pb2.ErrorInfo
+    results: _containers.RepeatedCompositeFieldContainer[RowList]
+    applied_offset: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., results: _Optional[_Iterable[_Union[RowList, _Mapping]]] = ..., applied_offset: _Optional[int] = ...) -> None: ...
+
+class PrefixLookupResponse(_message.Message):
+    __slots__ = ("error", "buckets")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    buckets: _containers.RepeatedCompositeFieldContainer[PrefixLookupBucketResult]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., buckets: _Optional[_Iterable[_Union[PrefixLookupBucketResult, _Mapping]]] = ...) -> None: ...
+
+class ScanKvRequest(_message.Message):
+    __slots__ = ("table_bucket", "after_key", "max_rows", "timeout_ms")
+    TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    AFTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    table_bucket: _common_pb2.TableBucket
+    after_key: bytes
+    max_rows: int
+    timeout_ms: int
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., after_key: _Optional[bytes] = ..., max_rows: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class KvRow(_message.Message):
+    __slots__ = ("key", "row")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    row: bytes
+    def __init__(self, key: _Optional[bytes] = ..., row: _Optional[bytes] = ...) -> None: ...
+
+class ScanKvResponse(_message.Message):
+    __slots__ = ("error", "rows", "more", "applied_offset")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    rows: _containers.RepeatedCompositeFieldContainer[KvRow]
+    more: bool
+    applied_offset: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[KvRow, _Mapping]]] = ..., more: _Optional[bool] = ..., applied_offset: _Optional[int] = ...) -> None: ...
+
 class NotifyLeaderAndIsrRequest(_message.Message):
     __slots__ = ("coordinator_epoch", "coordinator_id", "buckets", "tables", "servers")
     COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]

@@ -75,6 +75,21 @@ class TabletServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.Lookup = channel.unary_unary(
+                '/fluss.v1.TabletService/Lookup',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupResponse.FromString,
+                _registered_method=True)
+        self.PrefixLookup = channel.unary_unary(
+                '/fluss.v1.TabletService/PrefixLookup',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupResponse.FromString,
+                _registered_method=True)
+        self.ScanKv = channel.unary_unary(
+                '/fluss.v1.TabletService/ScanKv',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvResponse.FromString,
+                _registered_method=True)
         self.NotifyLeaderAndIsr = channel.unary_unary(
                 '/fluss.v1.TabletService/NotifyLeaderAndIsr',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.NotifyLeaderAndIsrRequest.SerializeToString,
@@ -155,6 +170,26 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lookup(self, request, context):
+        """Client -> leader of primary-key buckets: committed rows only (docs/primary-key-tables.md §5). Upserts and
+        deletes travel as ProduceLog batches with the KV attribute; the leader turns them into the changelog.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrefixLookup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScanKv(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def NotifyLeaderAndIsr(self, request, context):
         """Coordinator leader -> tablet server.
         """
@@ -225,6 +260,21 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.GetMetadata,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataResponse.SerializeToString,
+            ),
+            'Lookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lookup,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupResponse.SerializeToString,
+            ),
+            'PrefixLookup': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrefixLookup,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupResponse.SerializeToString,
+            ),
+            'ScanKv': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScanKv,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvResponse.SerializeToString,
             ),
             'NotifyLeaderAndIsr': grpc.unary_unary_rpc_method_handler(
                     servicer.NotifyLeaderAndIsr,
@@ -463,6 +513,87 @@ class TabletService:
             '/fluss.v1.TabletService/GetMetadata',
             fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_common__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.TabletService/Lookup',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.LookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrefixLookup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.TabletService/PrefixLookup',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.PrefixLookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScanKv(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.TabletService/ScanKv',
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_tablet__pb2.ScanKvResponse.FromString,
             options,
             channel_credentials,
             insecure,
