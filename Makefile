@@ -4,9 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install zookeeper fuse netns-tools browser docker-tools wheels compose-test bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
+.PHONY: install install-run zookeeper fuse netns-tools browser docker-tools wheels compose-test bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
 
-install: $(VENV)/.installed zookeeper fuse netns-tools browser docker-tools
+# What running a cluster needs (`make up`): the venv, ZooKeeper and FUSE. The test tools (network-namespace
+# tools, chromium, docker, prometheus) come with `make install`, which `make test` runs.
+install-run: $(VENV)/.installed zookeeper fuse
+
+install: install-run netns-tools browser docker-tools
 
 $(VENV)/.installed: pyproject.toml
 	@bash deploy/check-python.sh $(PYTHON)
@@ -44,7 +48,7 @@ wheels: $(VENV)/.installed
 compose-test: install
 	$(BIN)/python -m pytest -s tests/fault/test_compose.py
 
-up: install
+up: install-run
 	$(BIN)/fluss-py cluster up
 
 down:
