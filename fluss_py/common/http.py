@@ -76,8 +76,8 @@ class HttpServer:
 
     ``routes`` are dispatched by one catch-all handler exactly as before the move to aiohttp (404 for an
     unknown path, 405 for a known path with another method, the guard before every method route, 500 with
-    the exception's name when a handler raises). Before the guard, a state-changing request without the
-    ``X-Fluss-Request`` header or from another origin is refused 403 (common/cross_site.py).
+    the exception's name when a handler raises). Before the guard, a state-changing request a browser sent
+    from another origin (or without the ``X-Fluss-Request`` header) is refused 403 (common/cross_site.py).
     ``setup(app)`` may add aiohttp routes of its own (the console's page, its event stream); they are
     matched before the catch-all, are not guarded and must only read: a state-changing console action goes
     through a guarded method route.

@@ -15,12 +15,37 @@ def test_reads_are_never_refused(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["POST", "DELETE", "PUT", "PATCH"])
-def test_a_state_change_without_the_header_is_refused(method: str) -> None:
-    # what <form method=POST enctype=text/plain action=...> sends: no custom header can be added
-    form = {"host": "127.0.0.1:9124", "content-type": "text/plain"}
-    assert REQUEST_HEADER in (refusal(method, form, "https") or "")
-    assert refusal(method, {**form, REQUEST_HEADER.lower(): "0"}, "https") is not None
-    assert refusal(method, OWN, "https") is None  # the CLI: no Origin, no Sec-Fetch-Site
+def test_a_request_no_browser_sent_may_change_state_without_the_header(method: str) -> None:
+    # curl -X POST http://coordinator:9124/rebalance (the runbook's command), scripts: no Origin,
+    # no Sec-Fetch-Site, no Referer
+    assert refusal(method, {"host": "127.0.0.1:9124", "user-agent": "curl/8.5.0", "accept": "*/*"}, "http") is None
+    assert refusal(method, {}, "https") is None  # not even a Host header
+    assert refusal(method, OWN, "https") is None  # the CLI sends the header as well
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE", "PUT", "PATCH"])
+@pytest.mark.parametrize(
+    "marker",
+    [{"origin": "https://127.0.0.1:9124"}, {"sec-fetch-site": "same-origin"}, {"sec-fetch-site": "none"},
+     {"referer": "https://127.0.0.1:9124/console"}],
+)  # fmt: skip
+def test_a_browsers_state_change_without_the_header_is_refused(method: str, marker: dict[str, str]) -> None:
+    """Even from the server's own origin: only the console's script sets the header."""
+    browser = {"host": "127.0.0.1:9124", "content-type": "text/plain", **marker}
+    assert REQUEST_HEADER in (refusal(method, browser, "https") or "")
+    assert refusal(method, {**browser, REQUEST_HEADER.lower(): "0"}, "https") is not None
+    assert refusal(method, {**browser, REQUEST_HEADER.lower(): "1"}, "https") is None
+
+
+def test_a_form_post_from_another_page_is_refused_with_or_without_the_header() -> None:
+    # what <form method=POST enctype=text/plain action=...> on another origin makes a browser send: a browser
+    # always sends Origin on a POST (before Sec-Fetch-Site existed, too)
+    form = {"host": "127.0.0.1:9124", "content-type": "text/plain", "origin": "https://evil.example"}
+    assert "origin" in (refusal("POST", form, "https") or "")
+    assert "origin" in (refusal("POST", {**form, REQUEST_HEADER.lower(): "1"}, "https") or "")
+    referred = {"host": "127.0.0.1:9124", "referer": "https://evil.example/page?x=1"}
+    assert "referer" in (refusal("POST", referred, "https") or "")
+    assert "referer" in (refusal("POST", {**referred, "referer": "not a url"}, "https") or "")
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site"])
