@@ -28,6 +28,7 @@ from typing import Any
 import uvloop
 
 from fluss_py import config as cfg
+from fluss_py.common.gc_guard import GcGuard
 from fluss_py.common.logging import setup_logging
 from fluss_py.errors import ConfigError, FlussError
 
@@ -93,7 +94,9 @@ request being built or applied (a fetch request of thousands of buckets, a Notif
 every object promoted counts towards a full collection (one each time a quarter of the long-lived heap is
 new), a pass over every object of every replica: 1-3 s at 20,000 buckets, pauses that landed in the middle
 of failovers (docs/performance.md). With 50,000 such temporaries are freed by their reference counts before
-the next young collection; cycles are still collected, later."""
+the next young collection; cycles are still collected, later. The allocation counts miss garbage whose
+weight is in bytes (a cycle holding a megabyte): ``GcGuard`` (common/gc_guard.py) runs a young collection
+each time the resident set grew by 32 MiB, which bounds it."""
 
 
 def serve(server: Any) -> int:
@@ -106,7 +109,12 @@ def serve(server: Any) -> int:
             loop.add_signal_handler(sig, server.request_stop)
         if hasattr(server, "reload_certificates"):
             loop.add_signal_handler(signal.SIGHUP, server.reload_certificates)  # docs/security.md
-        await server.run()
+        guard = loop.create_task(GcGuard().run(), name="gc-guard")  # garbage the thresholds do not count
+        guard.add_done_callback(_report_failure)
+        try:
+            await server.run()
+        finally:
+            guard.cancel()
 
     try:
         uvloop.run(main())
@@ -124,6 +132,11 @@ def serve(server: Any) -> int:
     log.info("Server exited cleanly")
     exit_without_teardown(0)
     return 0
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s failed: %r (memory-driven collections stopped)", task.get_name(), task.exception())
 
 
 def exit_without_teardown(code: int) -> None:

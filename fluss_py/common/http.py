@@ -27,6 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from fluss_py.common import cross_site
+from fluss_py.common.http_input import HANDLER_ARGS, MAX_BODY, bounded
 from fluss_py.errors import ErrorCode, FlussError
 
 log = logging.getLogger(__name__)
@@ -100,26 +101,32 @@ class HttpServer:
         self._guard = guard
         self._setup = setup
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
         self._cross_site_logged: dict[str, float] = {}  # route -> when a refusal of it was last logged
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024)  # small admin bodies only
+        app = web.Application(client_max_size=MAX_BODY, handler_args=HANDLER_ARGS)  # common/http_input.py
         if self._setup is not None:
             self._setup(app)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self._ssl, reuse_address=True)
-        try:
-            await site.start()
+        assert runner.server is not None
+        try:  # aiohttp's protocols behind BoundedInput: a refused head keeps nothing (common/http_input.py)
+            listener = await asyncio.get_running_loop().create_server(
+                bounded(runner.server), self.host, self.port, ssl=self._ssl, reuse_address=True
+            )
         except OSError as e:
             await runner.cleanup()
             raise HttpBindError(f"cannot bind HTTP port {self.host}:{self.port} (http.port): {e}") from None
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])
+        self._runner, self._listener = runner, listener
+        self.port = int(listener.sockets[0].getsockname()[1])
         log.info("HTTP server listening on %s:%d (%s)", self.host, self.port, ", ".join(sorted(self._routes)))
 
     async def close(self) -> None:
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            listener.close()  # no new connections; the runner then closes the open ones
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
@@ -138,6 +145,8 @@ class HttpServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         method, path = request.method, request.path
+        if (request.content_length or 0) > MAX_BODY:  # refused before a byte of it is read
+            return web.Response(status=413, text=f"request body over {MAX_BODY} bytes\n")
         handler = self._routes.get(path)
         method_handler = self._routes.get(f"{method} {path}")
         if method_handler is not None:
