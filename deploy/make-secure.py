@@ -14,6 +14,8 @@ deploy/secure/ is git-ignored, never commit it):
                                    (the compose file names each server's certificate with -D)
     admin.properties               the admin's client config, with the ZooKeeper credentials for user/acl
     admin-password                 read by the security-init service (`fluss-py user add --password-file`)
+    prometheus-password            the scraper's (user `prometheus`, DESCRIBE_CONFIGS on the cluster: /metrics),
+                                   read by security-init and by Prometheus (prometheus/prometheus-secure.yml)
 
 See docs/security.md §7 (set-up by hand) for what each step does.
 """
@@ -53,7 +55,7 @@ def main(out: Path = OUT) -> int:
             out / service, "fluss-server", hosts=[service, "localhost", "127.0.0.1"], uris=[server_uri(role, server_id)]
         )
     ca.issue(out / "client", "fluss-client")
-    zk_password, admin_password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
+    zk_password, admin_password, scraper = (secrets.token_urlsafe(18) for _ in range(3))
     security = {
         "security.tls.enabled": True,
         "security.tls.ca-file": f"{MOUNT}/ca.pem",
@@ -84,6 +86,7 @@ def main(out: Path = OUT) -> int:
         + "\n",
     )
     secret(out / "admin-password", admin_password + "\n")
+    secret(out / "prometheus-password", scraper)  # Prometheus reads the file whole: no newline
     print(f"wrote {out}")
     print(f"the containers run as uid 10001: `sudo chown -R 10001 {out}` lets them read the 0600 files")
     return 0

@@ -180,9 +180,8 @@ def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
     run = " ".join(cluster.net.exec_prefix(CLIENT)) + " " if cluster.net is not None else ""
     print(f"  {run}{ZKCLI} -server {cluster.zookeeper_address} get {cluster.zk_root}/coordinator/leader")
     if leader and cluster.security is not None:
-        s, url = cluster.security, f"https://{cluster.get(leader).http_address}/metrics"
-        print(f"  {run}curl -s --cacert {s.ca.cert_file} --cert {s.directory / 'client.pem'} "
-              f"--key {s.directory / 'client-key.pem'} {url} | head")  # fmt: skip
+        url = f"https://{cluster.get(leader).http_address}/metrics"  # the admin's credentials: docs/security.md
+        print(f"  {run}curl -s -K {cluster.security.curl_config} {url} | head")
     elif leader:
         print(f"  {run}curl -s http://{cluster.get(leader).http_address}/metrics | head")
         print(f"  {me} cluster kill {leader}{d}     # kill -9 the leader, then `cluster status` again")

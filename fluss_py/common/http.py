@@ -32,7 +32,8 @@ from fluss_py.errors import ErrorCode, FlussError
 
 log = logging.getLogger(__name__)
 
-Response = tuple[int, str, bytes]
+# (status, content type, body) or, with headers of its own (a 401's WWW-Authenticate), a fourth element
+Response = tuple[int, str, bytes] | tuple[int, str, bytes, dict[str, str]]
 LOG_EVERY_S = 60.0
 Handler = Callable[[], Awaitable[Response]]
 
@@ -60,7 +61,7 @@ def metrics_route(registry: CollectorRegistry, *extra: Callable[[], bytes]) -> H
     """``registry`` rendered by prometheus-client, followed by each ``extra()`` text (families a server
     renders itself in the exposition format because there are thousands of samples, e.g. per bucket)."""
 
-    async def handler() -> Response:
+    async def handler(_request: Request | None = None) -> Response:  # a plain or a method route
         return 200, CONTENT_TYPE_LATEST, b"".join([generate_latest(registry), *(text() for text in extra)])
 
     return handler
@@ -149,35 +150,48 @@ class HttpServer:
             return web.Response(status=413, text=f"request body over {MAX_BODY} bytes\n")
         handler = self._routes.get(path)
         method_handler = self._routes.get(f"{method} {path}")
+        if method_handler is None and method == "HEAD":  # a GET method route answers HEAD (no body sent)
+            method_handler = self._routes.get(f"GET {path}")
+        response: Response
         if method_handler is not None:
-            params = parse_qs(request.query_string, keep_blank_values=True)
-            req = Request(
-                method,
-                path,
-                {k: v[-1] for k, v in params.items()},
-                params,
-                {k.lower(): v for k, v in request.headers.items()},
-                _peer_cn(request.transport),
-            )
+            req = request_of(request)
             try:
                 refused = self._cross_site(req) or (await self._guard(req) if self._guard is not None else None)
-                status, ctype, body = refused or await method_handler(req)  # type: ignore[call-arg]
+                response = refused or await method_handler(req)  # type: ignore[call-arg]
             except Exception as e:
                 log.exception("HTTP handler for %s %s failed", method, path)
-                status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+                response = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
         elif handler is None and any(k.endswith(f" {path}") for k in self._routes):
-            status, ctype, body = 405, "text/plain", f"method {method} not allowed on {path}\n".encode()
+            response = 405, "text/plain", f"method {method} not allowed on {path}\n".encode()
         elif handler is None:
-            status, ctype, body = 404, "text/plain", f"no route {path}\n".encode()
+            response = 404, "text/plain", f"no route {path}\n".encode()
         elif method not in ("GET", "HEAD"):
-            status, ctype, body = 405, "text/plain", b"only GET\n"
+            response = 405, "text/plain", b"only GET\n"
         else:
             try:
-                status, ctype, body = await handler()  # type: ignore[call-arg]
+                response = await handler()  # type: ignore[call-arg]
             except Exception as e:
                 log.exception("HTTP handler for %s failed", path)
-                status, ctype, body = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
-        return web.Response(status=status, body=body, headers={"Content-Type": ctype})
+                response = 500, "text/plain", f"{type(e).__name__}: {e}\n".encode()
+        return web_response(response)
+
+
+def web_response(response: Response) -> web.Response:
+    status, ctype, body, *extra = response
+    return web.Response(status=status, body=body, headers={"Content-Type": ctype, **(extra[0] if extra else {})})
+
+
+def request_of(request: web.Request) -> Request:
+    """The route's view of an aiohttp request: method, path, query, lower-case headers, the certificate's CN."""
+    params = parse_qs(request.query_string, keep_blank_values=True)
+    return Request(
+        request.method,
+        request.path,
+        {k: v[-1] for k, v in params.items()},
+        params,
+        {k.lower(): v for k, v in request.headers.items()},
+        _peer_cn(request.transport),
+    )
 
 
 def _peer_cn(transport: asyncio.BaseTransport | None) -> str | None:

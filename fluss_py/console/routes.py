@@ -11,6 +11,10 @@ snapshot read in the last ``WATCHED_S``): the first read of an unwatched coordin
 The failover timeline does not depend on samples: the view tells the feed of each LeaderAndIsr change, so
 nobody watching costs the coordinator nothing per bucket (docs/console.md).
 
+On a secure cluster every read but the static files needs an authenticated principal (Basic credentials
+or a client certificate; 401 with a Basic challenge otherwise) and shows what it may DESCRIBE
+(console/visibility.py; docs/console.md "Security").
+
 State-changing actions are not here: the page calls the guarded
 ``POST|DELETE /rebalance`` routes (fluss_py/coordinator/rebalance/routes.py), so the ALTER check of the
 security layer applies to them unchanged.
@@ -25,13 +29,15 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 
 from aiohttp import web
 
+from fluss_py.common.http import Response, request_of, web_response
 from fluss_py.console.groups import LagHistory
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
+from fluss_py.console.visibility import Viewer, visible
 from fluss_py.coordinator.tables import ClusterView
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket
 
@@ -44,6 +50,9 @@ WATCHED_S = 10.0  # a snapshot read counts as a watching console for this long (
 MAX_GROUPS = 50  # groups whose committed offsets are read from ZooKeeper for the console, first by name
 REFRESH_TIMEOUT_S = 2.0
 FRESH_TIMEOUT_S = REFRESH_TIMEOUT_S + 3.0  # a first read waits at most this long for its fresh sample
+MAX_FILTERED = 100  # principals whose cut of the latest sample is kept (more start the cache over)
+# the console's reads ask it who the caller is (security/http_access.HttpAccess.viewer)
+Access = Callable[[Mapping[str, str], str | None], Awaitable[Viewer | Response]]
 
 
 class ConsoleFeed:
@@ -63,10 +72,14 @@ class ConsoleFeed:
         scheme: str = "http",
         refresh: Callable[[], Awaitable[None]] | None = None,
         view: Callable[[], ClusterView | None] | None = None,
+        access: Access | None = None,
     ) -> None:
         """``refresh``: an async read the ``read`` callable's source depends on (ZooKeeper), run every
         ``REFRESH_EVERY`` samples and awaited at most ``REFRESH_TIMEOUT_S`` (a slow ZooKeeper delays the
-        next sample by that much, and the panel it feeds stays as last read)."""
+        next sample by that much, and the panel it feeds stays as last read). ``access(headers,
+        certificate_cn)``: the request's Viewer, or the 401 to answer (None: everyone sees everything)."""
+        self._access = access
+        self._filtered: dict[str, bytes] = {}  # principal -> its view of the latest sample (console/visibility.py)
         self._read = read
         self._view = view
         self._attached: ClusterView | None = None  # the view whose changes feed the timeline
@@ -152,6 +165,7 @@ class ConsoleFeed:
             log.exception("console snapshot failed")
             snapshot = {"ts": now, "error": f"{type(e).__name__}: {e}"}
         self._latest, self._encoded = snapshot, None  # encoded when a client asks: none may be watching
+        self._filtered = {}
         self._sequence += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -169,6 +183,28 @@ class ConsoleFeed:
         if self._encoded is None:
             self._encoded = json.dumps(self._latest, separators=(",", ":")).encode("utf-8")
         return self._encoded
+
+    def encoded_for(self, viewer: Viewer | None) -> bytes:
+        """The last snapshot as ``viewer`` may see it: the shared encoding when it sees everything, else its
+        own cut (console/visibility.py), encoded once per sample and principal."""
+        if viewer is None or viewer.sees_all:
+            return self.encoded
+        principal = getattr(viewer, "principal", "")
+        body = self._filtered.get(principal)
+        if body is None:
+            if len(self._filtered) >= MAX_FILTERED:
+                self._filtered = {}
+            cut = visible(self._latest if self._latest is not None else {}, viewer)
+            body = self._filtered[principal] = json.dumps(cut, separators=(",", ":")).encode("utf-8")
+        return body
+
+    async def _viewer(self, request: web.Request) -> Viewer | web.Response | None:
+        """The request's Viewer (None: security off), or the 401 to answer."""
+        if self._access is None:
+            return None
+        req = request_of(request)
+        answer = await self._access(req.headers, req.certificate_cn)
+        return web_response(answer) if isinstance(answer, tuple) else answer
 
     def setup(self, app: web.Application) -> None:
         app.router.add_get("/console", self._page)
@@ -189,6 +225,9 @@ class ConsoleFeed:
     async def _page(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text=f"/console takes no parameters (got {', '.join(sorted(request.query))})\n")
+        viewer = await self._viewer(request)  # a browser asks for a user and password on the 401
+        if isinstance(viewer, web.Response):
+            return viewer
         target = await self._leader_url(request)
         if target:
             raise web.HTTPTemporaryRedirect(target)
@@ -205,15 +244,21 @@ class ConsoleFeed:
     async def _snapshot(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text="/console/snapshot takes no parameters\n")
+        viewer = await self._viewer(request)
+        if isinstance(viewer, web.Response):
+            return viewer
         watched = self.watched
         self._polled = time.monotonic()
         if not watched:
             await self.fresh()
-        return web.Response(body=self.encoded, content_type="application/json")
+        return web.Response(body=self.encoded_for(viewer), content_type="application/json")
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text="/console/events takes no parameters\n")
+        viewer = await self._viewer(request)
+        if isinstance(viewer, web.Response):
+            return viewer
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         watched = self.watched
@@ -225,7 +270,7 @@ class ConsoleFeed:
             while True:
                 if sent != self._sequence:
                     sent = self._sequence
-                    await response.write(b"event: snapshot\ndata: " + self.encoded + b"\n\n")
+                    await response.write(b"event: snapshot\ndata: " + self.encoded_for(viewer) + b"\n\n")
                 changed = self._changed
                 try:
                     await asyncio.wait_for(changed.wait(), KEEPALIVE_S)

@@ -35,7 +35,7 @@ from prometheus_client import Enum as EnumMetric
 from prometheus_client.core import CounterMetricFamily
 
 from fluss_py import config as cfg
-from fluss_py.common.http import HttpServer, json_response, metrics_route
+from fluss_py.common.http import HttpServer, Request, Response, json_response, metrics_route
 from fluss_py.console.routes import MAX_GROUPS, ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource, coordinators_view
 from fluss_py.coordinator.context import CoordinatorState, StateMachine
@@ -170,6 +170,7 @@ class CoordinatorServer(CoordinatorLifecycle):
             scheme=scheme,
             refresh=self._console_refresh,
             view=self._serving_view,
+            access=self.security.http.viewer if self.security.enabled else None,  # docs/console.md "Security"
         )  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:
@@ -276,7 +277,7 @@ class CoordinatorServer(CoordinatorLifecycle):
                 log.debug("reading the leader node failed: %s", e)
         return self._known_leader
 
-    async def _health(self) -> tuple[int, str, bytes]:
+    async def _health(self, _request: Request | None = None) -> Response:  # no per-table data: open
         leader = await self.current_leader()
         return json_response(
             {
@@ -341,7 +342,8 @@ class CoordinatorServer(CoordinatorLifecycle):
                 tls=self.security.tls,
                 interceptors=self.security.interceptors(self._table_name),  # ConsumerHeartbeat names table ids
             )
-            routes: dict[str, Any] = {"/health": self._health, "/metrics": metrics_route(self.metrics)}
+            # /metrics needs DESCRIBE_CONFIGS on a secure cluster; /health is open (security/operations.py)
+            routes: dict[str, Any] = {"GET /health": self._health, "GET /metrics": metrics_route(self.metrics)}
             routes.update(rebalance_routes(self.serving_event_loop, self.current_leader))  # docs/rebalance.md
             routes.update(config_routes(leader_call(self.serving_event_loop, self.current_leader)))  # dynamic-config.md
             self._http = HttpServer(

@@ -11,7 +11,8 @@ partitions only). Principal ``*`` and the literal name ``*`` match all.
 
     any matching DENY for the operation           -> denied   (DENY wins)
     any matching ALLOW for the operation          -> allowed
-    DESCRIBE, with a matching ALLOW of any other operation (READ, WRITE, CREATE, DROP, ALTER) -> allowed
+    DESCRIBE, with a matching ALLOW of READ, WRITE, CREATE, DROP or ALTER          -> allowed
+    DESCRIBE_CONFIGS, with a matching ALLOW of ALTER                              -> allowed
     otherwise                                     -> denied   (nothing allows it)
 """
 
@@ -38,6 +39,15 @@ class Operation(StrEnum):
     DROP = "DROP"
     ALTER = "ALTER"
     DESCRIBE = "DESCRIBE"
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"  # on the cluster: every server's /metrics and /health details
+
+
+# an ALLOW of any of these implies the key (Kafka's rule); DESCRIBE_CONFIGS implies nothing, so a metrics
+# scraper's grant shows no table through GetMetadata
+IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
+    Operation.DESCRIBE: frozenset({Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DROP, Operation.ALTER}),
+    Operation.DESCRIBE_CONFIGS: frozenset({Operation.ALTER}),
+}
 
 
 class Permission(StrEnum):
@@ -127,6 +137,6 @@ def decide(acls: Iterable[Acl], principal: str, operation: Operation, resource: 
             if acl.permission is Permission.DENY:
                 return False
             allowed = True
-        elif operation is Operation.DESCRIBE and acl.permission is Permission.ALLOW:
+        elif acl.permission is Permission.ALLOW and acl.operation in IMPLIED_BY.get(operation, ()):
             allowed = True
     return allowed

@@ -133,8 +133,10 @@ def filter_metadata(response: Any, may_describe: Callable[[Resource], bool]) -> 
         tables.extend(keep)
 
 
-# state-changing HTTP calls (GET /health and GET /metrics are open: probes and scrapers, no secrets in them)
-HTTP_RULES: dict[str, tuple[Operation, Resource]] = {
+# HTTP method routes (security/http_access.py): None is open to anyone past the TLS handshake (probes)
+HTTP_RULES: dict[str, tuple[Operation, Resource] | None] = {
+    "GET /health": None,  # per-table details only with DESCRIBE_CONFIGS on the cluster
+    "GET /metrics": (Operation.DESCRIBE_CONFIGS, CLUSTER),  # metrics name tables: Kafka's DescribeConfigs
     "POST /rebalance": (Operation.ALTER, CLUSTER),
     "DELETE /rebalance": (Operation.ALTER, CLUSTER),
     "GET /rebalance": (Operation.DESCRIBE, CLUSTER),

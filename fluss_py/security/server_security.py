@@ -4,7 +4,8 @@
     identity     what this server presents to other servers (its certificate, or security.user/password)
     cache        users and ACLs from ZooKeeper (only when authentication or the authorizer is on)
     interceptors the security interceptor for the gRPC server (none when both are off: no per-call cost)
-    http_guard   the same decisions for state-changing HTTP calls (Basic auth or the client certificate)
+    http         the same decisions on the HTTP port (Basic auth or the client certificate): the guard of its
+                 routes, the console's viewer, /health's details (security/http_access.py)
 
 Config rules checked at start (ConfigError naming the key): authentication needs TLS (passwords travel
 only inside it); the authorizer needs authentication (else every caller would be ANONYMOUS).
@@ -14,7 +15,6 @@ Who may call: the server wiring (``CoordinatorServer``, ``TabletServer``) on its
 
 from __future__ import annotations
 
-import base64
 import logging
 
 import grpc.aio
@@ -22,11 +22,12 @@ from prometheus_client import CollectorRegistry
 
 from fluss_py import config as cfg
 from fluss_py.common.http import Request, Response
-from fluss_py.errors import AuthenticationFailedError, ConfigError
+from fluss_py.errors import ConfigError
 from fluss_py.security import operations
 from fluss_py.security.authn import Authenticator
 from fluss_py.security.authz import Authorizer
-from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER, PeerIdentity
+from fluss_py.security.http_access import HttpAccess
+from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.interceptor import SecurityInterceptor
 from fluss_py.security.scram import ScramCredential
 from fluss_py.security.store import SecurityCache
@@ -58,6 +59,7 @@ class ServerSecurity:
             internal_principals=config[cfg.INTERNAL_PRINCIPALS],
             registry=registry,
         )
+        self.http = HttpAccess(self.authenticator, self.authorizer, enabled=auth_on)  # the HTTP port's reads too
 
     @property
     def peer_certificates(self) -> bool:
@@ -101,32 +103,5 @@ class ServerSecurity:
             self.tls.generation()  # load now, so a bad file is reported at once
 
     async def http_guard(self, request: Request) -> Response | None:
-        """Refuse a state-changing HTTP call unless its principal may do it (401 / 403 with a reason)."""
-        if not self.enabled:
-            return None
-        headers = _basic_auth(request.headers.get("authorization", ""))
-        try:
-            principal = await self.authenticator.principal(headers, request.certificate_cn)
-        except AuthenticationFailedError as e:
-            self.authorizer.authentication_failures.inc()
-            return 401, "text/plain", f"AUTHENTICATION_FAILED: {e.message}\n".encode()
-        rule = operations.HTTP_RULES.get(f"{request.method} {request.path}")
-        if rule is None:
-            self.authorizer.denied(principal, request.method, request.path)
-            return 403, "text/plain", f"AUTHORIZATION_FAILED: {request.method} {request.path} is not mapped\n".encode()
-        operation, resource = rule
-        if not self.authorizer.allowed(principal, operation, resource):
-            text = f"AUTHORIZATION_FAILED: {principal} may not {operation.value} {resource}\n"
-            return 403, "text/plain", text.encode()
-        return None
-
-
-def _basic_auth(header: str) -> dict[str, str]:
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "basic" or not value:
-        return {}
-    try:
-        user, sep, password = base64.b64decode(value, validate=True).decode("utf-8").partition(":")
-    except ValueError:
-        return {}
-    return {USER_HEADER: user, PASSWORD_HEADER: password} if sep else {}
+        """The HTTP port's guard (security/http_access.py): HTTP_RULES, the same principals and ACLs."""
+        return await self.http.guard(request)

@@ -43,7 +43,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from fluss_py import config as cfg
-from fluss_py.common.http import HttpServer, json_response, metrics_route
+from fluss_py.common.http import HttpServer, Request, Response, json_response, metrics_route
 from fluss_py.errors import ServerIdConflictError
 from fluss_py.log.dirs import LogDirs, data_dirs_of
 from fluss_py.replica.fetcher.leader_endpoint import GrpcLeaderEndpoint
@@ -66,7 +66,7 @@ from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.retention import retention_pass
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
-from fluss_py.tablet.storage_health import StorageCollector, disk_use, health_fields
+from fluss_py.tablet.storage_health import HEALTH_DETAILS, StorageCollector, disk_use, health_fields, hide_table_details
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import retry_session_lost
 from fluss_py.zk.codecs import TabletServerRegistration
@@ -177,7 +177,7 @@ class TabletServer:
         leader = self.coordinator_leader
         return leader.address if leader is not None else None
 
-    async def _health(self) -> tuple[int, str, bytes]:
+    async def _health(self, request: Request | None = None) -> Response:
         body: dict[str, Any] = {
             "role": "tablet-server",
             "server_id": self.server_id,
@@ -206,7 +206,8 @@ class TabletServer:
             problems += [f"data directory {p} {s}" for p, s in body["log_dirs"].items() if s != "online"]
         body["status"] = "degraded" if problems else "ok"  # the process runs; something in it does not
         body["problems"] = problems
-        return json_response(body)
+        shown = request is None or await self.security.http.allowed(request, *HEALTH_DETAILS)  # docs/security.md
+        return json_response(body if shown else hide_table_details(body))  # table names: DESCRIBE_CONFIGS only
 
     def _start_replicas(self) -> ReplicaLayer:
         """Lock and load (recover) every log of the data dirs, then start the replica manager; before any RPC
@@ -275,8 +276,8 @@ class TabletServer:
                 self.bind_host,
                 self.http_port,
                 {
-                    "/health": self._health,
-                    "/metrics": metrics_route(self.metrics, replica_metrics_text(self._replica_stats)),
+                    "GET /health": self._health,  # open; /metrics needs DESCRIBE_CONFIGS (security/operations.py)
+                    "GET /metrics": metrics_route(self.metrics, replica_metrics_text(self._replica_stats)),
                 },
                 ssl_context=self.security.tls.http_context() if self.security.tls else None,
                 guard=self.security.http_guard,

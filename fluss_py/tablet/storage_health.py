@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.manager import ReplicaManager
+from fluss_py.security.acl import CLUSTER, Operation
 
 
 def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any]:
@@ -49,6 +50,24 @@ def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any
     body: dict[str, Any] = {"log_dirs": dirs}
     if rm is not None:
         body["offline_replicas"] = sorted(str(tb) for tb in rm.offline)
+        body["offline_replica_count"] = len(body["offline_replicas"])
+    return body
+
+
+# on a secure cluster /health names tables (offline replicas, failures) only to a principal allowed this
+HEALTH_DETAILS = (Operation.DESCRIBE_CONFIGS, CLUSTER)
+_HIDDEN = "details need DESCRIBE_CONFIGS on the cluster"
+
+
+def hide_table_details(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a /health answer, changed in place) without what names a table: the offline replicas (their
+    count stays) and the text of a failure (its kind stays); data directories' states stay."""
+    body.pop("offline_replicas", None)
+    if body.get("replica_manager", "ok") != "ok":
+        body["replica_manager"] = f"failed ({_HIDDEN})"
+    body["problems"] = [
+        p if p.startswith("data directory ") else f"{p.split(':', 1)[0]} ({_HIDDEN})" for p in body.get("problems", [])
+    ]
     return body
 
 

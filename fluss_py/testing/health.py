@@ -33,9 +33,13 @@ def fetch_health(http_url: str, timeout: float = 1.0, context: ssl.SSLContext | 
     return data if isinstance(data, dict) else None
 
 
-def fetch_text(url: str, timeout: float = 2.0, context: ssl.SSLContext | None = None) -> str:
-    """Body of a GET (e.g. /metrics); raises OSError when it fails."""
-    with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
+def fetch_text(
+    url: str, timeout: float = 2.0, context: ssl.SSLContext | None = None, headers: Mapping[str, str] | None = None
+) -> str:
+    """Body of a GET (e.g. /metrics; a secure cluster's needs ``headers``: ``SecureFiles.admin_authorization``);
+    raises OSError when it fails."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
         return resp.read().decode("utf-8", "replace")
 
 

@@ -15,6 +15,8 @@
     DIR/security/client.properties               TLS files + the admin's user and password, the ZooKeeper
                                                  credentials for `fluss-py user|acl` (mode 0600); every
                                                  client command of `fluss-py --dir DIR` reads it by default
+    DIR/security/admin.curlrc                    the same for `curl -K` (mode 0600): the admin's Basic
+                                                 credentials and the TLS files, for /metrics and the console
 
 ``bootstrap(zk)`` creates the admin user (salted keys only) and the ACL letting it do everything on the
 cluster. Secrets live in 0600 files only: never on a command line (``ps`` shows those) nor in a log.
@@ -25,6 +27,7 @@ Who may call: the harness and the CLI, from one thread.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -84,6 +87,17 @@ class SecureFiles:
 
     def client_settings(self) -> dict[str, str]:
         return read_properties(self.client_config)
+
+    @property
+    def curl_config(self) -> Path:
+        return self.directory / "admin.curlrc"
+
+    def admin_authorization(self) -> dict[str, str]:
+        """The admin's ``Authorization: Basic`` header: reads of the HTTP port that need a principal allowed
+        more than the client certificate's CN (/metrics: DESCRIBE_CONFIGS; the console: every table)."""
+        settings = self.client_settings()
+        token = base64.b64encode(f"{settings['security.user']}:{settings['security.password']}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
 
     def server_settings(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (yaml.safe_load(self.server_config.read_text()) or {}).items()}
@@ -151,6 +165,11 @@ class SecureFiles:
             f"zookeeper.auth.password={zk_password}",
         ]
         _write_secret(files.client_config, "\n".join(client_props) + "\n")
+        settings = files.client_settings()
+        curlrc = [f'user = "{ADMIN}:{settings["security.password"]}"', f'cacert = "{ca.cert_file}"']
+        if client_certificates:
+            curlrc += [f'cert = "{client.cert_file}"', f'key = "{client.key_file}"']
+        _write_secret(files.curl_config, "\n".join(curlrc) + "\n")
         return files
 
     async def bootstrap(self, zk: ZkClient, root: str) -> None:

@@ -222,7 +222,8 @@ def test_a_server_certificate_cannot_act_as_another_server(cluster_factory):
                 rf"fluss://tablet-server/{claim}", text
             ), f"no log line for {cert} as {claim}"  # fmt: skip
         assert re.search(rf"Refused StopReplica .*names fluss://tablet-server/{c}, not fluss://coordinator/", text)
-        metrics = fetch_text(leader.http_url + "/metrics", context=cluster.http_context())
+        admin = cluster.security.admin_authorization()  # /metrics needs DESCRIBE_CONFIGS on the cluster
+        metrics = fetch_text(leader.http_url + "/metrics", context=cluster.http_context(), headers=admin)
         assert metric_value(metrics, "fluss_tablet_peer_refusals_total", kind="replica_not_authenticated") >= 4
         assert metric_value(metrics, "fluss_tablet_peer_refusals_total", kind="coordinator_not_leader") >= 1
         coordinator_text = cluster.log_text(coordinator_name)
@@ -230,7 +231,9 @@ def test_a_server_certificate_cannot_act_as_another_server(cluster_factory):
             rf"Refused AdjustIsr claiming tablet server {start.leader} .*names fluss://tablet-server/{c}",
             coordinator_text,
         )
-        metrics = fetch_text(cluster.get(coordinator_name).http_url + "/metrics", context=cluster.http_context())
+        metrics = fetch_text(
+            cluster.get(coordinator_name).http_url + "/metrics", context=cluster.http_context(), headers=admin
+        )
         assert metric_value(metrics, "fluss_coordinator_peer_refusals_total", kind="replica_not_authenticated") >= 1
 
         # the real servers, with their own certificates, replicate and acknowledge as before

@@ -560,7 +560,12 @@ def test_principal_without_alter_cannot_rebalance(cluster: LocalCluster) -> None
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(anonymous, timeout=5, context=cluster.http_context())
     assert info.value.code in (401, 403)  # the harness's client certificate names fluss-client, without ACLs
-    metrics = urllib.request.urlopen(f"{coordinator.http_url}/metrics", timeout=5, context=cluster.http_context())
+    assert cluster.security is not None  # /metrics needs DESCRIBE_CONFIGS: the admin's
+    metrics = urllib.request.urlopen(
+        urllib.request.Request(f"{coordinator.http_url}/metrics", headers=cluster.security.admin_authorization()),
+        timeout=5,
+        context=cluster.http_context(),
+    )
     assert b'fluss_authorization_denials_total{operation="ALTER",resource_type="cluster"}' in metrics.read()
 
 

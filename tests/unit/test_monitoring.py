@@ -88,3 +88,40 @@ def test_scrape_targets_are_the_compose_servers_http_ports():
     servers = {n for n in compose if n.startswith(("coordinator-", "tablet-server-"))}
     port = {"coordinator": 9124, "tablet-server": 9125}
     assert targets == {f"{n}:{port[n.rsplit('-', 1)[0]]}" for n in servers}
+
+
+def test_the_secure_scrape_config_authenticates_as_the_user_security_init_grants_describe_configs(tmp_path: Path):
+    """prometheus-secure.yml: HTTPS with the client certificate and Basic credentials of the user that the
+    secure compose's security-init creates with DESCRIBE_CONFIGS on the cluster (what /metrics needs); the
+    same targets as the secure cluster's servers; promtool accepts it with the files make-secure.py writes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_secure", ROOT / "deploy" / "make-secure.py")
+    assert spec is not None and spec.loader is not None
+    make_secure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_secure)
+    secure = tmp_path / "secure"
+    assert make_secure.main(secure) == 0
+    text = (PROMETHEUS / "prometheus-secure.yml").read_text()
+    config = yaml.safe_load(text)
+    compose = yaml.safe_load((ROOT / "deploy" / "docker-compose.secure.yml").read_text())["services"]
+    init = " ".join(compose["security-init"]["command"])
+    for job in config["scrape_configs"]:
+        assert job["scheme"] == "https"
+        user = job["basic_auth"]["username"]
+        assert f"user add {user} --password-file {job['basic_auth']['password_file']}" in init
+        assert f"acl add --principal {user} --operation DESCRIBE_CONFIGS --cluster" in init
+        assert (secure / Path(job["basic_auth"]["password_file"]).name).read_text().strip()
+    plain = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
+    assert [j["static_configs"] for j in config["scrape_configs"]] == [
+        j["static_configs"] for j in plain["scrape_configs"]
+    ]
+    local = tmp_path / "prometheus"
+    local.mkdir()
+    (local / "alerts.yml").write_text((PROMETHEUS / "alerts.yml").read_text())
+    (local / "prometheus-secure.yml").write_text(text.replace("/etc/fluss/secure", str(secure)))
+    tool = shutil.which("promtool")
+    assert tool is not None
+    done = subprocess.run([tool, "check", "config", "prometheus-secure.yml"], capture_output=True, text=True,
+                          timeout=60, cwd=local)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

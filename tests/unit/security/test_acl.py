@@ -107,3 +107,17 @@ def test_an_acl_naming_a_partition_covers_that_partition_only() -> None:
     assert decide(narrowed, "alice", Operation.READ, table("db", "payroll$20261202"))
     widened = [acl("alice", T, "db.payroll", Operation.READ, DENY), acl("alice", T, PART.name, Operation.READ)]
     assert not decide(widened, "alice", Operation.READ, PART)
+
+
+def test_describe_configs_is_implied_by_alter_only_and_implies_nothing() -> None:
+
+    def grant(op: Operation) -> list[Acl]:
+        return [Acl("p", ResourceType.CLUSTER, PatternType.LITERAL, "cluster", op, Permission.ALLOW)]
+
+    assert decide(grant(Operation.DESCRIBE_CONFIGS), "p", Operation.DESCRIBE_CONFIGS, CLUSTER)
+    assert decide(grant(Operation.ALTER), "p", Operation.DESCRIBE_CONFIGS, CLUSTER)  # Kafka: ALTER_CONFIGS does
+    for op in (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DROP, Operation.DESCRIBE):
+        assert not decide(grant(op), "p", Operation.DESCRIBE_CONFIGS, CLUSTER), op
+    # a scraper's grant shows no table: DESCRIBE_CONFIGS does not imply DESCRIBE
+    assert not decide(grant(Operation.DESCRIBE_CONFIGS), "p", Operation.DESCRIBE, CLUSTER)
+    assert not decide(grant(Operation.DESCRIBE_CONFIGS), "p", Operation.DESCRIBE, Resource(ResourceType.TABLE, "d.t"))
