@@ -268,6 +268,11 @@ TABLE_AUTO_PARTITION_PRECREATE = option("table.auto-partition.num-precreate", "i
 TABLE_AUTO_PARTITION_RETENTION = option("table.auto-partition.num-retention", "int", 7, [TABLE],
                                         "the last N slots before the current one are kept; older are dropped",
                                         Range(0, 100_000))  # fmt: skip
+SQL_NAME, MERGE_ENGINES = Text(r"\w{1,128}", "a column name"), Choice(("last_row", "first_row", "versioned"))
+TABLE_MERGE_ENGINE = option("table.merge-engine", "str", "last_row", [TABLE], "primary-key tables: what an upsert "
+                            "does to the stored row (§2 of docs/primary-key-tables.md)", MERGE_ENGINES)  # fmt: skip
+TABLE_MERGE_VER_COLUMN = option("table.merge-engine.versioned.ver-column", "str", None, [TABLE], "the versioned merge "
+                                "engine's version column (NOT NULL INT, BIGINT or TIMESTAMP)", SQL_NAME)  # fmt: skip
 TABLE_MIN_INSYNC_REPLICAS = option(
     "min.insync.replicas", "int", None, [TABLE],
     "acks=all needs this many replicas of the table's buckets in ISR (default: the server's "

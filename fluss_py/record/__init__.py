@@ -2,6 +2,8 @@
 
 from fluss_py.record.batch import (
     BATCH_HEADER_SIZE,
+    CHANGELOG,
+    KV_BATCH,
     LOG_OVERHEAD,
     MAGIC,
     NO_LEADER_EPOCH,
@@ -20,6 +22,8 @@ from fluss_py.record.batch import (
 
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "CHANGELOG",
+    "KV_BATCH",
     "LOG_OVERHEAD",
     "MAGIC",
     "NO_LEADER_EPOCH",

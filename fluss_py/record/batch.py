@@ -8,7 +8,8 @@ Byte layout (big-endian; the full description with rationale is in ``docs/storag
      12     4 leader_epoch       stamped by the leader (-1 from the builder)
      16     1 magic              MAGIC (0)
      17     4 crc                CRC-32C of bytes 21..end (attributes .. last record)
-     21     2 attributes         bits 0-2: compression (0 none, 1 lz4, 2 zstd); others 0
+     21     2 attributes         bits 0-2: compression (0 none, 1 lz4, 2 zstd); bit 3 (0x08): a KV batch,
+                                 bit 4 (0x10): a changelog batch (docs/primary-key-tables.md §3.3-3.4); others 0
      23     4 last_offset_delta  record_count - 1
      27     8 first_timestamp    ms
      35     8 max_timestamp      ms
@@ -58,6 +59,9 @@ _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _COMPRESSION_MASK = 0x07
+# attribute bits of primary-key tables (docs/primary-key-tables.md): a client's upserts/deletes, the leader's changes
+KV_BATCH = 0x08
+CHANGELOG = 0x10
 _INT32_MAX = 2**31 - 1
 _HEADER_PLACEHOLDER = bytes(BATCH_HEADER_SIZE)
 # What ``records()`` decompresses at most by default (a consumer does not know the leader's
@@ -140,6 +144,16 @@ class RecordBatch:
     @property
     def compression(self) -> int:
         return self._header()[5] & _COMPRESSION_MASK
+
+    @property
+    def is_kv_batch(self) -> bool:
+        """A client's batch of upserts and deletes for a primary-key table (§3.3)."""
+        return bool(self._header()[5] & KV_BATCH)
+
+    @property
+    def is_changelog(self) -> bool:
+        """A leader's changelog batch of a primary-key table (§3.4)."""
+        return bool(self._header()[5] & CHANGELOG)
 
     @property
     def last_offset_delta(self) -> int:
