@@ -15,7 +15,9 @@ Beyond the names of the team plan (issue 34): ``RowCodec.validate_row_key`` (bot
 targets), ``RowCodec.values_of`` (a mapping as values), ``row_codec(schema)`` (a cached codec),
 ``decode_kv_record(codec, key, value)`` (the leader's whole check of one KV record); ``decode_kv_value`` and
 ``decode_change`` take an optional codec to check rows against the schema; ``validate_row`` takes a partial
-update's targets.
+update's targets, ``decode_row``/``decode_current`` a ``partial`` flag. ``KvInput`` and ``Change`` are
+NamedTuples (fields as in the plan; cheaper to build per row than frozen dataclasses). Primary-key columns may
+not be FLOAT or DOUBLE (docs §2).
 """
 
 from fluss_py.schema.changelog import (

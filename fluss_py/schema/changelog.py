@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from itertools import pairwise
+from typing import NamedTuple
 
 from fluss_py.errors import InvalidRowError
 from fluss_py.schema.row import RowCodec
@@ -46,17 +46,16 @@ class ChangeType(IntEnum):
     NOOP = 3
 
 
-@dataclass(frozen=True, slots=True)
-class KvInput:
-    """One decoded KV record value: ``row`` is None for DELETE, ``targets`` set for PARTIAL_UPSERT only."""
+class KvInput(NamedTuple):
+    """One decoded KV record value: ``row`` is None for DELETE, ``targets`` set for PARTIAL_UPSERT only.
+    (A NamedTuple, not a frozen dataclass: the leader makes one per row and this is 3x cheaper to build.)"""
 
     op: KvOp
     row: bytes | None = None
     targets: tuple[int, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """One decoded changelog record value: ``old`` for UPDATE and DELETE, ``new`` for INSERT and UPDATE."""
 
     type: ChangeType
@@ -124,6 +123,11 @@ def decode_kv_record(codec: RowCodec, key: bytes | None, value: bytes | None) ->
     valid key of the table and, with a row, the row's own key."""
     if key is None or value is None:
         raise InvalidRowError("a KV record needs a key and a value")
+    if value[:1] == b"\x00" and len(value) > MIN_ROW_BYTES:  # the common case, in one pass over the row
+        row = value[1:]
+        if codec.validate_row_key(row)[1] != key:
+            raise InvalidRowError("the record's key is not the key of its row")
+        return KvInput(KvOp.UPSERT, row)
     inp = decode_kv_value(value, codec)
     if inp.row is None:
         codec.validate_key(key)

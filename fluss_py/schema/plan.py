@@ -25,16 +25,19 @@ from typing import Any
 
 from fluss_py.errors import InvalidRowError
 from fluss_py.schema.schema import Column, SchemaVersion
+from fluss_py.schema.types import TypeRoot
 from fluss_py.schema.values import fixed_check, fixed_to_py, is_var, length_prefix, payload_check, payload_to_py
 
 ValidateStep = Callable[[bytes, int], int]
 DecodeStep = Callable[[bytes, int, list], int]
-# (length prefix or None for a fixed-width column, size of the fixed column or run, slot in the key or -1)
-WalkEntry = tuple["struct.Struct | None", int, int]
+# (None and the size of a fixed-width column or run, or the unpack of a length prefix and its size; slot in the
+# key or -1)
+WalkEntry = tuple["Callable[[bytes, int], tuple[int]] | None", int, int]
 
 
 @dataclass(frozen=True, slots=True)
 class RowPlan:
+    schema_id: int
     header_size: int
     present: tuple[int, ...]  # indexes of the non-null columns, in order
     null_violations: tuple[int, ...]  # NOT NULL columns the bitmap marks null
@@ -77,6 +80,7 @@ def compile_plan(version: SchemaVersion, bitmap: bytes, key_indexes: tuple[int, 
     steps, tail = _validate_steps(columns, runs)
     key_slices, walk = _key_layout(columns, present, header, key_indexes)
     return RowPlan(
+        schema_id=version.schema_id,
         header_size=header,
         present=present,
         null_violations=tuple(i for i in sorted(nulls) if not columns[i].nullable),
@@ -117,33 +121,49 @@ def _validate_steps(columns: tuple[Column, ...], runs: list[list[int]]) -> tuple
     skip = 0
     for run in runs:
         first = columns[run[0]]
-        if not is_var(first.type):
-            fixed = _fixed_struct(columns, run)
-            checks = [(k, fixed_check(columns[i].name, columns[i].type)) for k, i in enumerate(run)]
-            checks = [(k, c) for k, c in checks if c is not None]
-            if not checks:
-                skip += fixed.size
-                continue
-            steps.append(_fixed_validate(fixed, tuple(checks), skip, first))  # type: ignore[arg-type]
-        else:
+        if is_var(first.type):
             steps.append(_var_validate(first, skip))
+        else:
+            checks = [fixed_check(columns[i].name, columns[i].type) for i in run]
+            if not any(checks):
+                skip += _fixed_struct(columns, run).size
+                continue
+            # unpack only the checked columns: the others are pad bytes ("8x")
+            fmt = "".join(
+                columns[i].type.fixed_format if check else f"{struct.calcsize('>' + columns[i].type.fixed_format)}x"  # type: ignore[operator]
+                for i, check in zip(run, checks, strict=True)
+            )
+            steps.append(_fixed_validate(struct.Struct(">" + fmt), tuple(c for c in checks if c), skip, first))
         skip = 0
     return tuple(steps), skip
 
 
 def _fixed_validate(
-    fixed: struct.Struct, checks: tuple[tuple[int, Callable[[Any], None]], ...], skip: int, first: Column
+    fixed: struct.Struct, checks: tuple[Callable[[Any], None], ...], skip: int, first: Column
 ) -> ValidateStep:
     unpack, size = fixed.unpack_from, fixed.size
+    if len(checks) == 1:
+        (check,) = checks
+
+        def step_one(data: bytes, pos: int) -> int:
+            pos += skip
+            try:
+                (raw,) = unpack(data, pos)
+            except struct.error:
+                raise truncated(first) from None
+            check(raw)
+            return pos + size
+
+        return step_one
 
     def step(data: bytes, pos: int) -> int:
         pos += skip
         try:
-            raw = unpack(data, pos)
+            raws = unpack(data, pos)
         except struct.error:
             raise truncated(first) from None
-        for k, check in checks:
-            check(raw[k])
+        for check, raw in zip(checks, raws, strict=True):
+            check(raw)
         return pos + size
 
     return step
@@ -153,6 +173,25 @@ def _var_validate(column: Column, skip: int) -> ValidateStep:
     prefix = length_prefix(column.type)
     unpack, prefix_size = prefix.unpack_from, prefix.size
     check = payload_check(column.name, column.type)
+    if column.type.root is TypeRoot.STRING:  # the check inlined: one call less per string
+
+        def step_str(data: bytes, pos: int) -> int:
+            pos += skip
+            try:
+                (length,) = unpack(data, pos)
+            except struct.error:
+                raise truncated(column) from None
+            start = pos + 4
+            end = start + length
+            if end > len(data):
+                raise truncated(column)
+            try:
+                data[start:end].decode()
+            except UnicodeDecodeError as e:
+                raise InvalidRowError(f"column {column.name!r} (STRING): invalid UTF-8 at byte {e.start}") from None
+            return end
+
+        return step_str
 
     def step(data: bytes, pos: int) -> int:
         pos += skip
@@ -226,15 +265,15 @@ def _key_layout(
         if i > last:
             break
         dtype = columns[i].type
-        entry = (
-            length_prefix(dtype) if is_var(dtype) else None,
-            struct.calcsize(">" + (dtype.fixed_format or "")),
-            slot.get(i, -1),
-        )
-        if entry[0] is None and entry[2] < 0 and walk and walk[-1][0] is None and walk[-1][2] < 0:
-            walk[-1] = (None, walk[-1][1] + entry[1], -1)
+        if is_var(dtype):
+            prefix = length_prefix(dtype)
+            walk.append((prefix.unpack_from, prefix.size, slot.get(i, -1)))
+            continue
+        size = struct.calcsize(">" + dtype.fixed_format)  # type: ignore[operator]
+        if i not in slot and walk and walk[-1][0] is None and walk[-1][2] < 0:
+            walk[-1] = (None, walk[-1][1] + size, -1)
         else:
-            walk.append(entry)
+            walk.append((None, size, slot.get(i, -1)))
     slices: dict[int, tuple[int, int]] = {}
     pos = header
     for prefix, size, k in walk:

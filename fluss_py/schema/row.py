@@ -43,6 +43,7 @@ class RowCodec:
         self.schema = table_schema
         versions = table_schema.versions
         self._header_sizes = [header_size(len(v)) for v in versions]
+        self._head_by_id = [0, *self._header_sizes]  # by schema id
         self._nullable = [tuple(c.nullable for c in v.columns) for v in versions]
         self._encoders = [tuple(encoder(c.name, c.type) for c in v.columns) for v in versions]
         self._plans: dict[bytes, RowPlan] = {}
@@ -158,24 +159,32 @@ class RowCodec:
     # ------------------------------------------------------------ bytes -> checked / values
     def _plan(self, data: bytes) -> RowPlan:
         """The plan of ``data``'s (schema id, bitmap); InvalidRowError / UnknownSchemaIdError for a bad header."""
+        if data.__class__ is bytes:
+            try:  # the hot path: a header seen before (schema id 0 slices to b"", never a key)
+                plan = self._plans.get(data[: self._head_by_id[(data[0] << 8) | data[1]]])
+            except IndexError:
+                plan = None
+            if plan is not None:
+                return plan
+        return self._compile(data)
+
+    def _compile(self, data: bytes) -> RowPlan:
         if not isinstance(data, bytes):
             raise InvalidRowError(f"a row is bytes, got {type(data).__name__}")
         if len(data) < 2:
             raise InvalidRowError(f"row of {len(data)} bytes has no schema id")
         sid = (data[0] << 8) | data[1]
-        if not 1 <= sid <= len(self._header_sizes):
+        if not 1 <= sid < len(self._head_by_id):
             if sid == 0:
                 raise InvalidRowError("row has schema id 0")
-            raise UnknownSchemaIdError(f"row has schema id {sid}; this table knows 1..{len(self._header_sizes)}")
-        head = data[: self._header_sizes[sid - 1]]
-        plan = self._plans.get(head)
-        if plan is None:
-            if len(head) < self._header_sizes[sid - 1]:
-                raise InvalidRowError(f"row of {len(data)} bytes is shorter than its null bitmap")
-            plan = compile_plan(self.schema.versions[sid - 1], head[2:], self._pk)
-            if len(self._plans) >= MAX_CACHED_PLANS:
-                self._plans.clear()
-            self._plans[head] = plan
+            raise UnknownSchemaIdError(f"row has schema id {sid}; this table knows 1..{len(self._head_by_id) - 1}")
+        head = data[: self._head_by_id[sid]]
+        if len(head) < self._head_by_id[sid]:
+            raise InvalidRowError(f"row of {len(data)} bytes is shorter than its null bitmap")
+        plan = compile_plan(self.schema.versions[sid - 1], head[2:], self._pk)
+        if len(self._plans) >= MAX_CACHED_PLANS:
+            self._plans.clear()
+        self._plans[head] = plan
         return plan
 
     def validate_row(self, data: bytes, targets: Sequence[int] | None = None) -> int:
@@ -189,6 +198,19 @@ class RowCodec:
                 raise self._null_violation(data, plan.null_violations[0])
         else:
             self._check_partial(data, plan, targets)
+        self._check_values(plan, data)
+        return plan.schema_id
+
+    def validate_row_key(self, data: bytes) -> tuple[int, bytes]:
+        """``validate_row`` and ``key_of_row_bytes`` in one call (the leader's per-row check)."""
+        plan = self._plan(data)
+        if plan.null_violations:
+            raise self._null_violation(data, plan.null_violations[0])
+        self._check_values(plan, data)
+        return plan.schema_id, self._key(plan, data)
+
+    @staticmethod
+    def _check_values(plan: RowPlan, data: bytes) -> None:
         pos = plan.header_size
         for step in plan.validate_steps:
             pos = step(data, pos)
@@ -197,7 +219,6 @@ class RowCodec:
             if end > len(data):
                 raise InvalidRowError(f"row truncated: {len(data)} bytes, the layout needs {end}")
             raise InvalidRowError(f"row has {len(data) - end} bytes after its last column")
-        return (data[0] << 8) | data[1]
 
     def _null_violation(self, data: bytes, index: int) -> InvalidRowError:
         column = self.schema.versions[((data[0] << 8) | data[1]) - 1].columns[index]
@@ -224,30 +245,29 @@ class RowCodec:
         """Indexes of the columns a row's bitmap marks non-null."""
         return self._plan(data).present
 
-    def validate_row_key(self, data: bytes) -> tuple[int, bytes]:
-        """``validate_row`` and ``key_of_row_bytes`` in one call (the leader's per-row check)."""
-        return self.validate_row(data), self.key_of_row_bytes(data)
-
     def key_of_row_bytes(self, row: bytes) -> bytes:
         """The key of a row's bytes, cut out of them (the row is checked by ``validate_row`` first)."""
-        self._require_key()
-        plan = self._plan(row)
+        return self._key(self._plan(row), row)
+
+    def _key(self, plan: RowPlan, row: bytes) -> bytes:
         slices = plan.key_slices
-        if slices is not None:
-            if plan.key_end > len(row):
-                raise InvalidRowError(f"row of {len(row)} bytes is too short for its key")
-            if len(slices) == 1:
-                start, end = slices[0]
-                return row[start:end]
-            return b"".join([row[start:end] for start, end in slices])
-        return self._walk_key(plan, row)
+        if slices is None:
+            return self._walk_key(plan, row)
+        if plan.key_end > len(row):
+            raise InvalidRowError(f"row of {len(row)} bytes is too short for its key")
+        if len(slices) == 1:
+            start, end = slices[0]
+            return row[start:end]
+        return b"".join([row[start:end] for start, end in slices])
 
     def _walk_key(self, plan: RowPlan, row: bytes) -> bytes:
+        if not plan.key_parts:
+            raise TableTypeMismatchError("the table has no primary key")
         parts: list[bytes] = [b""] * plan.key_parts
         pos = plan.header_size
         try:
-            for prefix, size, slot in plan.key_walk:
-                end = pos + size if prefix is None else pos + prefix.size + prefix.unpack_from(row, pos)[0]
+            for unpack, size, slot in plan.key_walk:
+                end = pos + size if unpack is None else pos + size + unpack(row, pos)[0]
                 if slot >= 0:
                     parts[slot] = row[pos:end]
                 pos = end

@@ -253,7 +253,11 @@ def fixed_check(name: str, dtype: DataType) -> Check | None:
             if raw % unit:
                 raise _refuse(name, dtype, f"{raw} microseconds has digits below the precision")
 
-        return check_timestamp
+        def check_timestamp_us(raw: int) -> None:
+            if not MIN_TIMESTAMP_US <= raw <= MAX_TIMESTAMP_US:
+                raise _refuse(name, dtype, f"{raw} microseconds from the epoch is outside years 1..9999")
+
+        return check_timestamp if unit > 1 else check_timestamp_us
     return None
 
 

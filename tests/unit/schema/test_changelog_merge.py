@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fluss_py.errors import ConfigError, InvalidRowError
 from fluss_py.record import CHANGELOG, KV_BATCH, RecordBatch, RecordBatchBuilder
@@ -252,3 +254,89 @@ def test_merge_rule_refuses_properties_that_make_no_sense(props: dict, schema, f
 
 def test_change_dataclass_defaults() -> None:
     assert Change(ChangeType.NOOP) == decode_change(b"\x03")
+
+
+# ---------------------------------------------------------------- merge engines against a model
+
+MODEL_SCHEMA = parse_schema("id INT, a STRING, b INT, ver BIGINT NOT NULL", "id")
+MODEL_CODEC = RowCodec(MODEL_SCHEMA)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "delete", "partial"]),
+        st.integers(0, 3),  # key
+        st.one_of(st.none(), st.text(max_size=3)),  # a
+        st.one_of(st.none(), st.integers(0, 9)),  # b
+        st.integers(0, 5),  # ver
+        st.sampled_from([("a",), ("b",), ("a", "b")]),  # partial targets besides the key
+    ),
+    max_size=30,
+)
+
+
+def _apply(rule: MergeRule, ops: list) -> tuple[dict, list[ChangeType]]:
+    """Run ``ops`` through ``merge`` on a dict store, as the leader does; refused ops change nothing."""
+    store: dict[bytes, bytes] = {}
+    changes = []
+    for op, k, a, b, ver, extra in ops:
+        key = MODEL_CODEC.encode_key([k])
+        if op == "upsert":
+            inp = KvInput(KvOp.UPSERT, MODEL_CODEC.encode_row([k, a, b, ver]))
+        elif op == "delete":
+            inp = KvInput(KvOp.DELETE)
+        else:
+            values = {"id": k, "a": a, "b": b}
+            names = ["id", *extra]
+            inp = KvInput(KvOp.PARTIAL_UPSERT, *MODEL_CODEC.encode_partial_row({n: values[n] for n in names}, names))
+        try:
+            change, new = merge(rule, MODEL_CODEC, store.get(key), inp)
+        except InvalidRowError:
+            continue
+        changes.append(change)
+        if change is ChangeType.DELETE:
+            del store[key]
+        elif change is not ChangeType.NOOP:
+            assert MODEL_CODEC.key_of_row_bytes(new) == key  # type: ignore[arg-type]
+            store[key] = new  # type: ignore[assignment]
+    return {MODEL_CODEC.decode_key(k)[0]: MODEL_CODEC.decode_row(v)[1] for k, v in store.items()}, changes
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_last_row_keeps_the_last_write_and_partial_updates_only_their_columns(ops: list) -> None:
+    model: dict[int, list] = {}
+    for op, k, a, b, ver, extra in ops:
+        if op == "upsert":
+            model[k] = [k, a, b, ver]
+        elif op == "delete":
+            model.pop(k, None)
+        elif k in model:
+            for name in extra:
+                model[k][1 if name == "a" else 2] = a if name == "a" else b
+        # a partial update of an absent key is refused here: ver is NOT NULL and never a target
+    assert _apply(LAST, ops)[0] == model
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_first_row_keeps_the_first_write(ops: list) -> None:
+    model: dict[int, list] = {}
+    for op, k, a, b, ver, _ in ops:
+        if op == "upsert":
+            model.setdefault(k, [k, a, b, ver])
+    store, changes = _apply(FIRST, ops)
+    assert store == model
+    assert changes.count(ChangeType.INSERT) == len(model)
+    assert set(changes) <= {ChangeType.INSERT, ChangeType.NOOP}
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS)
+def test_versioned_keeps_the_highest_version_and_the_last_of_equals(ops: list) -> None:
+    model: dict[int, list] = {}
+    for op, k, a, b, ver, _ in ops:
+        if op == "upsert" and (k not in model or ver >= model[k][3]):
+            model[k] = [k, a, b, ver]
+    rule = MergeRule.from_properties(
+        {"table.merge-engine": "versioned", "table.merge-engine.versioned.ver-column": "ver"}, MODEL_SCHEMA
+    )
+    assert _apply(rule, ops)[0] == model
