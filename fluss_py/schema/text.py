@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
@@ -34,6 +35,8 @@ from fluss_py.schema.schema import Column, SchemaVersion, TableSchema
 from fluss_py.schema.types import TypeRoot
 
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
+_INT_RE = re.compile(r"\s*[+-]?[0-9]{1,40}\s*")
+_FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?")
 _SPECIAL_FLOATS = {"nan": math.nan, "infinity": math.inf, "-infinity": -math.inf, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -54,25 +57,23 @@ def _to_bool(column: Column, v: Any) -> bool:
 def _to_int(column: Column, v: Any) -> int:
     if isinstance(v, int) and not isinstance(v, bool):
         return v
-    if isinstance(v, str) and len(v) <= 40:
-        try:
-            return int(v.strip(), 10)
-        except ValueError:
-            pass
+    if isinstance(v, str) and _INT_RE.fullmatch(v):  # ASCII digits only: int() would take "1_000" and "٤٢"
+        return int(v)
     raise _bad(column, v, "an integer")
 
 
 def _to_float(column: Column, v: Any) -> float:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:
+            raise _bad(column, v, "a number in the range of a double") from None
     if isinstance(v, str) and len(v) <= 400:
         text = v.strip().lower()
         if text in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[text]
-        try:
+        if _FLOAT_RE.fullmatch(text):
             return float(text)
-        except ValueError:
-            pass
     raise _bad(column, v, "a number")
 
 
@@ -94,7 +95,7 @@ def _to_bytes(column: Column, v: Any) -> bytes:
 def _to_decimal(column: Column, v: Any) -> Decimal:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         v = repr(v) if isinstance(v, float) else str(v)
-    if isinstance(v, str) and len(v) <= 100:
+    if isinstance(v, str) and len(v) <= 100 and _FLOAT_RE.fullmatch(v.strip().lower()):
         try:
             d = Decimal(v.strip())
         except InvalidOperation:

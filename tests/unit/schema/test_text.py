@@ -69,6 +69,11 @@ def test_json_accepts_strings_and_numbers_where_natural() -> None:
         ({"ok": "yes"}, "expected true or false"),
         ({"blob": "!!"}, "expected base64"),
         ({"nope": 1}, "unknown column 'nope'"),
+        ({"id": "1_000"}, "expected an integer"),
+        ({"id": "\u0664\u0662"}, "expected an integer"),
+        ({"score": 10**400}, "in the range of a double"),
+        ({"score": "1_0"}, "expected a number"),
+        ({"amount": "1_0"}, "expected a decimal"),
     ],
 )
 def test_json_refusals_name_the_column(obj: dict, fragment: str) -> None:
