@@ -26,7 +26,15 @@ from typing import Any
 from fluss_py.errors import InvalidRowError
 from fluss_py.schema.schema import Column, SchemaVersion
 from fluss_py.schema.types import TypeRoot
-from fluss_py.schema.values import fixed_check, fixed_to_py, is_var, length_prefix, payload_check, payload_to_py
+from fluss_py.schema.values import (
+    fixed_check,
+    fixed_size,
+    fixed_to_py,
+    is_var,
+    length_prefix,
+    payload_check,
+    payload_to_py,
+)
 
 ValidateStep = Callable[[bytes, int], int]
 DecodeStep = Callable[[bytes, int, list], int]
@@ -130,7 +138,7 @@ def _validate_steps(columns: tuple[Column, ...], runs: list[list[int]]) -> tuple
                 continue
             # unpack only the checked columns: the others are pad bytes ("8x")
             fmt = "".join(
-                columns[i].type.fixed_format if check else f"{struct.calcsize('>' + columns[i].type.fixed_format)}x"  # type: ignore[operator]
+                columns[i].type.fixed_format if check else f"{fixed_size(columns[i].type)}x"
                 for i, check in zip(run, checks, strict=True)
             )
             steps.append(_fixed_validate(struct.Struct(">" + fmt), tuple(c for c in checks if c), skip, first))
@@ -269,7 +277,7 @@ def _key_layout(
             prefix = length_prefix(dtype)
             walk.append((prefix.unpack_from, prefix.size, slot.get(i, -1)))
             continue
-        size = struct.calcsize(">" + dtype.fixed_format)  # type: ignore[operator]
+        size = fixed_size(dtype)
         if i not in slot and walk and walk[-1][0] is None and walk[-1][2] < 0:
             walk[-1] = (None, walk[-1][1] + size, -1)
         else:

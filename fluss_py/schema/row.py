@@ -31,7 +31,7 @@ from fluss_py.errors import InvalidRowError, TableTypeMismatchError, UnknownSche
 from fluss_py.schema.plan import RowPlan, compile_plan, header_size, truncated
 from fluss_py.schema.schema import Column, SchemaVersion, TableSchema
 from fluss_py.schema.types import DataType
-from fluss_py.schema.values import U16, encoder, fixed_to_py, is_var, length_prefix, payload_to_py
+from fluss_py.schema.values import U16, encoder, fixed_size, fixed_to_py, is_var, length_prefix, payload_to_py
 
 MAX_CACHED_PLANS = 4096  # per codec; (schema id, bitmap) pairs seen, cleared when full
 
@@ -53,12 +53,10 @@ class RowCodec:
         self._key_encoders = tuple(self._encoders[0][i] for i in self._pk)
         self._key_decoders = tuple(_key_decoder(c.name, c.type) for c in self._key_columns)
         self._bucket_key_count = len(table_schema.bucket_key_names)
-        fixed = [not is_var(c.type) for c in self._key_columns[: self._bucket_key_count]]
-        self._bucket_key_size: int | None = None
-        if all(fixed):
-            self._bucket_key_size = sum(
-                struct.calcsize(">" + c.type.fixed_format) for c in self._key_columns[: self._bucket_key_count]
-            )  # type: ignore[operator]
+        bucket_columns = self._key_columns[: self._bucket_key_count]
+        self._bucket_key_size: int | None = None  # constant when the bucket key is fixed-width
+        if not any(is_var(c.type) for c in bucket_columns):
+            self._bucket_key_size = sum(fixed_size(c.type) for c in bucket_columns)
 
     @property
     def current_schema_id(self) -> int:
@@ -321,6 +319,7 @@ class RowCodec:
 
     def bucket_key_bytes(self, key_bytes: bytes) -> bytes:
         """The bucket-key prefix of a (valid) key."""
+        self._require_key()
         if self._bucket_key_count == len(self._pk):
             return key_bytes
         if self._bucket_key_size is not None:

@@ -51,6 +51,10 @@ class SchemaVersion:
     schema_id: int
     columns: tuple[Column, ...]
 
+    def __post_init__(self) -> None:
+        if isinstance(self.columns, list):
+            object.__setattr__(self, "columns", tuple(self.columns))
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)

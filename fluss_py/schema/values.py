@@ -61,6 +61,11 @@ def is_var(dtype: DataType) -> bool:
     return dtype.fixed_format is None
 
 
+def fixed_size(dtype: DataType) -> int:
+    """Bytes of a fixed-width type's value (not for STRING, BYTES, DECIMAL)."""
+    return struct.calcsize(">" + dtype.fixed_format)  # type: ignore[operator]
+
+
 def length_prefix(dtype: DataType) -> struct.Struct:
     """The length field of a variable-width type."""
     return U8 if dtype.root is TypeRoot.DECIMAL else U32

@@ -248,6 +248,10 @@ def test_key_functions_on_a_table_without_a_primary_key() -> None:
         codec.encode_key([1])
     with pytest.raises(TableTypeMismatchError):
         codec.key_of_row_bytes(codec.encode_row([1]))
+    with pytest.raises(TableTypeMismatchError):
+        codec.bucket_key_bytes(b"\x00\x00\x00\x01")
+    with pytest.raises(TableTypeMismatchError):
+        codec.decode_key(b"\x00\x00\x00\x01")
 
 
 def test_partial_rows() -> None:
