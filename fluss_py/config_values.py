@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -308,3 +308,40 @@ class Constraint:
     rule: str
     options: tuple[ConfigOption, ...]
     holds: Callable[..., bool]
+
+
+# ---------------------------------------------------------------- the registry (declarations: fluss_py.config)
+COORDINATOR = "coordinator"
+TABLET = "tablet-server"
+CLIENT = "client"
+TABLE = "table"  # a table property (CreateTable), read by the tablet servers hosting its buckets
+ROLES = (COORDINATOR, TABLET, CLIENT)
+SCOPES = (*ROLES, TABLE)
+
+
+OPTIONS: dict[str, ConfigOption] = {}
+
+
+def option(
+    key: str, type: str, default: Any, roles: Iterable[str], doc: str, allowed: Allowed | None = None
+) -> ConfigOption:
+    """Declare an option (import time only). Returns it so modules can keep a handle. A default outside
+    ``allowed`` is a bug of the declaration (RuntimeError at import)."""
+    if key in OPTIONS:
+        raise RuntimeError(f"config option {key} declared twice")
+    opt = ConfigOption(key, type, default, tuple(roles), doc, allowed)
+    unknown = set(opt.roles) - set(SCOPES)
+    if unknown:
+        raise RuntimeError(f"config option {key}: unknown scopes {sorted(unknown)}")
+    if default is not None and not opt.admits(default):
+        raise RuntimeError(f"config option {key}: default {default!r} is outside {opt.allowed_text()}")
+    OPTIONS[key] = opt
+    return opt
+
+
+CONSTRAINTS: list[Constraint] = []
+
+
+def constraint(rule: str, holds: Callable[..., bool], *options: ConfigOption) -> None:
+    """Declare a rule checked on every config of a role that reads all of ``options``."""
+    CONSTRAINTS.append(Constraint(rule, options, holds))

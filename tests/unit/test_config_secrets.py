@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fluss_py import config as cfg
+from fluss_py import config_load
 from fluss_py.cli import dynconfig
 from fluss_py.common import dynamic_config as dyn
 from fluss_py.config_values import Constraint
@@ -44,7 +45,7 @@ def test_a_refused_ordinary_value_is_still_shown() -> None:
 
 def test_a_broken_rule_does_not_show_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     rule = Constraint("a test rule on a password", (cfg.AUTH_PASSWORD,), lambda password: password == "")
-    monkeypatch.setattr(cfg, "CONSTRAINTS", [*cfg.CONSTRAINTS, rule])
+    monkeypatch.setattr(config_load, "CONSTRAINTS", [*cfg.CONSTRAINTS, rule])  # the list the loader checks
     with pytest.raises(ConfigError, match="a test rule") as refused:
         cfg.Config(cfg.CLIENT, {cfg.AUTH_PASSWORD.key: SECRET})
     assert SECRET not in str(refused.value)

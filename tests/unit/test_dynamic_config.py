@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from fluss_py import config as cfg
+from fluss_py import config_load
 from fluss_py.common import dynamic_config as dyn
 from fluss_py.common.dynamic_config import LayeredConfig, keys_for, merged, validate
 from fluss_py.common.http import Request, json_response
@@ -218,7 +219,7 @@ def test_the_coordinator_keeps_its_plan_options_when_the_cluster_entity_breaks_a
     with caplog.at_level(logging.ERROR):  # a hand-edited node the coordinator cannot parse
         assert apply_to_plan_options(options, {"tablet-server.rebalance.batch.ratio": "lots"}, static) is options
     rule = Constraint("batch ratio <= 0.75 (a test rule)", (cfg.REBALANCE_BATCH_RATIO,), lambda r: r <= 0.75)
-    monkeypatch.setattr(cfg, "CONSTRAINTS", [*cfg.CONSTRAINTS, rule])
+    monkeypatch.setattr(config_load, "CONSTRAINTS", [*cfg.CONSTRAINTS, rule])  # the list the loader checks
     with caplog.at_level(logging.ERROR):
         assert apply_to_plan_options(options, {"tablet-server.rebalance.batch.ratio": "0.9"}, static) is options
     assert "a test rule" in caplog.text and "previous settings kept" in caplog.text
