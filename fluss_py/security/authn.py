@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from fluss_py.errors import AuthenticationFailedError
 from fluss_py.security import scram
@@ -43,6 +43,14 @@ class UserSource(Protocol):
     generation: int
 
     def credential(self, user: str) -> ScramCredential | None: ...
+
+
+class Authenticated(NamedTuple):
+    """A request's principal and, when a password proved it, the user and the stored keys it derived."""
+
+    principal: str
+    user: str | None = None
+    credential: ScramCredential | None = None
 
 
 class Authenticator:
@@ -64,36 +72,47 @@ class Authenticator:
         self._verified: dict[tuple[str, bytes], int] = {}
         self.failures = 0
 
+    @property
+    def users(self) -> UserSource:
+        return self._users
+
     async def principal(self, metadata: Mapping[str, str], certificate_cn: str | None) -> str:
         """The request's principal, or AuthenticationFailedError (a generic message: it never says whether
         the user exists)."""
+        return (await self.authenticate(metadata, certificate_cn)).principal
+
+    async def authenticate(self, metadata: Mapping[str, str], certificate_cn: str | None) -> Authenticated:
+        """``principal`` with what proved it (a stream is re-checked against it: ``stream_grant.py``)."""
         if not self.enabled:
-            return ANONYMOUS
+            return Authenticated(ANONYMOUS)
         user = metadata.get(USER_HEADER)
         if user is not None:
-            if await self._password_ok(user, metadata.get(PASSWORD_HEADER, "")):
-                return user
+            credential = await self._password_ok(user, metadata.get(PASSWORD_HEADER, ""))
+            if credential is not None:
+                return Authenticated(user, user, credential)
             self.failures += 1
             raise AuthenticationFailedError(f"authentication failed for user {user!r}: unknown user or wrong password")
         if certificate_cn:
-            return certificate_cn
+            return Authenticated(certificate_cn)
         self.failures += 1
         raise AuthenticationFailedError("no credentials: send a user and password, or a client certificate")
 
-    async def _password_ok(self, user: str, password: str) -> bool:
+    async def _password_ok(self, user: str, password: str) -> ScramCredential | None:
+        """The stored keys of ``user`` that ``password`` derives, or None."""
         if not password:  # refused at once for every user, known or not: tells nothing
-            return False
+            return None
         credential = self._users.credential(user)
         if credential is None:  # the same work as a wrong password of a known user, then no
             await asyncio.get_running_loop().run_in_executor(None, self._verify, self._dummy, password)
-            return False
+            return None
         tag = hashlib.blake2b(f"{user}\0{password}".encode(), key=self._secret, digest_size=32).digest()
         generation = self._users.generation
         if self._verified.get((user, tag)) == generation:
-            return True
+            return credential
         ok = await asyncio.get_running_loop().run_in_executor(None, self._verify, credential, password)
-        if ok:
-            if len(self._verified) >= _MAX_REMEMBERED:
-                self._verified.clear()
-            self._verified[(user, tag)] = generation
-        return ok
+        if not ok:
+            return None
+        if len(self._verified) >= _MAX_REMEMBERED:
+            self._verified.clear()
+        self._verified[(user, tag)] = generation
+        return credential

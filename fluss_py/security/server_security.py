@@ -31,6 +31,7 @@ from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.interceptor import SecurityInterceptor
 from fluss_py.security.scram import ScramCredential
 from fluss_py.security.store import SecurityCache
+from fluss_py.security.stream_grant import NO_TLS, GrantFactory
 from fluss_py.security.tls import ServerTls, TlsFiles
 from fluss_py.zk.client import ZkClient
 
@@ -86,7 +87,8 @@ class ServerSecurity:
     def interceptors(self, table_name: operations.TableName) -> list[grpc.aio.ServerInterceptor]:
         if not self.enabled:
             return []
-        return [SecurityInterceptor(self.authenticator, self.authorizer, table_name)]
+        grants = GrantFactory(self, self.tls if self.tls is not None else NO_TLS)  # streams re-checked (users, CAs)
+        return [SecurityInterceptor(self.authenticator, self.authorizer, table_name, grants)]
 
     # UserSource of the authenticator: the cache once started (no users before)
     @property

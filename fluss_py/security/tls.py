@@ -16,6 +16,8 @@ A server that refuses a client's certificate (expired, not yet valid) only close
 the client "Socket closed", like a server that died. ``validity_problem`` lets the client say why instead:
 whether its own certificate is outside its validity window (the client transport asks after a failed
 connection; nothing is checked on the request path).
+``ServerTls.trusted_cas`` (and ``ever_trusted_cas``) are the CAs of the file now in force (and of every
+version loaded since start): open streams are re-checked against them (``stream_grant.py``).
 
 Who may call: the server wiring at start; gRPC's threads call ``_fetch`` (guarded by a lock).
 """
@@ -28,11 +30,14 @@ import os
 import socket
 import ssl
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import grpc
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError
@@ -107,6 +112,13 @@ def validity_problem(files: TlsFiles, now: dt.datetime | None = None) -> str | N
     return None
 
 
+def ca_certificates(ca_file: str) -> Mapping[bytes, x509.Certificate]:
+    """The certificates of a CA file by SHA-256 fingerprint (ValueError when one does not parse)."""
+    return MappingProxyType(
+        {c.fingerprint(hashes.SHA256()): c for c in x509.load_pem_x509_certificates(Path(ca_file).read_bytes())}
+    )
+
+
 class _ClientContext(ssl.SSLContext):
     """A client ``ssl`` context that checks ``server_name`` in the server's certificate instead of the host
     dialled when it is set (what ``grpc.ssl_target_name_override`` does for gRPC channels); the name is also
@@ -164,6 +176,10 @@ class ServerTls:
         self.reloads = 0
         self._grpc_generation = 0
         self._check_loadable()  # fail at start, naming the file, rather than at the first handshake
+        # the CAs trusted now, and every CA trusted since start, by SHA-256 fingerprint: open streams are
+        # re-checked against them when ``reloads`` grows (``stream_grant.py``); replaced, never changed in place
+        self.trusted_cas: Mapping[bytes, x509.Certificate] = ca_certificates(files.ca_file)
+        self.ever_trusted_cas: Mapping[bytes, x509.Certificate] = self.trusted_cas
 
     def request_reload(self) -> None:
         """Re-read the files before the next handshake even if their mtimes did not change (SIGHUP)."""
@@ -182,9 +198,13 @@ class ServerTls:
             self._mtimes = mtimes  # a bad file is not retried on every handshake; the next change or SIGHUP is
             try:
                 self._check_loadable()
-            except (OSError, ssl.SSLError, ConfigError) as e:
+                trusted = ca_certificates(self.files.ca_file)
+            except (OSError, ValueError, ssl.SSLError, ConfigError) as e:
                 log.error("new TLS files not loaded, the previous certificate stays in use: %s", e)
                 return self.reloads
+            # before ``reloads`` grows: a reader seeing the new count sees these
+            self.ever_trusted_cas = MappingProxyType({**self.ever_trusted_cas, **trusted})
+            self.trusted_cas = trusted
             self.reloads += 1
         log.info("TLS certificate reloaded from %s (reload %d)", self.files.cert_file, self.reloads)
         return self.reloads

@@ -6,7 +6,8 @@ fetches on a stream")::
                            │no
                            v
                        refused (the interceptor's per-message check)? ──yes──> answer the refusal, go on
-                           │no
+                           │no                     (it raises when the stream's principal is no longer proven:
+                           │                        the stream ends with it; nothing is in flight)
                            v
                        answer fetch(request)  (a long poll parks here, as a unary FetchLog's handler does)
                            │

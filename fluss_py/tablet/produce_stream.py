@@ -4,8 +4,8 @@ as a unary ProduceLog and answered with its correlation id (docs/client.md "Prod
 ::
 
     read a message ──(room for it? else wait: at most max_pending unanswered)──> refused? ──yes──> answer the refusal
-                                                                                  │no
-                                                                                  v
+                                                                                  │no    └─raised──> answer those
+                                                                                  v                 in flight, end
                                           a task: produce(request) ──> answer (in completion order)
 
 Messages are read in order and each one's task is started in that order (the append is the synchronous
@@ -13,7 +13,11 @@ first step of ``produce``, so the appends of a stream happen in its order). Answ
 time: the task that finds no write in progress writes, the others queue behind it. The stream ending (the
 client cancelled or went away, a write failed) cancels the unanswered tasks, as the end of a unary call
 cancels its handler: the client treats their fate as unknown and retries them under the same writer id and
-sequence. The client closing its side ends the stream once every message read has been answered.
+sequence. The client closing its side ends the stream once every message read has been answered. A refusal
+check that raises (the interceptor's ``StreamRevoked``: the stream's principal is no longer proven) ends the
+stream the same way: the message it was asked about is not handled, the messages read before it are
+answered (their appends may have happened: the client must learn their fate), then the exception goes on
+to the interceptor, which closes the stream with it.
 
 Free of gRPC (the servicer passes the request iterator, ``context.write``, the replica layer's produce and the
 interceptor's per-message check), so unit tests drive it over in-memory streams.
@@ -69,7 +73,11 @@ class ProduceStreamHandler:
             async for request in requests:
                 await self._room.acquire()
                 self.handled += 1
-                refused = self._refusal(request)
+                try:
+                    refused = self._refusal(request)
+                except Exception:  # the stream may not go on: answer what was read before this message
+                    await self._finish()
+                    raise
                 if refused is not None:
                     answer = tablet_pb2.ProduceLogResponse(
                         error=convert.error_info(refused), correlation_id=request.correlation_id
@@ -79,11 +87,15 @@ class ProduceStreamHandler:
                 task = asyncio.get_running_loop().create_task(self._handle(request))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            while self._tasks:
-                await asyncio.wait(set(self._tasks))
+            await self._finish()
         finally:
             for task in list(self._tasks):
                 task.cancel()
+
+    async def _finish(self) -> None:
+        """Wait until every message read so far has been answered."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
 
     async def _handle(self, request: Any) -> None:
         try:

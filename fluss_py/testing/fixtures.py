@@ -13,6 +13,10 @@
                        test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
 - ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
 
+``secure_module_cluster(directory, zookeeper, root, tablet_servers)`` makes (does not start) the secure
+cluster a security test module shares: one coordinator, replication factor ``min(2, tablet_servers)``, a
+minimum ISR of 1.
+
 Test clusters use short ZooKeeper sessions (``TEST_OVERRIDES``) so failover tests stay fast. Their processes
 die with the thread that started them (PR_SET_PDEATHSIG): start processes from the test's own thread, not
 from a worker thread that ends before the test does.
@@ -132,3 +136,19 @@ def cluster_factory(
     finally:
         for cluster in made:
             cluster.close(grace=3.0)
+
+
+def secure_module_cluster(directory: Path, zookeeper: str, zk_root: str, tablet_servers: int = 2) -> LocalCluster:
+    """The secure cluster of a security test module (see the module docstring); the caller starts and closes it."""
+    return LocalCluster(
+        directory,
+        1,
+        tablet_servers,
+        zookeeper=zookeeper,
+        zk_root=zk_root,
+        overrides=TEST_OVERRIDES,
+        coordinator_overrides={"default.replication.factor": str(min(2, tablet_servers))},
+        tablet_overrides={"tablet-server.min.insync.replicas": "1"},
+        die_with_parent=True,
+        secure=True,
+    )

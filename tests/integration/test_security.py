@@ -37,7 +37,7 @@ from fluss_py.security.store import add_acls, put_user
 from fluss_py.security.tls import TlsFiles, client_ssl_context
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
-from fluss_py.testing.fixtures import TEST_OVERRIDES
+from fluss_py.testing.fixtures import secure_module_cluster
 from fluss_py.testing.health import fetch_health
 from fluss_py.testing.procs import wait_until
 from fluss_py.testing.secure import with_zookeeper
@@ -53,18 +53,7 @@ NOBODY, NOBODY_PASSWORD = "nobody", "nobody-secret-1"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("secure"),
-        1,
-        2,
-        zookeeper=zookeeper.address,
-        zk_root="/fluss-security",
-        overrides=TEST_OVERRIDES,
-        coordinator_overrides={"default.replication.factor": "2"},
-        tablet_overrides={"tablet-server.min.insync.replicas": "1"},
-        die_with_parent=True,
-        secure=True,
-    )
+    cluster = secure_module_cluster(tmp_path_factory.mktemp("secure"), zookeeper.address, "/fluss-security")
     try:
         cluster.start(timeout=90)
         assert cluster.security is not None

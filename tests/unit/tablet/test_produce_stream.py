@@ -171,3 +171,31 @@ async def test_a_failed_write_ends_the_stream() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(run, 2)
     await _until(lambda: leader.cancelled == [2])
+
+
+async def test_a_refusal_that_raises_answers_what_was_read_before_and_ends_the_stream() -> None:
+    """The interceptor's check raises when the stream's principal is no longer proven: the message it was
+    asked about is never handled, the messages read before it are answered (their appends may have
+    happened), then the stream ends with the exception."""
+    leader = Leader()
+    revoked = False
+
+    def refusal(request: tablet_pb2.ProduceLogRequest) -> None:
+        if revoked:
+            raise PermissionError("the stream's user was removed")
+
+    run = asyncio.create_task(ProduceStreamHandler(leader.produce, leader.write, refusal).run(leader.stream()))
+    leader.send(1)
+    leader.send(2)
+    await _until(lambda: len(leader.started) == 2)
+    revoked = True
+    leader.send(3)
+    await _until(lambda: leader.requests.empty())
+    await asyncio.sleep(0.01)
+    assert not run.done()  # 1 and 2 are still being handled: their answers are owed
+    leader.complete(2)
+    leader.complete(1)
+    with pytest.raises(PermissionError, match="removed"):
+        await asyncio.wait_for(run, 2)
+    assert leader.started == [1, 2]  # 3 never reached the replica layer
+    assert [w.correlation_id for w in leader.written] == [2, 1] and not leader.cancelled
