@@ -14,8 +14,11 @@ gRPC failures become ``ApiError``s (``rpc.convert.map_grpc_error``, with its tab
 PRODUCE_LOG calls travel on one ProduceLogStream per address (``client/produce_stream.py``; docs/client.md
 "Produce on a stream"), unary ProduceLog for a server without it; a consumer's FETCH_LOG calls travel on a
 ConsumerFetchStream per address the same way (``client/lockstep_stream.py``; "Consumer fetches on a stream").
-A connection that fails while our own certificate is expired or not yet valid is AUTHENTICATION_FAILED
-naming its dates (a server refusing a client certificate only closes the connection: ``tls.validity_problem``).
+A server refusing this client's TLS credentials only closes the connection (gRPC says "Socket closed", as for
+a server that died): a connection that fails so is probed once more with the same TLS files
+(``security/tls_refusal.py``, one probe per address at a time), and a refusal becomes AUTHENTICATION_FAILED
+at once, naming why (an expired certificate's dates, the server's alert, a certificate of another CA), which
+callers do not retry; a server that is down or unreachable stays NETWORK_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.rpc.streams import CONSUMER_FETCH_STREAM_ACCEPTED, GrpcStream
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.security.tls import validity_problem
+from fluss_py.security.tls_refusal import handshake_refusal
 
 COORDINATOR_SERVICE = "CoordinatorService"
 TABLET_SERVICE = "TabletService"
+
+
+def _closed_by_peer(details: str | None) -> bool:
+    """Whether gRPC's text of a failed connection says the server closed it (or cut the handshake), which is
+    all a server refusing a client certificate does; not a refused connect, a timeout, a name not resolved."""
+    text = (details or "").lower()
+    return any(sign in text for sign in ("socket closed", "connection reset", "handshake", "end of file"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +225,7 @@ class GrpcTransport:
         self._stubs: dict[tuple[str, str], Any] = {}
         self._produce = _StreamRoute(produce_stream, self._produce_stream, _close_produce)
         self._consumer_fetch = _StreamRoute(fetch_stream, self._consumer_fetch_stream, _close_lockstep)
+        self._probes: dict[str, asyncio.Future[str | None]] = {}  # address -> the TLS refusal probe running
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -261,9 +273,6 @@ class GrpcTransport:
             if isinstance(cause, grpc.aio.AioRpcError):
                 if cause.code() is grpc.StatusCode.UNIMPLEMENTED:
                     return _StreamUnsupported(str(cause.details()))
-                problem = validity_problem(self._identity.tls) if self._identity.tls else None
-                if cause.code() is grpc.StatusCode.UNAVAILABLE and problem is not None:
-                    return AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}")
                 return map_stream_error(address, method, cause.code(), cause.details())
             if isinstance(cause, FlussError):
                 return cause
@@ -279,8 +288,11 @@ class GrpcTransport:
         except _StreamUnsupported:
             await route.unsupported(address, client)
             return await self.call(address, rpc, request, timeout)
-        except NetworkExceptionError:
+        except NetworkExceptionError as e:
             await self._drop_if_unreachable(address)
+            refused = await self._tls_refusal(address, e.message)
+            if refused is not None:
+                raise refused from None
             raise
 
     def _stub(self, address: str, rpc: Rpc) -> Any:
@@ -315,10 +327,26 @@ class GrpcTransport:
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNAVAILABLE:
                 await self._drop_if_unreachable(address)
-                problem = validity_problem(self._identity.tls) if self._identity.tls else None
-                if problem is not None:
-                    raise AuthenticationFailedError(f"TLS handshake with {address} failed: {problem}") from None
+                refused = await self._tls_refusal(address, e.details())
+                if refused is not None:
+                    raise refused from None
             raise map_grpc_error(address, rpc.name, e.code(), e.details()) from None
+
+    async def _tls_refusal(self, address: str, details: str | None) -> AuthenticationFailedError | None:
+        """AUTHENTICATION_FAILED when a failed connection to ``address`` was the server refusing this client's
+        TLS credentials (see the module docstring), else None."""
+        tls = self._identity.tls
+        if tls is None:
+            return None
+        if not _closed_by_peer(details):  # refused, timed out, unreachable: the server said nothing about us
+            why = validity_problem(tls)
+        else:
+            probe = self._probes.get(address)
+            if probe is None:
+                probe = self._probes[address] = asyncio.ensure_future(handshake_refusal(address, tls))
+                probe.add_done_callback(lambda _: self._probes.pop(address, None))
+            why = await asyncio.shield(probe)
+        return None if why is None else AuthenticationFailedError(f"TLS handshake with {address} failed: {why}")
 
     async def _drop_if_unreachable(self, address: str) -> None:
         channel = self._channels.get(address)
@@ -331,6 +359,8 @@ class GrpcTransport:
         await channel.close()  # it has no connection: nothing in flight on it can succeed
 
     async def close(self) -> None:
+        for probe in list(self._probes.values()):
+            probe.cancel()
         await self._produce.close()
         await self._consumer_fetch.close()
         channels, self._channels, self._stubs = list(self._channels.values()), {}, {}

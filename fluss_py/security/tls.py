@@ -14,8 +14,8 @@ certificate stays in use. Outgoing channels (``channel_credentials``) read the f
 
 A server that refuses a client's certificate (expired, not yet valid) only closes the connection: gRPC tells
 the client "Socket closed", like a server that died. ``validity_problem`` lets the client say why instead:
-whether its own certificate is outside its validity window (the client transport asks after a failed
-connection; nothing is checked on the request path).
+whether its own certificate is outside its validity window (asked after a failed connection, by
+``tls_refusal.handshake_refusal`` and the client transport; nothing is checked on the request path).
 ``ServerTls.trusted_cas`` (and ``ever_trusted_cas``) are the CAs of the file now in force (and of every
 version loaded since start): open streams are re-checked against them (``stream_grant.py``).
 
