@@ -12,6 +12,9 @@
                        ``netns=True``: every process (and the test's clients, host ``client``) on its own
                        test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
 - ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
+- ``powercut_fs``      a mounted power-cut filesystem (``testing/powercut.py``), unmounted after the test (ask
+                       for it before ``cluster_factory``: the servers writing there are killed first); skips
+                       the test, saying why, where FUSE cannot be used
 
 ``secure_module_cluster(directory, zookeeper, root, tablet_servers)`` makes (does not start) the secure
 cluster a security test module shares: one coordinator, replication factor ``min(2, tablet_servers)``, a
@@ -34,6 +37,8 @@ import pytest
 
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.netns import unavailable_reason as netns_unavailable_reason
+from fluss_py.testing.powercut import PowerCutFs
+from fluss_py.testing.powercut import unavailable_reason as fuse_unavailable_reason
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 
 SESSION_TIMEOUT_S = 2.0
@@ -51,6 +56,19 @@ def netns_hosts() -> None:
     reason = netns_unavailable_reason()
     if reason is not None:
         pytest.skip(f"test hosts in network namespaces: {reason}")
+
+
+@pytest.fixture
+def powercut_fs(tmp_path: Path) -> Iterator[PowerCutFs]:
+    reason = fuse_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no FUSE filesystem for the power-cut tests: {reason}")
+    fs = PowerCutFs(tmp_path / "powercut-mnt")
+    fs.mount()
+    try:
+        yield fs
+    finally:
+        fs.close()  # unmounted by path, the filesystem process ended, even when the test failed
 
 
 @pytest.fixture(scope="session")

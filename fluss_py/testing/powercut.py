@@ -6,6 +6,9 @@
         files, dropped = fs.power_cut()               # every unsynced write is gone
         ...restart them...
 
+    fs.fail_fsync("ENOSPC", "tablet-server-2/*.log")   # its next fsync of a segment fails (fsyncgate)
+    fs.lose_fsync("tablet-server-2/*.log")             # ... or succeeds without writing anything
+
 ``unavailable_reason()`` says why FUSE cannot be used here (no /dev/fuse, no fusermount3 or libfuse3, no
 mfusepy), or None; tests skip with that reason. Install: ``deploy/install-fuse.sh`` (Debian's fuse3) and
 the ``dev`` extra (mfusepy). Who may call: the test's thread.
@@ -107,6 +110,30 @@ class PowerCutFs:
         """(files, bytes held, fsyncs so far)."""
         files, size, fsyncs = self._command("stats")
         return files, size, fsyncs
+
+    def hold(self, data_dir: Path | str, name: str) -> Path:
+        """Make ``data_dir`` (a server's data directory, not created yet) a link to a new directory ``name``
+        under the mount: that server writes here, the others stay on the real disk."""
+        target = self.mountpoint / name
+        target.mkdir()
+        link = Path(data_dir)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+        return target
+
+    def fail_fsync(self, error: str, glob: str, count: int = 1) -> None:
+        """The next ``count`` fsyncs of paths below the mount matching ``glob`` (``fnmatch``: ``*`` crosses
+        ``/``) fail with ``error`` (an errno name: "ENOSPC", "EIO"), their dirty pages marked clean unwritten."""
+        self._command(f"fail-fsync {error} {count} {glob}")
+
+    def lose_fsync(self, glob: str, count: int = 1) -> None:
+        """The next ``count`` fsyncs of matching paths report success and write nothing (a lying disk)."""
+        self._command(f"lose-fsync {count} {glob}")
+
+    def pending(self) -> int:
+        """Faulty fsyncs armed and not yet consumed."""
+        (n,) = self._command("pending")
+        return n
 
     def close(self, timeout: float = 10.0) -> None:
         """Unmount by path (lazily: works while something still has a file open), then end the process by

@@ -1,10 +1,23 @@
 """A FUSE filesystem for power-cut tests: file contents live in memory and only what was fsynced survives.
 
 Every file holds two versions of its bytes: ``data`` (what reads see: the page cache) and ``durable`` (what
-the disk holds: ``data`` as of the file's last ``fsync``/``fdatasync``). A **power cut** sets every file's
+the disk holds), and the set of its 4 KiB pages written since they last went to the disk (``dirty``). An
+``fsync``/``fdatasync`` writes the dirty pages and the size to ``durable``. A **power cut** sets every file's
 ``data`` back to ``durable``, dropping every write (and size change) not synced since. The tablet servers
 whose data dirs live here must be dead at that moment (kill -9 all of them first): a power cut stops every
 process of the machine.
+
+Faulty fsyncs, as Linux has them (armed from the control channel, each for the next ``count`` fsyncs of the
+files or directories whose path below the mount matches a glob):
+
+- ``fail-fsync``: the fsync fails with the given errno, and the file's dirty pages are marked clean without
+  reaching ``durable`` (what Linux does since 4.13 after a failed writeback: the pages stay readable in the
+  page cache, and the next fsync succeeds without writing them — "fsyncgate");
+- ``lose-fsync``: the fsync reports success and does the same (a drive whose write cache lies, or a
+  writeback error reported to another process's descriptor).
+
+A later successful fsync of the file writes its size and its pages dirtied since: the lost pages then read
+as zeros (or their older bytes) after a power cut, below the offset that fsync covered.
 
 What is modelled, and what is simplified (enough for the log, checkpoints and indexes; no mmap is used):
 
@@ -21,9 +34,12 @@ What is modelled, and what is simplified (enough for the log, checkpoints and in
 Run as a process (the harness does: ``PowerCutFs`` below), controlled by lines on stdin, each answered by
 one line on stdout::
 
-    powercut   ->  ok <files reverted> <bytes of unsynced writes dropped>
-    stats      ->  ok <files> <bytes in memory> <fsyncs>
-    (EOF)      ->  unmounts and exits
+    powercut                         ->  ok <files reverted> <bytes of unsynced writes dropped>
+    stats                            ->  ok <files> <bytes in memory> <fsyncs>
+    fail-fsync <ERRNO> <count> <glob>  ->  ok     (e.g. "fail-fsync ENOSPC 1 tablet-server-2/*/*.log")
+    lose-fsync <count> <glob>        ->  ok
+    pending                          ->  ok <armed faulty fsyncs not yet consumed>
+    (EOF)                            ->  unmounts and exits
 
 Single-threaded FUSE loop (``-s``) plus the control thread; one lock serialises them.
 """
@@ -31,6 +47,7 @@ Single-threaded FUSE loop (``-s``) plus the control thread; one lock serialises 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import itertools
 import os
 import stat
@@ -46,19 +63,45 @@ except Exception:  # pragma: no cover - reported by powercut_harness.unavailable
     mfusepy = None  # type: ignore[assignment]
 
 _inodes = itertools.count(2)
+PAGE = 4096
 
 
 @dataclass(eq=False)
 class Node:
-    """A file (``data``/``durable``) or a directory (``children``)."""
+    """A file (``data``/``durable``, its ``dirty`` pages) or a directory (``children``)."""
 
     is_dir: bool
     mode: int
     ino: int = field(default_factory=lambda: next(_inodes))
     data: bytearray = field(default_factory=bytearray)
     durable: bytes = b""
+    dirty: set[int] = field(default_factory=set)  # page numbers written since they last reached ``durable``
     children: dict[str, Node] = field(default_factory=dict)
     mtime_ns: int = field(default_factory=time.time_ns)
+
+    def touch(self, start: int, end: int) -> None:
+        """Bytes [start, end) of ``data`` changed."""
+        if end > start:
+            self.dirty.update(range(start // PAGE, (end - 1) // PAGE + 1))
+
+    def write_back(self) -> None:
+        """A successful fsync: the size and the dirty pages reach the disk."""
+        durable = bytearray(self.durable[: len(self.data)])
+        durable.extend(bytes(len(self.data) - len(durable)))
+        for page in self.dirty:
+            durable[page * PAGE : (page + 1) * PAGE] = self.data[page * PAGE : (page + 1) * PAGE]
+        self.durable = bytes(durable)
+        self.dirty.clear()
+
+
+@dataclass
+class FsyncFault:
+    """The next ``count`` fsyncs of paths matching ``glob`` fail with ``error`` (0: report success) and drop
+    the file's dirty pages."""
+
+    glob: str
+    count: int
+    error: int
 
 
 class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):  # type: ignore[misc]
@@ -73,6 +116,7 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
         self.handles: dict[int, tuple[Node, int]] = {}
         self._fhs = itertools.count(1)
         self.fsyncs = 0
+        self.faults: list[FsyncFault] = []
 
     # ------------------------------------------------------------ helpers
     def _lookup(self, path: str) -> Node:
@@ -98,6 +142,7 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
     def _open(self, node: Node, flags: int) -> int:
         if flags & os.O_TRUNC and not node.is_dir:
             del node.data[:]
+            node.dirty.clear()
         fh = next(self._fhs)
         self.handles[fh] = (node, flags)
         return fh
@@ -190,8 +235,10 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
             if fh in self.handles and self.handles[fh][1] & os.O_APPEND:
                 offset = len(n.data)  # without writeback caching, O_APPEND is the filesystem's job
             if offset > len(n.data):
+                n.touch(len(n.data), offset)
                 n.data.extend(bytes(offset - len(n.data)))
             n.data[offset : offset + len(data)] = data
+            n.touch(offset, offset + len(data))
             n.mtime_ns = time.time_ns()
             return len(data)
 
@@ -202,7 +249,10 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
                 raise mfusepy.FuseOSError(errno.EISDIR)
             if length < len(n.data):
                 del n.data[length:]
+                n.dirty = {p for p in n.dirty if p * PAGE < length}
+                n.touch(length - 1 if length else 0, length)  # the page it now ends in
             else:
+                n.touch(len(n.data), length)
                 n.data.extend(bytes(length - len(n.data)))
             n.mtime_ns = time.time_ns()
             return 0
@@ -210,13 +260,33 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
         with self._mutex:
             n = self._node(path, fh)
-            if not n.is_dir:
-                n.durable = bytes(n.data)
             self.fsyncs += 1
+            fault = self._fault_for(path)
+            if not n.is_dir:
+                if fault is None:
+                    n.write_back()
+                else:
+                    n.dirty.clear()  # marked clean, never written: readable until a power cut
+            if fault is not None and fault.error:
+                raise mfusepy.FuseOSError(fault.error)
             return 0
 
     def fsyncdir(self, path: str | None, datasync: int, fh: int) -> int:
-        return 0  # namespace operations are durable at once
+        with self._mutex:  # namespace operations are durable at once: only a fault to inject
+            fault = self._fault_for(path)
+            if fault is not None and fault.error:
+                raise mfusepy.FuseOSError(fault.error)
+            return 0
+
+    def _fault_for(self, path: str | None) -> FsyncFault | None:
+        """The armed fault that this fsync of ``path`` consumes, if any."""
+        if path is None:
+            return None
+        for fault in self.faults:
+            if fault.count > 0 and fnmatch.fnmatchcase(path.lstrip("/"), fault.glob):
+                fault.count -= 1
+                return fault
+        return None
 
     def flush(self, path: str | None, fh: int) -> int:
         return 0
@@ -292,6 +362,7 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
                         common += 1
                     dropped += max(len(f.data), len(f.durable)) - common
                     f.data = bytearray(f.durable)
+                f.dirty.clear()
             self.handles.clear()
             return reverted, dropped
 
@@ -300,17 +371,33 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
             files = self._files()
             return len(files), sum(len(f.data) for f in files), self.fsyncs
 
+    def arm(self, glob: str, count: int, error: int) -> None:
+        with self._mutex:
+            self.faults.append(FsyncFault(glob, count, error))
+
+    def pending(self) -> int:
+        with self._mutex:
+            return sum(f.count for f in self.faults)
+
 
 def _control(ops: PowerCutOperations, mountpoint: str) -> None:
     """Answer stdin commands; at EOF unmount (the FUSE loop then returns)."""
     for line in sys.stdin:
-        cmd = line.strip()
+        cmd, *args = line.split() or [""]
         if cmd == "powercut":
             reply = "ok " + " ".join(map(str, ops.power_cut()))
         elif cmd == "stats":
             reply = "ok " + " ".join(map(str, ops.stats()))
+        elif cmd == "pending":
+            reply = f"ok {ops.pending()}"
+        elif cmd == "fail-fsync" and len(args) == 3 and hasattr(errno, args[0]) and args[1].isdigit():
+            ops.arm(args[2], int(args[1]), getattr(errno, args[0]))
+            reply = "ok"
+        elif cmd == "lose-fsync" and len(args) == 2 and args[0].isdigit():
+            ops.arm(args[1], int(args[0]), 0)
+            reply = "ok"
         else:
-            reply = f"error unknown command {cmd!r}"
+            reply = f"error bad command {line.strip()!r}"
         print(reply, flush=True)
     os.spawnlp(os.P_WAIT, "fusermount3", "fusermount3", "-u", "-z", mountpoint)
 

@@ -19,16 +19,15 @@ A consumer then reads each table from the beginning.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from signal import SIGKILL
 
 import pytest
 
 from fluss_py.client import ProducerOptions
 from fluss_py.testing.cluster import LocalCluster
-from fluss_py.testing.powercut import PowerCutFs, unavailable_reason
+from fluss_py.testing.powercut import PowerCutFs
 from fluss_py.testing.zkview import ZkView
 from fluss_py.types import TableBucket
 from tests.fault.replication_support import (
@@ -48,19 +47,6 @@ pytestmark = pytest.mark.fault
 
 SERVERS = (1, 2, 3)
 ACKED_BEFORE_CUT = 200
-
-
-@pytest.fixture
-def powercut_fs(tmp_path: Path) -> Iterator[PowerCutFs]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"no FUSE filesystem for the power-cut tests: {reason}")
-    fs = PowerCutFs(tmp_path / "powercut-mnt")
-    fs.mount()
-    try:
-        yield fs
-    finally:
-        fs.close()  # unmounted by path, the filesystem process ended, even when the test failed
 
 
 @dataclass
@@ -88,11 +74,7 @@ def _cluster_on(fs: PowerCutFs, cluster_factory: Callable[..., LocalCluster]) ->
     cluster = cluster_factory(1, 0, start=False, tablet_overrides=overrides)
     for sid in SERVERS:
         name = cluster.add_tablet_server(sid, start=False)
-        data = Path(cluster.get(name).data_dir)
-        target = fs.mountpoint / name
-        target.mkdir()
-        data.parent.mkdir(parents=True, exist_ok=True)
-        data.symlink_to(target, target_is_directory=True)
+        fs.hold(cluster.get(name).data_dir, name)
     cluster.start(timeout=60.0)
     return cluster
 

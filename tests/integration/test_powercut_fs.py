@@ -1,8 +1,9 @@
 """The power-cut filesystem (fluss_py/testing/powercut_fs.py) in a real FUSE mount: POSIX file operations the
-log uses behave as on a disk, and a power cut keeps exactly what was fsynced."""
+log uses behave as on a disk, a power cut keeps exactly what was fsynced, and an fsync fails or lies as armed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from collections.abc import Iterator
@@ -69,3 +70,49 @@ def test_a_power_cut_keeps_exactly_what_was_fsynced(fs: PowerCutFs) -> None:
     assert unsynced.exists() and unsynced.read_bytes() == b""  # the name was durable at once, not the bytes
     assert grown.read_bytes() == b"kept" and grown.stat().st_size == 4
     assert fs.power_cut() == (0, 0)
+
+
+def test_a_failed_fsync_leaves_its_pages_readable_but_never_written(fs: PowerCutFs) -> None:
+    """fsyncgate as Linux has it: the failed fsync reports the error once, the pages it could not write stay
+    readable (clean) in the page cache, the next fsync succeeds without them; after a power cut they read as
+    zeros below what that fsync covered. Only the matching file is affected."""
+    seg, other = fs.mountpoint / "seg.log", fs.mountpoint / "other.log"
+    a, b, c = b"a" * 5000, b"b" * 9000, b"c" * 7000
+    with open(seg, "wb") as f, open(other, "wb") as g:
+        f.write(a)
+        f.flush()
+        os.fsync(f.fileno())
+        fs.fail_fsync("ENOSPC", "*seg.log")
+        f.write(b)
+        f.flush()
+        g.write(b"kept")
+        g.flush()
+        with pytest.raises(OSError) as failed:
+            os.fsync(f.fileno())
+        assert failed.value.errno == errno.ENOSPC and fs.pending() == 0
+        os.fsync(g.fileno())
+        assert seg.read_bytes() == a + b  # still readable: a reload would find these bytes good
+        f.write(c)
+        f.flush()
+        os.fsync(f.fileno())  # succeeds: writes the size and the pages dirtied since, not b's clean ones
+    fs.power_cut()
+    after = seg.read_bytes()
+    assert len(after) == len(a + b + c) and after[: len(a)] == a and after[-len(c) :] == c
+    page = 4096
+    lost = range(-(-len(a) // page) * page, (len(a + b) // page) * page)  # b's whole pages: never written
+    assert after[lost.start : lost.stop] == bytes(len(lost)) and len(lost) > 0
+    assert other.read_bytes() == b"kept"
+
+
+def test_a_lost_fsync_reports_success_and_writes_nothing(fs: PowerCutFs) -> None:
+    path = fs.mountpoint / "x.log"
+    fs.lose_fsync("*.log", count=1)
+    with open(path, "wb") as f:
+        f.write(b"lost")
+        f.flush()
+        os.fsync(f.fileno())  # no error
+        assert fs.pending() == 0
+    assert path.read_bytes() == b"lost"
+    fs.power_cut()
+    assert path.read_bytes() == b""
+
