@@ -169,8 +169,8 @@ DATA_DIRS = option("data.dirs", "list", (), [TABLET],
                   "several data directories (comma separated; one failing takes only its replicas offline); "
                   "empty: data.dir alone", Items(NON_EMPTY, min_count=0, max_count=256))  # fmt: skip
 LOG_DIR_RECOVERY_CHECK_INTERVAL = option("log.dir.recovery-check-interval", "duration", 5.0, [TABLET],
-                                         "how often a data dir that filled up is checked for free space "
-                                         "(it comes back online by itself)", Range(0.01, HOUR))  # fmt: skip
+                                         "how often a full data dir is checked for free space (it comes "
+                                         "back by itself unless an fsync failed)", Range(0.01, HOUR))  # fmt: skip
 LOG_DIR_MIN_FREE = option("log.dir.min-free", "size", 64 * MiB, [TABLET],
                           "free space a full data dir needs to come back online", Range(0))  # fmt: skip
 LOG_SCRUB_RATE = option("log.scrub.rate", "size", 8 * MiB, [TABLET],

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError, StorageError
+from fluss_py.log import disk_io
 from fluss_py.types import TableBucket
 
 CHECKPOINT_VERSION = 0
@@ -37,7 +38,7 @@ _INTEGER = re.compile(r"-?[0-9]{1,19}\Z")  # ASCII only (``int`` also takes "Ù¡Ù
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        disk_io.fsync(fd)
     finally:
         os.close(fd)
 
@@ -82,11 +83,9 @@ def write_atomic(path: Path, data: bytes, fsync: bool = True) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            disk_io.write_fully(fd, data)
             if fsync:
-                os.fsync(fd)
+                disk_io.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)

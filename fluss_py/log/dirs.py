@@ -10,13 +10,17 @@ logs (``LogTablet``'s I/O hook), by its flush or by its checkpoint writes. Then,
 
     Online --any OSError--> Offline(reason)          its logs are closed without flush and forgotten; the
                               |                      listeners (the replica layer) take its replicas offline
-                              | ENOSPC only: free    and have their leadership moved
+                              | ENOSPC of a write,   and have their leadership moved
+                              | no fsync failed: free
                               | space >= log.dir.min-free and a probe file can be written
                               v
                             Online (logs reloaded from disk as after a crash; the listeners bring the replicas
                                     back as followers)
 
-Other errors keep the directory offline until the process restarts (the operator replaces the disk).
+Other errors keep the directory offline until the process restarts (the operator replaces the disk), and so
+does a failed fsync, whatever its errno, also one reported while the directory is offline for a full disk:
+after it the page cache may hold pages the kernel marked clean without writing them, which a reload would
+read back as good data and no later fsync would write (``disk_io.FsyncFailed``).
 Who may call: the tablet server's event loop (everything here is synchronous except the flush, whose
 fsyncs run in a worker thread); failure reports may come from any of its calls.
 """
@@ -24,6 +28,7 @@ fsyncs run in a worker thread); failure reports may come from any of its calls.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import logging
@@ -36,6 +41,7 @@ from pathlib import Path
 from fluss_py import config as cfg
 from fluss_py.errors import FlussError, LogCorruptedError, StorageError
 from fluss_py.log.config import LogConfig
+from fluss_py.log.disk_io import fsync_failure_in
 from fluss_py.log.manager import LogManager
 from fluss_py.log.tablet import LogTablet
 from fluss_py.types import TableBucket
@@ -66,18 +72,21 @@ def _cause(error: BaseException) -> OSError | None:
 
 @dataclass(frozen=True, slots=True)
 class DirFailure:
-    """Why a directory is offline: ``code`` is the errno name (ENOSPC, EIO, ...), ``reason`` its text."""
+    """Why a directory is offline: ``code`` is the errno name (ENOSPC, EIO, ...), ``reason`` its text
+    ("fsync failed: ..." for a failed fsync)."""
 
     path: Path
     code: str
     reason: str
     since: float  # time.time()
     buckets: tuple[TableBucket, ...] = ()
+    fsync_failed: bool = False
 
     @property
     def recoverable(self) -> bool:
-        """A full disk comes back by itself once space is freed; a failing one needs the operator."""
-        return self.code == "ENOSPC"
+        """A disk that was full when written comes back by itself once space is freed; a failing one, or any
+        failed fsync (the unsynced data may be gone), needs a restart."""
+        return self.code == "ENOSPC" and not self.fsync_failed
 
     @staticmethod
     def of(path: Path, error: BaseException, buckets: Sequence[TableBucket] = ()) -> DirFailure:
@@ -89,7 +98,7 @@ class DirFailure:
             reason = os_error.strerror or str(os_error)
         else:
             code, reason = "EIO", str(error)
-        return DirFailure(path, code, reason, time.time(), tuple(buckets))
+        return DirFailure(path, code, reason, time.time(), tuple(buckets), fsync_failure_in(error))
 
 
 FailureListener = Callable[[DirFailure], None]
@@ -296,10 +305,18 @@ class LogDirs:
 
     # ------------------------------------------------------------ failure and recovery
     def fail(self, path: Path, error: BaseException) -> None:
-        """A disk operation on ``path`` failed: take the directory offline (once; later reports are no-ops)."""
+        """A disk operation on ``path`` failed: take the directory offline (once; later reports are no-ops,
+        except a failed fsync reported while it is offline for a full disk: then it stays offline for good)."""
         for d in self._dirs:
-            if d.path == path and d.failure is None:
+            if d.path != path:
+                continue
+            if d.failure is None:
                 self._mark_failed(d, error)
+            elif d.failure.recoverable and fsync_failure_in(error):
+                was = d.failure
+                d.failure = dataclasses.replace(DirFailure.of(path, error, was.buckets), since=was.since)
+                log.error("data directory %s: an fsync failed while it was offline (%s: %s); it stays offline "
+                          "until the process restarts", path, d.failure.code, d.failure.reason)  # fmt: skip
 
     def _mark_failed(self, d: _Dir, error: BaseException) -> None:
         buckets = d.manager.close_all_without_flush()
@@ -310,6 +327,8 @@ class LogDirs:
             d.path, failure.code, failure.reason, len(buckets),
             "; it comes back once space is freed" if failure.recoverable
             else "; move the named entry out of the bucket directory and restart" if failure.code == "LOG_CORRUPTED"
+            else "; what it had not synced may be lost, so it stays offline until the process restarts: fix the "
+            "disk, then restart the server" if failure.fsync_failed
             else "; replace the disk and restart",
         )  # fmt: skip
         for listener in self.listeners:

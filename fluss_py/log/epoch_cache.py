@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError
+from fluss_py.log import disk_io
 from fluss_py.log.checkpoint import CheckpointFile, fsync_dir
 from fluss_py.types import EpochEntry
 
@@ -202,7 +203,7 @@ class LeaderEpochCache:
         writes = self._writes
         fd = os.open(self._file.path, os.O_RDONLY)
         try:
-            os.fsync(fd)
+            disk_io.fsync(fd)
         finally:
             os.close(fd)
         fsync_dir(self._file.path.parent)

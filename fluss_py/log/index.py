@@ -19,6 +19,8 @@ from array import array
 from collections.abc import MutableSequence
 from pathlib import Path
 
+from fluss_py.log import disk_io
+
 
 class CorruptIndexError(Exception):
     """An index file is inconsistent; the segment rebuilds it from the log."""
@@ -199,11 +201,12 @@ class TimeIndex(_SparseIndex):
 
 
 def _append_file(path: Path, data: bytes | bytearray, fsync: bool) -> None:
+    """Append whole entries; a failed write is cut back (``append_or_nothing``): the entries stay pending."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, data)
+        disk_io.append_or_nothing(fd, data, os.fstat(fd).st_size)
         if fsync:
-            os.fsync(fd)
+            disk_io.fsync(fd)
     finally:
         os.close(fd)
 
@@ -211,6 +214,6 @@ def _append_file(path: Path, data: bytes | bytearray, fsync: bool) -> None:
 def _write_file(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        disk_io.write_fully(fd, data)  # a short write raises the real error (a full disk), never passes
     finally:
         os.close(fd)

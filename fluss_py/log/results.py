@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fluss_py.errors import StorageError
+from fluss_py.log import disk_io
 from fluss_py.log.segment import LogSegment
 
 if TYPE_CHECKING:
@@ -49,22 +50,24 @@ class FlushJob:
     descriptors: list[int] = field(default_factory=list)
     epoch_writes: int = 0  # the epoch cache's write count its descriptors cover (``LeaderEpochCache.end_sync``)
     dirs: list[Path] = field(default_factory=list)  # directories its descriptors cover (``PendingDirSyncs.end``)
-    error: OSError | None = None  # the fsync failure, if any
+    error: OSError | None = None  # the fsync failure (``FsyncFailed``), if any
 
     def sync(self) -> None:
         """fsync every descriptor (any thread); raises StorageError naming the log on failure (kept in
         ``error`` for the loop to report to the log's data dir: ``report_failure``)."""
         try:
             for fd in self.descriptors:
-                os.fsync(fd)
+                disk_io.fsync(fd)
         except OSError as e:
             self.error = e
             raise StorageError(f"{self.tablet.dir}: flush failed: {e}") from e
 
     def report_failure(self) -> None:
-        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §10)."""
+        """On the loop, after a failed ``sync``: the disk failed, tell the log's data dir (docs/storage.md §10),
+        also when the log was closed meanwhile (its directory failed for another reason, or went away and came
+        back): a failed fsync is never forgotten."""
         tablet = self.tablet
-        if self.error is not None and tablet.io_error is not None and not tablet.closed:
+        if self.error is not None and tablet.io_error is not None:
             tablet.io_error(tablet, self.error)
 
     def close(self) -> None:

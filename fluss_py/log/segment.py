@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fluss_py.errors import StorageError
+from fluss_py.log import disk_io
 from fluss_py.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from fluss_py.log.open_files import SEGMENTS, OpenFiles
 from fluss_py.record.batch import BATCH_HEADER_SIZE, HEADER, LOG_OVERHEAD
@@ -26,17 +27,6 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SCAN_CHUNK = 8 * 1024 * 1024
 MAX_SEGMENT_POSITION = 2**31 - 1
-
-
-def _write_fully(fd: int, buf: bytes | bytearray) -> None:
-    """``os.write`` until every byte is written. A short write (a disk filling up) is followed by another
-    write, which then raises the real error (ENOSPC: "No space left on device"), not a made-up one."""
-    view = memoryview(buf)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:
-            raise OSError(errno.EIO, f"write returned {written}")
-        view = view[written:]
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -301,12 +291,8 @@ class LogSegment:
         """Write ``buf`` (whole validated batches) with one ``os.write``; on failure nothing stays."""
         start = self.size
         try:
-            _write_fully(self._file(), buf)
+            disk_io.append_or_nothing(self._file(), buf, start)
         except OSError as e:
-            try:
-                os.ftruncate(self._file(), start)
-            except OSError as e2:
-                log.error("%s: cannot cut back a failed write: %s", self.log_path, e2)
             raise StorageError(f"{self.log_path}: write failed: {e}") from e
         self.size = start + len(buf)
         if self.first_timestamp is None:
@@ -380,7 +366,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         try:
             if fsync:
-                os.fsync(self._file())
+                disk_io.fsync(self._file())
             self.offset_index.flush(fsync)
             self.time_index.flush(fsync)
         except OSError as e:

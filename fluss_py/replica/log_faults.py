@@ -7,7 +7,8 @@
   fetchers stop), is remembered in ``ReplicaManager.offline`` (requests for it answer STORAGE_ERROR) and is
   reported to the coordinator (REPLICA_OFFLINE: it elects from the ISR minus this server at once). A full
   directory is probed every ``log.dir.recovery-check-interval``; once it is back, its replicas are reported
-  REPLICA_RECOVERED and the coordinator tells this server their roles again (followers that catch up).
+  REPLICA_RECOVERED and the coordinator tells this server their roles again (followers that catch up). One
+  whose fsync failed is never probed: it stays offline until the process restarts (``LogDirs``).
 - **Corruption** (the unclean-start check or the ``Scrubber``): the replica reports REPLICA_CORRUPT first,
   always; a follower stops fetching the bucket until then. Once the coordinator has answered (it applied the
   report: this replica is out of the ISR, and out of leadership when another ISR member can lead), a follower

@@ -481,12 +481,19 @@ def slow_sends(sent: list[Sent], threshold_ms: float = SLOW_MS) -> list[Sent]:
     return [s for s in sent if s.latency_ms > threshold_ms]
 
 
-def produce(cluster: LocalCluster, table: str, values: list[bytes], acks: int = -1, delivery_timeout: float = 30.0):
-    """Send ``values`` to bucket 0 one at a time through the client (idempotent unless acks=0); their offsets."""
+def produce(
+    cluster: LocalCluster,
+    table: str,
+    values: list[bytes],
+    acks: int = -1,
+    delivery_timeout: float = 30.0,
+    bucket: int = 0,
+):
+    """Send ``values`` to ``bucket`` one at a time through the client (idempotent unless acks=0); their offsets."""
     options = ProducerOptions(acks=acks, request_timeout=min(10.0, delivery_timeout), delivery_timeout=delivery_timeout)
     producer = SyncProducer(bootstrap(cluster), options, security=cluster.client_identity())
     try:
-        return [producer.send_and_wait(f"{DATABASE}.{table}", v, bucket=0).offset for v in values]
+        return [producer.send_and_wait(f"{DATABASE}.{table}", v, bucket=bucket).offset for v in values]
     finally:
         producer.close(timeout=5.0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -49,3 +50,17 @@ def synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "fsync", fsync)
     return synced
+
+
+def disk_fills_up(monkeypatch: pytest.MonkeyPatch, first: int = 10) -> None:
+    """From now on the disk fills up during a write: the first ``os.write`` writes ``first`` bytes (a short
+    write), every later one fails with ENOSPC, as the kernel does."""
+    real, calls = os.write, []
+
+    def filling(fd: int, data) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, bytes(data[:first]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", filling)

@@ -4,7 +4,6 @@ damaged part)."""
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from fluss_py.errors import StorageError
 from fluss_py.log import segment as segment_mod
 from fluss_py.log.scrub import RateLimiter, verify_segment_file
 
-from .helpers import batch, open_log
+from .helpers import batch, disk_fills_up, open_log
 
 
 def _filled(d: Path, n: int = 40):
@@ -91,15 +90,7 @@ def test_a_truncation_below_the_corruption_clears_it(tmp_path: Path) -> None:
 def test_a_short_write_reports_the_real_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A disk filling up: the first write is short, the next one fails with ENOSPC. The error says so."""
     t = open_log(tmp_path / "1-0")
-    real_write, calls = os.write, []
-
-    def filling(fd: int, data) -> int:
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[:10]))
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(segment_mod.os, "write", filling)
+    disk_fills_up(monkeypatch)
     seen: list[BaseException] = []
     t.io_error = lambda tablet, e: seen.append(e)
     with pytest.raises(StorageError, match="No space left on device"):
