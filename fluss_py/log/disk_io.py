@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 IoErrorHook = Callable[["LogTablet", BaseException], None]
 _F = TypeVar("_F", bound=Callable[..., Any])
+REWRITE_CHUNK = 8 * 1024 * 1024
 
 
 class FsyncFailed(OSError):
@@ -68,6 +69,29 @@ def append_or_nothing(fd: int, buf: bytes | bytearray, start: int) -> None:
         except OSError as cut:  # a torn tail is left: above the recovery point, or an index rebuilt at load
             e.add_note(f"cutting the failed write back to {start} bytes failed too: {cut}")
         raise
+
+
+def rewrite_in_place(path: os.PathLike[str] | str, start: int, end: int) -> None:
+    """Write bytes [start, end) of ``path`` again with what a read returns for them. After an fsync failed in
+    an earlier run of the process, the page cache may still hold those pages marked clean although they never
+    reached the disk: the next fsync would skip them. Written again, they are dirty, and the next flush
+    writes them (or fails, and takes the directory offline). Used at an unclean start on the bytes recovery
+    re-validated above the recovery point."""
+    if end <= start:
+        return
+    fd = os.open(path, os.O_RDWR)  # not O_APPEND: pwrite must land where the bytes were read
+    try:
+        pos = start
+        while pos < end:
+            chunk = os.pread(fd, min(REWRITE_CHUNK, end - pos), pos)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.pwrite(fd, view, pos + len(chunk) - len(view)) :]
+            pos += len(chunk)
+    finally:
+        os.close(fd)
 
 
 def disk_io(method: _F) -> _F:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from fluss_py.errors import LogCorruptedError
 from fluss_py.log.config import LogConfig
+from fluss_py.log.disk_io import rewrite_in_place
 from fluss_py.log.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from fluss_py.log.index import CorruptIndexError
 from fluss_py.log.reconcile import epoch_cache_contradiction, reconcile_offsets
-from fluss_py.log.scrub import Corruption, verify_segment_file
+from fluss_py.log.scrub import Corruption, check_segment_file, verify_segment_file
 from fluss_py.log.segment import LogSegment
 from fluss_py.log.writer_state import WriterStateManager
 from fluss_py.record.batch import RecordBatch
@@ -141,13 +143,24 @@ class LogLoader:
             damaged_last = self.segments[loaded], self.segments[loaded].size
             recover_from, recovery_point = loaded, self.segments[loaded].base_offset
         corruption, verified = reindexed, 0
+        resume: tuple[int, int] | None = None  # where re-validation begins in segments[recover_from]
         if not clean:  # the medium may have changed what was fsynced: check it, but change nothing
             found, verified = self._verify_segments(self.segments[:recover_from])
             if found is not None and (corruption is None or found.offset < corruption.offset):
                 corruption = found
+            if recover_from < len(self.segments):  # and the segment holding the recovery point, up to it
+                resume, found, checked = self._check_below_recovery_point(recover_from, recovery_point)
+                verified += checked
+                corruption = corruption or found
+                if resume is None and recover_from < len(self.segments) - 1:  # kept, as any segment below it
+                    self._reindex_damaged(recover_from)
+                    recover_from += 1
         if recover_from < len(self.segments):
-            self._recover_segments(recover_from, recovery_point, rebuild_epochs)
+            self._recover_segments(recover_from, resume, rebuild_epochs, rewrite=not clean)
         leo = self.segments[-1].next_offset if self.segments else 0
+        if corruption is not None and corruption.offset == leo and not clean:
+            log.error("%s: the fsynced bytes of its last segment from offset %d on could not be located after "
+                      "the damaged batch and were cut; the replica fetches them again", self.dir, leo)  # fmt: skip
         if damaged_last is not None and damaged_last[0].size < damaged_last[1]:
             log.error("%s: %d fsynced bytes of the last segment cut after a clean shutdown (log end now %d): the "
                       "batches after a damaged one cannot be located; the leader's copy fills them in again",
@@ -182,7 +195,8 @@ class LogLoader:
             log_end_offset=leo,
             recovery_point=recovery_point,
             high_watermark=hw,
-            corruption=corruption if corruption is not None and start <= corruption.offset < leo else None,
+            # at the log end: fsynced bytes that could not be kept (the replica still reports them: §9)
+            corruption=corruption if corruption is not None and start <= corruption.offset <= leo else None,
             verified_bytes=verified,
         )
         log.info(
@@ -232,6 +246,43 @@ class LogLoader:
                 return corruption, verified
         return None, verified
 
+    def _check_below_recovery_point(
+        self, i: int, recovery_point: int
+    ) -> tuple[tuple[int, int] | None, Corruption | None, int]:
+        """CRC-check segments[i], which holds the recovery point, from its start up to the batch holding it
+        (an fsync that reported success for bytes the disk lost leaves them there, zeros after a power cut).
+        Returns (the (offset, position) where re-validation starts, or None when it cannot be located; the
+        first bad batch below the recovery point, or None; the bytes checked). After a bad batch the batches
+        cannot be walked: the segment's index may still locate one beyond it, which is checked too."""
+        seg = self.segments[i]
+        if recovery_point <= seg.base_offset or seg.size == 0:  # nothing below it here (20,000 idle logs: no open)
+            return (seg.base_offset, 0), None, 0
+        checked = check_segment_file(seg.log_path, seg.base_offset, seg.size, stop_offset=recovery_point)
+        found = checked.corruption
+        if found is None:
+            return (checked.offset, checked.position), None, checked.position
+        log.error("%s, below the recovery point %d; the replica will be repaired", found, recovery_point)
+        resume: tuple[int, int] | None = None
+        try:
+            seg.offset_index.load(seg.size)
+            offset, position = seg.offset_index.lookup(recovery_point)
+        except CorruptIndexError:
+            position = -1
+        if position > found.position:  # an index entry past the damage: the batches from there on are checked
+            again = check_segment_file(
+                seg.log_path, seg.base_offset, seg.size, start=(offset, position), stop_offset=recovery_point
+            )
+            if again.corruption is None:
+                resume = (again.offset, again.position)
+        if resume is None and i == len(self.segments) - 1:  # the last segment: cut at the bad batch
+            resume = (found.offset, found.position)
+        return resume, found, checked.position
+
+    def _reindex_damaged(self, i: int) -> None:
+        """A segment damaged below the recovery point with a later segment: kept whole, its indexes covering
+        the good prefix (as after a clean shutdown, step 3 of §6); the replica layer repairs it."""
+        self.segments[i].reindex(self._bases[i + 1], _recovery_check)
+
     def _scan_directory(self) -> list[int]:
         """Delete leftovers of interrupted writes and orphan indexes; refuse unknown files."""
         names = {p.name for p in self.dir.iterdir()}
@@ -260,8 +311,12 @@ class LogLoader:
                 path.unlink()
         return sorted(int(n[:20]) for n in names if n.endswith(".log") and _KNOWN_FILE.fullmatch(n))
 
-    def _recover_segments(self, first: int, start_offset: int, rebuild_epochs: bool) -> None:
-        """Re-validate segments[first:] (from ``start_offset`` in the first); on corruption drop the rest."""
+    def _recover_segments(
+        self, first: int, start: tuple[int, int] | None, rebuild_epochs: bool, *, rewrite: bool = False
+    ) -> None:
+        """Re-validate segments[first:] (from ``start``, an (offset, position), in the first); on corruption
+        drop the rest. ``rewrite`` (an unclean start): write the re-validated bytes again (``rewrite_in_place``:
+        an fsync that failed before the restart may have left them clean in the page cache, never written)."""
         expected = self.segments[first].base_offset
         i = first
         while i < len(self.segments):
@@ -270,7 +325,10 @@ class LogLoader:
                 log.warning("%s: segment %d does not continue offset %d", self.dir, seg.base_offset, expected)
                 self._drop_segments_from(i)
                 break
-            truncated, headers = seg.recover(start_offset if i == first else None, expected, _recovery_check)
+            begin = start if i == first else None
+            truncated, headers = seg.recover(begin, _recovery_check)
+            if rewrite:
+                rewrite_in_place(seg.log_path, begin[1] if begin is not None else 0, seg.size)
             for h in headers:
                 epoch = h[2]
                 latest = self.epoch_cache.latest_epoch

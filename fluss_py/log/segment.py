@@ -159,18 +159,17 @@ class LogSegment:
             self.offset_of_max_timestamp = h[0]
 
     def recover(
-        self, start_offset: int | None, expected_next: int, check: Callable[[tuple, memoryview], None]
+        self, start: tuple[int, int] | None, check: Callable[[tuple, memoryview], None]
     ) -> tuple[int, list[tuple]]:
-        """Re-validate batches from the one holding ``start_offset`` (None: from the start), rebuilding the
-        indexes from there. ``check(header, view)`` raises on a bad batch. Truncates the file at the first
-        torn, corrupt or discontinuous batch. Returns (bytes truncated, headers of the re-validated batches).
-        """
-        start_pos = 0
-        if start_offset is not None and start_offset > self.base_offset:
+        """Re-validate batches from ``start``, the (base offset, position) of a batch (None: from the segment's
+        start), rebuilding the indexes from there. ``check(header, view)`` raises on a bad batch. Truncates the
+        file at the first torn, corrupt or discontinuous batch. Returns (bytes truncated, headers of the
+        re-validated batches)."""
+        expected_next, start_pos = (self.base_offset, 0) if start is None else start
+        if start_pos > 0:
             try:
                 self.offset_index.load(self.size)
                 self.time_index.load(MAX_SEGMENT_POSITION)
-                expected_next, start_pos = self.offset_index.lookup(start_offset)
                 self.offset_index.truncate_to_position(start_pos)
                 self.time_index.truncate_to_offset(expected_next)
                 if self.time_index.timestamps:
@@ -178,10 +177,9 @@ class LogSegment:
                     self.offset_of_max_timestamp = self.base_offset + self.time_index.rel_offsets[-1]
             except CorruptIndexError as e:
                 log.warning("%s: %s; rescanning the whole segment", self.log_path, e)
-                start_pos, expected_next = 0, self.base_offset
+                expected_next, start_pos = self.base_offset, 0
         if start_pos == 0:
             self._reset_indexes()
-            expected_next = self.base_offset
         valid_end, headers, _ = self._revalidate(start_pos, expected_next, check)
         truncated = self.size - valid_end
         if truncated:

@@ -70,8 +70,9 @@ class LogTablet:
         # told after every change of the LEO, HW, recovery point or log start (the LogManager's flush and
         # checkpoint rounds visit only the logs that changed: idle logs cost nothing)
         self.on_change: Callable[[LogTablet], None] | None = None
-        # the first offset of a batch found corrupt (CRC, header, continuity) below the log end; None: none
-        # known. Set by the unclean-start check and the scrubber; cleared by a truncation to or below it.
+        # the first offset of a batch found corrupt (CRC, header, continuity) below the log end (at it: the
+        # bytes from there on were cut at load); None: none known. Set by the unclean-start check and the
+        # scrubber; cleared by a truncation to or below it.
         self.corrupt_from: int | None = None
         self.corrupt_segment_base = -1  # the segment holding it, and the position there
         self._corrupt_position = -1
@@ -172,8 +173,8 @@ class LogTablet:
 
     def mark_corrupt(self, offset: int, segment_base: int, position: int) -> bool:
         """Record a corrupt batch at ``offset`` (at ``position`` in segment ``segment_base``; the lowest one
-        wins); True when it is news."""
-        if offset >= self._leo or (self.corrupt_from is not None and self.corrupt_from <= offset):
+        wins); True when it is news. At the LEO: fsynced batches from there on were lost (cut at load)."""
+        if offset > self._leo or (self.corrupt_from is not None and self.corrupt_from <= offset):
             return False
         self.corrupt_from, self.corrupt_segment_base, self._corrupt_position = offset, segment_base, position
         return True

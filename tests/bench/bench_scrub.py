@@ -1,7 +1,8 @@
 """Scrubbing (docs/storage.md §9): how fast the CRC check reads, and what a running scrubber costs produce.
 
 - the check alone on one thread, from the page cache (``verify_segment_file`` over 256 MiB of 64 KiB batches),
-  and an unclean-start open of that log (every segment below the recovery point checked);
+  and an unclean-start open of that log (every segment below the recovery point checked), and of a log of one
+  256 MiB segment holding the recovery point at its end (checked up to it: issue 36);
 - acks=all latency (1 KiB record, one request at a time, RF 3) in the replica layer of ``bench_replica``
   (three ReplicaManagers in one process), with no scrubber, with the scrubber at the default
   ``log.scrub.rate`` (8 MB/s) and with it unthrottled, each over 256 MiB of closed segments on the leader's
@@ -75,6 +76,30 @@ def bench_unclean_open(c: ReplicaCluster) -> dict:
     return row(f"unclean-start open of {size / MiB:.0f} MiB (64 MiB segments, all CRC-checked)", elapsed, "s")
 
 
+def bench_unclean_open_of_the_recovery_point_segment(root: Path, total: int) -> list[dict]:
+    """One segment of ``total`` bytes, everything flushed, opened as after a crash: the segment holds the
+    recovery point (at its end), so its bytes are checked by the walk up to it (issue 36: they used to be
+    loaded from the index unchecked). Reports the open's time and the check's rate."""
+    config = LogConfig(segment_bytes=1 << 30, max_batch_bytes=8 * MiB)
+    path = root / "9-1"
+    t = LogTablet.open(path, TableBucket(9, 1), config)
+    raw = _batch_64k()
+    for _ in range(total // len(raw)):
+        t.append_as_leader(raw, 1)
+    t.flush()
+    leo, size = t.log_end_offset, t.size_in_bytes
+    t.close_without_flush()
+    started = time.perf_counter()
+    again = LogTablet.open(path, TableBucket(9, 1), config, recovery_point=leo, clean_shutdown=False)
+    elapsed = time.perf_counter() - started
+    assert len(again.segments) == 1 and again.corrupt_from is None and again.verified_bytes == size
+    again.close_without_flush()
+    return [
+        row(f"unclean-start open of one {size / MiB:.0f} MiB segment holding the recovery point", elapsed, "s"),
+        row("its check below the recovery point (header + CRC-32C + continuity)", size / elapsed / 1e6, "MB/s"),
+    ]
+
+
 async def _latencies(c: ReplicaCluster, seconds: float) -> list[float]:
     """acks=all produces of one 1 KiB record, one at a time, for ``seconds``."""
     leader, out, i = c.managers[1], [], 0
@@ -114,6 +139,7 @@ async def _main(root: Path) -> list[dict]:
         _fill(c, 256 * MiB)
         rows.append(bench_check_rate(c))
         rows.append(bench_unclean_open(c))
+        rows += bench_unclean_open_of_the_recovery_point_segment(root, 256 * MiB)
         await _latencies(c, 0.5)  # warm up
         # alternate the phases (this machine is shared: a burst of load then hits both, not one)
         samples: dict[int, list[float]] = {-1: [], DEFAULT_RATE: [], 0: []}

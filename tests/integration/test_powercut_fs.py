@@ -1,5 +1,5 @@
 """The power-cut filesystem (fluss_py/testing/powercut_fs.py) in a real FUSE mount: POSIX file operations the
-log uses behave as on a disk, a power cut keeps exactly what was fsynced, and an fsync fails or lies as armed."""
+log uses behave as on a disk, and a power cut keeps exactly what was fsynced."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fluss_py.log.checkpoint import write_atomic
+from fluss_py.log.disk_io import rewrite_in_place
 from fluss_py.testing.powercut import PowerCutFs, unavailable_reason
 
 pytestmark = pytest.mark.integration
@@ -116,3 +117,26 @@ def test_a_lost_fsync_reports_success_and_writes_nothing(fs: PowerCutFs) -> None
     fs.power_cut()
     assert path.read_bytes() == b""
 
+
+def test_pages_a_failed_fsync_left_clean_reach_the_disk_once_written_again(fs: PowerCutFs) -> None:
+    """What an unclean start does to the bytes above the recovery point (``rewrite_in_place``): written again
+    with what a read returns, they are dirty, and the next fsync writes them."""
+    seg = fs.mountpoint / "seg.log"
+    a, b = b"a" * 5000, b"b" * 9000
+    with open(seg, "wb") as f:
+        f.write(a)
+        f.flush()
+        os.fsync(f.fileno())
+        f.write(b)
+        f.flush()
+        fs.fail_fsync("EIO", "seg.log")
+        with pytest.raises(OSError):
+            os.fsync(f.fileno())
+    rewrite_in_place(seg, len(a), len(a + b))  # the restarted process, before its first flush
+    fd = os.open(seg, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fs.power_cut()
+    assert seg.read_bytes() == a + b

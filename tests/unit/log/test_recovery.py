@@ -83,9 +83,9 @@ def test_recovery_from_recovery_point_only(tmp_path: Path, monkeypatch) -> None:
     checked: list[int] = []
     orig = segment_mod.LogSegment.recover
 
-    def spy(self, start_offset, expected, check):
+    def spy(self, start, check):
         checked.append(self.base_offset)
-        return orig(self, start_offset, expected, check)
+        return orig(self, start, check)
 
     monkeypatch.setattr(segment_mod.LogSegment, "recover", spy)
     t = open_log(d, recovery_point=rp)
