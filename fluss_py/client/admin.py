@@ -43,9 +43,10 @@ from fluss_py.errors import (
     LeaderNotAvailableError,
     TableNotExistError,
 )
-from fluss_py.rpc.convert import raise_for_client, to_client_exception
+from fluss_py.rpc.convert import column_to_pb, raise_for_client, schema_to_pb, to_client_exception
 from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
+from fluss_py.schema.schema import Column, TableSchema, parse_column
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import OffsetSpec, TableBucket, TablePath
 
@@ -161,8 +162,10 @@ class Admin:
         properties: Mapping[str, str] | None = None,
         comment: str = "",
         ignore_if_exists: bool = False,
+        schema: TableSchema | None = None,
     ) -> int:
-        """Create a table (0 buckets/replication factor: the cluster defaults); returns its table id."""
+        """Create a table (0 buckets/replication factor: the cluster defaults); returns its table id. ``schema``
+        (``fluss_py.schema.parse_schema``): its columns and primary key (docs/primary-key-tables.md §2)."""
         path = _as_path(path)
         descriptor = common_pb2.TableDescriptor(
             num_buckets=num_buckets,
@@ -170,6 +173,8 @@ class Admin:
             properties=dict(properties or {}),
             comment=comment,
         )
+        if schema is not None:
+            descriptor.schema.CopyFrom(schema_to_pb(schema))
         request = coordinator_pb2.CreateTableRequest(
             path=_path_pb(path), descriptor=descriptor, ignore_if_exists=ignore_if_exists
         )
@@ -186,6 +191,13 @@ class Admin:
         """Grow ``path`` to ``num_buckets`` buckets (never shrinks; docs/operations.md "Adding buckets"). Keys
         hashed by producers that see the new count may land in other buckets than before."""
         request = coordinator_pb2.AlterTableRequest(path=_path_pb(_as_path(path)), num_buckets=num_buckets)
+        await self._gateway.call(rpcs.ALTER_TABLE, request)
+
+    async def add_column(self, path: TablePath | str, column: Column | str) -> None:
+        """Add a nullable column at the end of ``path``'s schema (``Column`` or ``"name TYPE"``): schema id + 1,
+        nothing rewritten (docs/primary-key-tables.md §2). A column that exists exactly so changes nothing."""
+        column = parse_column(column) if isinstance(column, str) else column
+        request = coordinator_pb2.AlterTableRequest(path=_path_pb(_as_path(path)), add_column=column_to_pb(column))
         await self._gateway.call(rpcs.ALTER_TABLE, request)
 
     async def list_tables(self, database: str) -> list[str]:

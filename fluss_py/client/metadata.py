@@ -39,8 +39,9 @@ from fluss_py.errors import (
     RequestTimedOutError,
     TableNotExistError,
 )
-from fluss_py.rpc.convert import to_client_exception
+from fluss_py.rpc.convert import schema_from_pb, to_client_exception
 from fluss_py.rpc.pb import common_pb2
+from fluss_py.schema.schema import TableSchema
 from fluss_py.types import NO_LEADER, ServerNode, TableBucket, TablePath
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ _FAILED_RECENTLY = 10.0
 
 @dataclass(frozen=True, slots=True)
 class TableInfo:
-    """A table as clients see it."""
+    """A table as clients see it. ``schema``: its columns and keys, every version (None: a log table without
+    a schema; docs/primary-key-tables.md §2)."""
 
     table_id: int
     path: TablePath
@@ -60,6 +62,11 @@ class TableInfo:
     properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     comment: str = ""
     created_ms: int = 0
+    schema: TableSchema | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return self.schema is not None and self.schema.is_primary_key_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,7 @@ def table_info_from_pb(pb: common_pb2.TableInfo) -> TableInfo:
         properties=dict(d.properties),
         comment=d.comment,
         created_ms=pb.created_ms,
+        schema=schema_from_pb(d.schema) if d.HasField("schema") else None,
     )
 
 

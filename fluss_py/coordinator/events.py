@@ -19,6 +19,7 @@ from typing import Any
 
 from fluss_py.coordinator.group_members import JOIN_EPOCH
 from fluss_py.rpc.pb import coordinator_pb2
+from fluss_py.schema.schema import Column, TableSchema
 from fluss_py.types import TableBucket, TablePath
 
 
@@ -102,6 +103,7 @@ class CreateTable(Event):
     properties: dict[str, str] = field(default_factory=dict)
     comment: str = ""
     ignore_if_exists: bool = False
+    schema: TableSchema | None = None  # None: a log table without a schema
 
 
 @dataclass(eq=False)
@@ -116,6 +118,14 @@ class AlterTableBuckets(Event):
 
     path: TablePath
     num_buckets: int
+
+
+@dataclass(eq=False)
+class AddColumn(Event):
+    """Add a nullable column at the end of a table's schema (handler: table_alter.TableAlter)."""
+
+    path: TablePath
+    column: Column
 
 
 @dataclass(eq=False)

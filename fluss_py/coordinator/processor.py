@@ -7,8 +7,9 @@ version), update the in-memory view only after the write succeeded, then queue t
 implies on the ``TabletChannel`` (never awaited: a paused tablet server cannot stall the loop).
 
     LoadTables          reload every table, assignment and leader_isr from ZooKeeper (each leadership)
-    CreateTable         assign -> one transaction (id counter, assignment, leader_isr per bucket, table
-                        node last) -> UpdateMetadata to all, NotifyLeaderAndIsr to the replicas
+    CreateTable         validate (properties, schema) -> assign -> one transaction (id counter, assignment,
+                        leader_isr per bucket, table node with its schema last) -> UpdateMetadata to all,
+                        NotifyLeaderAndIsr to the replicas
     DropTable           delete the table node, then its assignment subtree -> StopReplica(delete)
     ListTables / GetMetadata / AllocateWriterId
     AdjustIsr           validate (leader epoch, bucket epoch, eligibility) -> conditional write -> answer
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 
 from fluss_py import config as cfg
 from fluss_py.common.auto_partition import check_partition, spec_of
+from fluss_py.common.schema_rules import check_new_table
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import MetadataDelta, MetadataViews, RequestBatch, TabletChannel, update_request
@@ -379,6 +381,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         if len(event.comment.encode()) > cfg.MAX_TABLE_COMMENT_BYTES:
             raise InvalidRequestError(f"table comment is longer than {cfg.MAX_TABLE_COMMENT_BYTES} bytes")
         properties = validate_properties(event.properties, rf)
+        check_new_table(event.schema, properties)
         servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
         counter = TableIdCounterZNode.path(self._root)
         got = await self.store.get(counter)
@@ -397,7 +400,8 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             lai = election.initial_leader(replicas, set(servers), self.epoch)
             assert lai is not None  # every replica was chosen among live servers
             leaders[b] = lai
-        info = TableRegistration(table_id, path, num_buckets, rf, properties, event.comment, int(time.time() * 1000))
+        info = TableRegistration(table_id, path, num_buckets, rf, properties, event.comment, int(time.time() * 1000),
+                                 event.schema)  # fmt: skip
         counter_op: Op = (
             SetOp(counter, TableIdCounterZNode.encode(table_id), got[1].version)
             if got

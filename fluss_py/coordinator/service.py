@@ -26,7 +26,7 @@ from fluss_py.coordinator import group_coordinator as group_members
 from fluss_py.coordinator import groups
 from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
-from fluss_py.coordinator.events import AlterTableBuckets, CreateDatabase, DropDatabase, Event, ListDatabases
+from fluss_py.coordinator.events import AddColumn, AlterTableBuckets, CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
 from fluss_py.errors import (
     ErrorCode,
@@ -155,6 +155,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     # ---------------------------------------------------------------- leader: tables, ISR, writer ids
     async def CreateTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         d = request.descriptor
+        try:
+            schema = convert.schema_from_pb(d.schema) if d.HasField("schema") else None
+        except FlussError as e:  # a schema that does not parse: nothing to submit
+            return coordinator_pb2.CreateTableResponse(error=convert.error_info(e))
         event = tables.CreateTable(
             convert.table_path_from_pb(request.path),
             d.num_buckets,
@@ -162,6 +166,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             dict(d.properties),
             d.comment,
             request.ignore_if_exists,
+            schema,
         )
 
         def fill(response: Any, table_id: int) -> None:
@@ -174,7 +179,15 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def AlterTable(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        event = AlterTableBuckets(convert.table_path_from_pb(request.path), request.num_buckets)
+        path = convert.table_path_from_pb(request.path)
+        event: Event = AlterTableBuckets(path, request.num_buckets)
+        if request.HasField("add_column"):
+            try:
+                if request.num_buckets:
+                    raise InvalidRequestError("one change per AlterTable: a bucket count or a column, not both")
+                event = AddColumn(path, convert.column_from_pb(request.add_column))
+            except FlussError as e:
+                return coordinator_pb2.SimpleResponse(error=convert.error_info(e))
         return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
 
     async def ListTables(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

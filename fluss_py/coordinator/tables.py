@@ -1,9 +1,10 @@
 """The coordinator leader's in-memory view of tables and buckets (no I/O).
 
-``TableRegistration`` is a table's registration (the TableZNode JSON). ``ClusterView`` holds, for every table,
-its assignment, each bucket's LeaderAndIsr with the leader_isr znode version it was read or written at,
-the bucket/replica state tables, the servers shutting down and the failed replicas. ``view_store.py``
-loads it from ZooKeeper and writes its changes. It is *what the cluster holds*, written by
+``TableRegistration`` is a table's registration (the TableZNode JSON, its schema included:
+docs/primary-key-tables.md §2). ``ClusterView`` holds, for every table, its assignment, each bucket's
+LeaderAndIsr with the leader_isr znode version it was read or written at, the bucket/replica state tables,
+the servers shutting down and the failed replicas. ``view_store.py`` loads it from ZooKeeper and writes its
+changes. It is *what the cluster holds*, written by
 ``TableProcessor``; ``context.CoordinatorContext`` is *who is in it* (fence, databases, live servers), written
 by ``handlers.MetadataHandlers`` (docs/control-plane.md §1.1).
 
@@ -18,9 +19,10 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.coordinator.state import BucketState, ReplicaState, StateTable
-from fluss_py.errors import InvalidConfigError
+from fluss_py.errors import FlussError, InvalidConfigError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
+from fluss_py.schema.schema import TableSchema
 from fluss_py.types import LeaderAndIsr, TableBucket, TablePath
 
 MIN_INSYNC_REPLICAS = cfg.TABLE_MIN_INSYNC_REPLICAS.key
@@ -28,7 +30,8 @@ MIN_INSYNC_REPLICAS = cfg.TABLE_MIN_INSYNC_REPLICAS.key
 
 @dataclass(frozen=True, slots=True)
 class TableRegistration:
-    """A table's registration: what TableZNode stores and TableInfo (pb) carries."""
+    """A table's registration: what TableZNode stores and TableInfo (pb) carries. ``schema`` None: a log table
+    without a schema (opaque key/value records); its node has no "schema" key."""
 
     table_id: int
     path: TablePath
@@ -37,10 +40,11 @@ class TableRegistration:
     properties: Mapping[str, str] = field(default_factory=dict)
     comment: str = ""
     created_ms: int = 0
+    schema: TableSchema | None = None
 
     def registration(self) -> dict[str, Any]:
         """The TableZNode payload (without "version", added by the codec)."""
-        return {
+        reg = {
             "table_id": self.table_id,
             "num_buckets": self.num_buckets,
             "replication_factor": self.replication_factor,
@@ -48,9 +52,19 @@ class TableRegistration:
             "comment": self.comment,
             "created_ms": self.created_ms,
         }
+        if self.schema is not None:
+            reg["schema"] = self.schema.to_json()
+        return reg
 
     @classmethod
     def from_registration(cls, path: TablePath, reg: Mapping[str, Any]) -> TableRegistration:
+        """Raises ValueError (the node is unreadable, ``unreadable.py``) when the stored schema does not check."""
+        schema = None
+        if reg.get("schema") is not None:
+            try:
+                schema = TableSchema.from_json(reg["schema"])
+            except FlussError as e:
+                raise ValueError(f"schema: {e.message}") from None
         return cls(
             int(reg["table_id"]),
             path,
@@ -59,18 +73,22 @@ class TableRegistration:
             {str(k): str(v) for k, v in dict(reg.get("properties", {})).items()},
             str(reg.get("comment", "")),
             int(reg.get("created_ms", 0)),
+            schema,
         )
 
     def to_pb(self) -> common_pb2.TableInfo:
+        descriptor = common_pb2.TableDescriptor(
+            num_buckets=self.num_buckets,
+            replication_factor=self.replication_factor,
+            properties=dict(self.properties),
+            comment=self.comment,
+        )
+        if self.schema is not None:
+            descriptor.schema.CopyFrom(convert.schema_to_pb(self.schema))
         return common_pb2.TableInfo(
             table_id=self.table_id,
             path=convert.table_path_to_pb(self.path),
-            descriptor=common_pb2.TableDescriptor(
-                num_buckets=self.num_buckets,
-                replication_factor=self.replication_factor,
-                properties=dict(self.properties),
-                comment=self.comment,
-            ),
+            descriptor=descriptor,
             created_ms=self.created_ms,
         )
 

@@ -44,6 +44,7 @@ from fluss_py.replica.messages import (
 )
 from fluss_py.replica.read_path import ReadPath
 from fluss_py.replica.replica import LocalReplicaState, Replica
+from fluss_py.replica.schemas import TableSchemas
 from fluss_py.replica.settings import ReplicaSettings
 from fluss_py.replica.stats import BucketStats, ReplicaStats, collect_stats
 from fluss_py.replica.write_path import WritePath
@@ -85,6 +86,7 @@ class ReplicaManager:
         self.settings = settings or ReplicaSettings.from_config(config)
         self._table_properties: dict[TableBucket, dict[str, str]] = {}  # creation properties, per hosted bucket
         self._table_dynamic: dict[int, dict[str, str]] = {}  # table_id -> dynamic table entries
+        self.schemas = TableSchemas()  # of the tables hosted here (docs/primary-key-tables.md §2)
         self._gateway = coordinator_gateway
         self._clock = clock
         self._replicas: dict[TableBucket, Replica] = {}
@@ -318,6 +320,7 @@ class ReplicaManager:
     def _get_or_create(self, state: LeaderAndIsrItem) -> Replica:
         tb = state.table_bucket
         self._table_properties[tb] = dict(state.table_properties)
+        self.schemas.learn(tb.table_id, state.table_schema)
         props = self._properties(tb)
         replica = self._replicas.get(tb)
         if tb in self.offline:
@@ -445,6 +448,7 @@ class ReplicaManager:
                 errors[tb] = None
             except Exception as e:
                 errors[tb] = as_api_error(e, f"stop replica {tb}")
+        self.schemas.retain({t.table_id for t in self._replicas})
         await self.fetchers.remove_buckets(stopped)
         return errors
 

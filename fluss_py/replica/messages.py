@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fluss_py.errors import ApiError, ErrorCode, StorageError, UnknownServerError
+from fluss_py.schema.schema import TableSchema
 from fluss_py.types import LeaderAndIsr, OffsetSpec, TableBucket
 
 log = logging.getLogger(__name__)
@@ -25,14 +26,16 @@ def _code(error: ApiError | None) -> ErrorCode:
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrItem:
-    """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment, table properties and the
-    replicas a rebalance move is adding (their catch-up is throttled by the leader, docs/rebalance.md §6)."""
+    """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment, table properties, the
+    replicas a rebalance move is adding (their catch-up is throttled by the leader, docs/rebalance.md §6) and
+    the table's schema (None: a log table without one; docs/primary-key-tables.md §2)."""
 
     table_bucket: TableBucket
     leader_and_isr: LeaderAndIsr
     replicas: tuple[int, ...]
     table_properties: Mapping[str, str] = field(default_factory=dict)
     adding_replicas: tuple[int, ...] = ()
+    table_schema: TableSchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

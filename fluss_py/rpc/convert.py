@@ -16,7 +16,9 @@ client's table below, by status code)::
     PERMISSION_DENIED (no ACL allows it)                 -> AUTHORIZATION_FAILED  (names operation and resource)
     anything else                                        -> UNKNOWN_SERVER_ERROR
 
-The rest convert value types both ways. Who may call: anyone (pure functions).
+The rest convert value types both ways. A table's schema (``schema_from_pb``, ``column_from_pb``) is input:
+it is checked as ``TableSchema`` checks every schema it builds (INVALID_REQUEST naming what is wrong).
+Who may call: anyone (pure functions).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from fluss_py.errors import (
     error_from,
 )
 from fluss_py.rpc.pb import common_pb2
+from fluss_py.schema.schema import Column, SchemaVersion, TableSchema
+from fluss_py.schema.types import parse_type
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
 
 
@@ -185,3 +189,33 @@ def leader_and_isr_of(pb: common_pb2.BucketLeaderAndIsr) -> LeaderAndIsr:
 
 def leader_and_isr_from_pb(pb: common_pb2.BucketLeaderAndIsr) -> tuple[TableBucket, LeaderAndIsr, tuple[int, ...]]:
     return table_bucket_from_pb(pb.table_bucket), leader_and_isr_of(pb), tuple(pb.replicas)
+
+
+def column_to_pb(column: Column) -> common_pb2.SchemaColumn:
+    return common_pb2.SchemaColumn(name=column.name, type=str(column.type), nullable=column.nullable)
+
+
+def column_from_pb(pb: common_pb2.SchemaColumn) -> Column:
+    """A column of the wire; INVALID_REQUEST for a type that does not parse (its name is checked by the schema
+    it joins)."""
+    try:
+        return Column(pb.name, parse_type(pb.type), pb.nullable)
+    except ApiError as e:
+        raise InvalidRequestError(f"column {pb.name[:140]!r}: {e.message}") from None
+
+
+def schema_to_pb(schema: TableSchema) -> common_pb2.TableSchema:
+    return common_pb2.TableSchema(
+        versions=[
+            common_pb2.SchemaVersion(schema_id=v.schema_id, columns=[column_to_pb(c) for c in v.columns])
+            for v in schema.versions
+        ],
+        primary_key=list(schema.primary_key),
+        bucket_key=list(schema.bucket_key),
+    )
+
+
+def schema_from_pb(pb: common_pb2.TableSchema) -> TableSchema:
+    """The schema of the wire, every rule checked (INVALID_REQUEST naming the first one broken)."""
+    versions = tuple(SchemaVersion(v.schema_id, tuple(column_from_pb(c) for c in v.columns)) for v in pb.versions)
+    return TableSchema(versions, tuple(pb.primary_key), tuple(pb.bucket_key))

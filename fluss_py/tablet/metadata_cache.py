@@ -21,30 +21,57 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from fluss_py.errors import CoordinatorNotAvailableError
+from fluss_py.errors import CoordinatorNotAvailableError, FlussError, InvalidRequestError
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2
+from fluss_py.schema.schema import TableSchema
 from fluss_py.types import CoordinatorLeaderInfo, ServerNode, TablePath
 
 log = logging.getLogger(__name__)
+
+
+class _Unset:
+    """A table's schema not decoded yet."""
+
+
+_UNSET = _Unset()
+
+
+def table_schema_of(info: common_pb2.TableInfo) -> TableSchema | None:
+    """The schema a TableInfo carries (None: a log table without one). The coordinator checked it when it was
+    created or altered; a schema that does not check here raises INVALID_REQUEST naming the table."""
+    if not info.descriptor.HasField("schema"):
+        return None
+    try:
+        return convert.schema_from_pb(info.descriptor.schema)
+    except FlussError as e:
+        raise InvalidRequestError(f"table {info.table_id}: its schema does not check: {e.message}") from None
 
 
 class _Table:
     """One table of the view: its info and its buckets by number; the TableMetadata built from them is kept
     until the next change (a GetMetadata costs nothing per bucket while nothing changes)."""
 
-    __slots__ = ("_built", "buckets", "info")
+    __slots__ = ("_built", "_schema", "buckets", "info")
 
     def __init__(self, info: common_pb2.TableInfo, buckets: Iterable[common_pb2.BucketLeaderAndIsr]) -> None:
         self.info = info
         self.buckets = {b.table_bucket.bucket: b for b in buckets}
         self._built: common_pb2.TableMetadata | None = None
+        self._schema: TableSchema | _Unset | None = _UNSET
 
     def merge(self, tm: common_pb2.TableMetadata) -> None:
         self.info = tm.info
         for b in tm.buckets:
             self.buckets[b.table_bucket.bucket] = b
         self._built = None
+        self._schema = _UNSET
+
+    def schema(self) -> TableSchema | None:
+        """The table's schema (None: a log table without one), decoded once per info received."""
+        if isinstance(self._schema, _Unset):
+            self._schema = table_schema_of(self.info)
+        return self._schema
 
     def metadata(self) -> common_pb2.TableMetadata:
         if self._built is None:
@@ -136,6 +163,11 @@ class MetadataCache:
     def table_properties(self, table_id: int) -> dict[str, str] | None:
         t = self._tables.get(table_id)
         return dict(t.info.descriptor.properties) if t is not None else None
+
+    def table_schema(self, table_id: int) -> TableSchema | None:
+        """The schema of a table in the last view (None: unknown here, or a log table without a schema)."""
+        t = self._tables.get(table_id)
+        return t.schema() if t is not None else None
 
     def table_name(self, table_id: int) -> str | None:
         """``"db.table"`` of a table id in the last view (None: unknown here), for authorization."""

@@ -11,13 +11,14 @@ is cut to ``fetch.response.max-bytes`` (and ``min_bytes`` to that), its ``max_wa
 segment into memory or hold a waiter for days (docs/tablet-server.md "Request limits").
 
 Control requests (already fenced by coordinator epoch in ``TabletServicer``):
-- NotifyLeaderAndIsr: addresses of the named servers and table properties come with the request; the
+- NotifyLeaderAndIsr: addresses of the named servers, table properties and schemas come with the request; the
   properties decide each bucket's ``LogConfig`` (segment size, TTL, retention; also applied to logs loaded
   at start with server defaults) and ``min.insync.replicas``. ``leader = -1`` makes the replica a follower
   of nobody (it stops fetching until a leader is elected).
 - StopReplica: stop serving; ``delete`` also removes the bucket's files.
-- UpdateMetadata: replaces the ``MetadataCache`` view (GetMetadata answers from it) and the replica
-  manager's server addresses (leader hints, fetcher targets).
+- UpdateMetadata: replaces the ``MetadataCache`` view (GetMetadata answers from it), the replica
+  manager's server addresses (leader hints, fetcher targets) and the schemas of its hosted buckets (a
+  column added reaches the replicas this way).
 
 Who may call: ``TabletServicer`` handlers, on the server's loop.
 """
@@ -49,7 +50,8 @@ from fluss_py.replica.messages import (
 )
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
-from fluss_py.tablet.metadata_cache import MetadataCache
+from fluss_py.schema.schema import TableSchema
+from fluss_py.tablet.metadata_cache import MetadataCache, table_schema_of
 from fluss_py.tablet.strays import stray_buckets
 from fluss_py.types import TableBucket
 
@@ -253,24 +255,41 @@ class ManagerReplicaLayer:
 
     # ---------------------------------------------------------------- coordinator -> tablet server
     async def notify_leader_and_isr(self, request: Any) -> Any:
-        properties = {t.table_id: dict(t.descriptor.properties) for t in request.tables}
-        states = []
+        tables = {t.table_id: t for t in request.tables}
+        described: dict[int, tuple[dict[str, str], TableSchema | None] | FlussError] = {}
+        states, unreadable = [], {}
         for b in request.buckets:
             tb, lai, replicas = convert.leader_and_isr_from_pb(b)
-            props = properties.get(tb.table_id)
-            if props is None:
-                props = self.metadata.table_properties(tb.table_id) or {}
-            states.append(LeaderAndIsrItem(tb, lai, replicas, props, tuple(b.adding_replicas)))
+            table = described.get(tb.table_id)
+            if table is None:
+                table = described[tb.table_id] = self._describe(tb.table_id, tables.get(tb.table_id))
+            if isinstance(table, FlussError):
+                unreadable[tb] = table
+                continue
+            props, schema = table
+            states.append(LeaderAndIsrItem(tb, lai, replicas, props, tuple(b.adding_replicas), schema))
         self._apply_log_configs(states)
         servers = [convert.server_node_from_pb(s) for s in request.servers]
         try:
             errors = await self.replicas.become_leader_or_follower(request.coordinator_epoch, states, servers)
         except Exception as e:
             return tablet_pb2.NotifyLeaderAndIsrResponse(error=_request_failed("NotifyLeaderAndIsr", e))
+        errors.update(unreadable)
         failed = {tb: e for tb, e in errors.items() if e is not None}
         if failed:
             log.warning("NotifyLeaderAndIsr: %d of %d buckets failed: %s", len(failed), len(errors), _brief(failed))
         return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=_failed_results(errors))
+
+    def _describe(self, table_id: int, info: Any) -> tuple[dict[str, str], TableSchema | None] | FlussError:
+        """A table's properties and schema: from the request's TableInfo, else from the last metadata view;
+        the error of a schema that does not check (its buckets are refused, the others applied)."""
+        try:
+            if info is not None:
+                return dict(info.descriptor.properties), table_schema_of(info)
+            return self.metadata.table_properties(table_id) or {}, self.metadata.table_schema(table_id)
+        except FlussError as e:
+            log.error("NotifyLeaderAndIsr: %s", e)
+            return e
 
     async def stop_replica(self, request: Any) -> Any:
         items = [
@@ -292,11 +311,24 @@ class ManagerReplicaLayer:
                      request.base_version, request.metadata.coordinator_epoch, request.coordinator_id)  # fmt: skip
             return tablet_pb2.UpdateMetadataResponse(error=convert.ok(), needs_full_view=True)
         self.replicas.update_servers(self.metadata.servers)
+        self._update_schemas(request.metadata.tables)
         if not request.incremental:
             self._set_strays_aside()
         if self._on_metadata is not None:
             self._on_metadata(request.metadata)
         return tablet_pb2.UpdateMetadataResponse(error=convert.ok())
+
+    def _update_schemas(self, tables: Iterable[Any]) -> None:
+        """Hand the hosted buckets of the tables an UpdateMetadata names their schema (a column added: a new
+        version, docs/primary-key-tables.md §2). A schema that does not check is logged and not handed."""
+        for tm in tables:
+            try:
+                schema = self.metadata.table_schema(tm.info.table_id)
+            except FlussError as e:
+                log.error("UpdateMetadata: %s", e)
+                continue
+            if schema is not None:
+                self.replicas.schemas.update(tm.info.table_id, schema)
 
     def _set_strays_aside(self) -> None:
         """Close the logs no longer assigned here (their table dropped, or their bucket moved away, while this

@@ -10,7 +10,6 @@ compact UTF-8 JSON carrying ``"version"`` so the format can evolve; ``decode`` t
     <root>/tabletservers/ids/<id>                        ephemeral      TabletServerZNode
     <root>/metadata/databases/<db>                       persistent     DatabaseZNode
     <root>/metadata/databases/<db>/tables/<table>        persistent     TableZNode
-    <root>/metadata/databases/<db>/tables/<t>/schemas/<n> persistent    SchemaZNode
     <root>/metadata/table_seqid                          persistent     TableIdCounterZNode (plain integer)
     <root>/metadata/writer_id                            persistent     WriterIdCounterZNode (plain integer)
     <root>/tabletservers/tables/<table_id>               persistent     TableAssignmentZNode
@@ -185,7 +184,9 @@ class DatabaseZNode:
 
 class TableZNode:
     """``<root>/metadata/databases/<db>/tables/<table>``: persistent table registration. JSON
-    ``{"version":1,"table_id","num_buckets","replication_factor","properties":{},"comment","created_ms"}``."""
+    ``{"version":1,"table_id","num_buckets","replication_factor","properties":{},"comment","created_ms"}``, and
+    ``"schema"`` (every version, ``TableSchema.to_json``) for a table with a schema (docs/primary-key-tables.md §2):
+    a column added rewrites this node, so the schema changes with the rest of the table in one write."""
 
     @staticmethod
     def parent(root: str, database: str) -> str:
@@ -194,17 +195,6 @@ class TableZNode:
     @classmethod
     def path(cls, root: str, database: str, table: str) -> str:
         return f"{cls.parent(root, database)}/{table}"
-
-    encode = staticmethod(versioned_encode)
-    decode = staticmethod(versioned_decode)
-
-
-class SchemaZNode:
-    """``<root>/metadata/databases/<db>/tables/<table>/schemas/<schema_id>``: persistent schema JSON."""
-
-    @staticmethod
-    def path(root: str, database: str, table: str, schema_id: int) -> str:
-        return f"{TableZNode.path(root, database, table)}/schemas/{schema_id}"
 
     encode = staticmethod(versioned_encode)
     decode = staticmethod(versioned_decode)

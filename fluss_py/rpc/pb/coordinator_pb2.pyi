@@ -100,12 +100,14 @@ class DropTableRequest(_message.Message):
     def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
 
 class AlterTableRequest(_message.Message):
-    __slots__ = ("path", "num_buckets")
+    __slots__ = ("path", "num_buckets", "add_column")
     PATH_FIELD_NUMBER: _ClassVar[int]
     NUM_BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    ADD_COLUMN_FIELD_NUMBER: _ClassVar[int]
     path: _common_pb2.TablePath
     num_buckets: int
-    def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., num_buckets: _Optional[int] = ...) -> None: ...
+    add_column: _common_pb2.SchemaColumn
+    def __init__(self, path: _Optional[_Union[_common_pb2.TablePath, _Mapping]] = ..., num_buckets: _Optional[int] = ..., add_column: _Optional[_Union[_common_pb2.SchemaColumn, _Mapping]] = ...) -> None: ...
 
 class ListTablesRequest(_message.Message):
     __slots__ = ("database",)

@@ -19,7 +19,6 @@ def test_declared_paths_use_root():
     for path in [
         p.DatabaseZNode.path(root, "fluss"),
         p.TableZNode.path(root, "fluss", "t"),
-        p.SchemaZNode.path(root, "fluss", "t", 1),
         p.TableIdCounterZNode.path(root),
         p.WriterIdCounterZNode.path(root),
         p.TableAssignmentZNode.path(root, 7),
