@@ -1,17 +1,20 @@
 """``fluss-py table create|drop|list|describe``: table DDL and placement (like ``kafka-topics``).
 
     fluss-py table create TABLE [--buckets N] [--replication-factor N] [--property K=V ...] [--comment TEXT]
-                                [--if-not-exists] [--json]
+                                [--schema COLUMNS [--primary-key COL,... [--bucket-key COL,...]
+                                 [--merge-engine E [--version-column COL]]]] [--if-not-exists] [--json]
     fluss-py table drop TABLE [--if-exists]
-    fluss-py table alter TABLE --buckets N
+    fluss-py table alter TABLE --buckets N | --add-column 'NAME TYPE'
     fluss-py table list [--database DB] [--json]
     fluss-py table describe TABLE [--under-replicated] [--json]
 
 TABLE is ``db.table`` or ``table`` (database ``fluss``). ``describe`` prints one row per bucket: leader,
 leader epoch, replicas, ISR, under-replicated flag (ISR smaller than the replica set), HW and LEO (asked of
-the bucket's leader; -1 when it did not answer). ``describe --json``::
+the bucket's leader; -1 when it did not answer), after the schema, keys and merge engine of a table with a
+schema (``cli/table_schema.py``). ``describe --json``::
 
     {"table": "fluss.t", "table_id": 1, "num_buckets": 3, "replication_factor": 3, "properties": {},
+     "schema_id": 1, "columns": [...], "primary_key": [...], "bucket_key": [...], "merge_engine": ...,
      "buckets": [{"bucket": 0, "leader": 1, "leader_epoch": 0, "bucket_epoch": 0, "replicas": [1, 2, 3],
                   "isr": [1, 2, 3], "under_replicated": false, "log_start_offset": 0,
                   "high_watermark": 10, "log_end_offset": 10, "error": ""}, ...]}
@@ -23,6 +26,7 @@ import argparse
 from typing import Any
 
 from fluss_py import config as cfg
+from fluss_py.cli import table_schema
 from fluss_py.cli.args import int_in, table_property
 from fluss_py.cli.common import (
     EXIT_OK,
@@ -61,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     part.add_argument("--auto-partition", choices=("hour", "day", "month"), help="time slot of a partition (UTC)")
     part.add_argument("--num-precreate", type=int_in(1, 1000), help="slots created ahead, current included")
     part.add_argument("--retention", type=int_in(0, 100_000), help="past slots kept; older are dropped")
+    table_schema.add_create_args(create)
     add_json_arg(create)
     create.set_defaults(func=client_command(cmd_create))
 
@@ -69,10 +74,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drop.add_argument("--if-exists", action="store_true", help="succeed if the table does not exist")
     drop.set_defaults(func=client_command(cmd_drop))
 
-    alter = add_connection_args(sub.add_parser("alter", help="grow a table's bucket count"))
+    alter = add_connection_args(sub.add_parser("alter", help="grow a table's bucket count or add a column"))
     alter.add_argument("table")
-    alter.add_argument("--buckets", type=int_in(1, cfg.MAX_BUCKETS), required=True,
-                       help="the new bucket count, larger than the current one")  # fmt: skip
+    change = alter.add_mutually_exclusive_group(required=True)
+    change.add_argument("--buckets", type=int_in(1, cfg.MAX_BUCKETS),
+                        help="the new bucket count, larger than the current one")  # fmt: skip
+    change.add_argument("--add-column", metavar="'NAME TYPE'",
+                        help="a nullable column added at the end of the table's schema")  # fmt: skip
     alter.set_defaults(func=client_command(cmd_alter))
 
     ls = add_connection_args(sub.add_parser("list", help="list tables"))
@@ -113,6 +121,7 @@ def _comment(text: str) -> str:
 async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
     properties = {**_properties(args.properties), **partition_properties(args)}
+    schema = table_schema.schema_of_args(args, properties)
     admin = await ctx.admin()
     existed = args.if_not_exists and str(path) in await _names(admin, [path.database])
     await admin.create_table(
@@ -122,6 +131,7 @@ async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
         properties=properties,
         comment=args.comment,
         ignore_if_exists=args.if_not_exists,
+        schema=schema,
     )
     info = await admin.get_table_info(path)
     doc = {
@@ -132,10 +142,12 @@ async def cmd_create(args: argparse.Namespace, ctx: Context) -> int:
         "created": not existed,
     }
     if args.json:
-        print_json(doc)
+        print_json({**doc, **table_schema.schema_document(info)})
     else:
         verb = "created" if doc["created"] else "exists:"
-        print(f"{verb} table {path} (id {info.table_id}, {info.num_buckets} buckets, RF {info.replication_factor})")
+        kind = " primary-key" if info.is_primary_key_table else ""
+        print(f"{verb}{kind} table {path} (id {info.table_id}, {info.num_buckets} buckets, "
+              f"RF {info.replication_factor})")  # fmt: skip
     return EXIT_OK
 
 
@@ -173,6 +185,13 @@ async def cmd_drop(args: argparse.Namespace, ctx: Context) -> int:
 
 async def cmd_alter(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
+    if args.add_column is not None:
+        column = table_schema.added_column(args.add_column)
+        admin = await ctx.admin()
+        await admin.add_column(path, column)
+        schema = (await admin.get_table_info(path)).schema
+        print(f"table {path} has column {column} (schema id {schema.current.schema_id if schema else '?'})")
+        return EXIT_OK
     await (await ctx.admin()).add_buckets(path, args.buckets)
     print(f"table {path} now has {args.buckets} buckets")
     return EXIT_OK
@@ -217,6 +236,7 @@ def describe_document(desc: TableDescription) -> dict[str, Any]:
         "num_buckets": info.num_buckets,
         "replication_factor": info.replication_factor,
         "properties": dict(info.properties),
+        **table_schema.schema_document(info),
         "buckets": buckets,
     }
 
@@ -228,7 +248,8 @@ def under_replicated(replicas: tuple[int, ...], isr: tuple[int, ...], leader: in
 
 async def cmd_describe(args: argparse.Namespace, ctx: Context) -> int:
     path = table_path(args.table)
-    doc = describe_document(await (await ctx.admin()).describe_table(path))
+    desc = await (await ctx.admin()).describe_table(path)
+    doc = describe_document(desc)
     if args.under_replicated:
         doc["buckets"] = [b for b in doc["buckets"] if b["under_replicated"]]
     rows = [
@@ -247,5 +268,8 @@ async def cmd_describe(args: argparse.Namespace, ctx: Context) -> int:
     ]
     title = f"{doc['table']} (id {doc['table_id']}, {doc['num_buckets']} buckets, RF {doc['replication_factor']})"
     columns = ("bucket", "leader", "leader epoch", "replicas", "isr", "under-replicated", "hw", "leo", "error")
+    if not args.json:
+        for line in table_schema.schema_lines(table_schema.schema_document(desc.info)):
+            print(line)
     emit_table(args, title, columns, rows, doc)
     return EXIT_OK

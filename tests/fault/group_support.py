@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,14 @@ from fluss_py.testing.procs import ProcessHandle
 from fluss_py.types import TableBucket
 
 FLUSS_PY = str(Path(sys.executable).parent / "fluss-py")
+
+
+def cli(cluster: Any, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``fluss-py ARGV --dir <the cluster's directory>``: its exit code and output (never raises on failure)."""
+    return subprocess.run([FLUSS_PY, *argv, "--dir", str(cluster.directory)], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+
+
 _CHANGE = re.compile(r"^(assigned|revoked): ([0-9\- ]*?)(?: \(member (\w*) epoch (-?\d+)\))?$")
 
 

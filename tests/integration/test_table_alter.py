@@ -8,7 +8,6 @@ ones, records written to the new buckets are read, a producer started after the 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,12 @@ import pytest
 from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.testing.procs import wait_until
 from fluss_py.types import TableBucket
-from tests.fault.group_support import FLUSS_PY, Members
+from tests.fault.group_support import Members, cli
 
 pytestmark = pytest.mark.integration
 
 TABLE = "fluss.grow"
 GROUP = "growing"
-
-
-def _cli(cluster, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FLUSS_PY, *argv, "--dir", str(cluster.directory)], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
 
 
 def _produce(bootstrap: str, values: list[str], **kwargs: int) -> list[int]:
@@ -66,7 +60,7 @@ def _grow(cluster, admin: SyncAdmin, bootstrap: str, group: Members) -> None:
     produced = [f"old-{i}" for i in range(50)]
     assert set(_produce(bootstrap, produced)) == {0, 1}
 
-    grown = _cli(cluster, "table", "alter", TABLE, "--buckets", "4")
+    grown = cli(cluster, "table", "alter", TABLE, "--buckets", "4")
     assert grown.returncode == 0, grown.stdout + grown.stderr
     placement = wait_until(
         lambda: (p := admin.get_table_placement(TABLE)) and len(p[1]) == 4 and all(x.leader >= 0 for x in p[1])
@@ -83,6 +77,6 @@ def _grow(cluster, admin: SyncAdmin, bootstrap: str, group: Members) -> None:
     everything = set(produced) | set(new) | set(hashed)
     wait_until(lambda: {v for m in (a, b) for _, _, v in m.records()} >= everything, 60, message="all read")
 
-    refused = _cli(cluster, "table", "alter", TABLE, "--buckets", "3")
+    refused = cli(cluster, "table", "alter", TABLE, "--buckets", "3")
     assert refused.returncode == 1 and "INVALID_REQUEST" in refused.stderr, refused.stdout + refused.stderr
     assert admin.get_table_info(TABLE).num_buckets == 4
