@@ -8,6 +8,11 @@ need the rest of a CreateTable (docs/primary-key-tables.md §2):
   to primary-key tables, and name a column of the schema of the right kind (``MergeRule.from_properties``);
 - a table with a schema is not partitioned: a primary key lives in one bucket of one table whatever its
   rows' timestamps, and a partition would not follow its table's added columns;
+- a primary-key table does not delete its changelog (``table.log.ttl`` > 0, ``table.log.retention-bytes``
+  >= 0, at create or later as a table's dynamic entry): its log is the source of truth every replica's KV is
+  rebuilt from (docs/primary-key-tables.md §1). ``keep_changelog`` writes ``table.log.ttl=0`` and
+  ``table.log.retention-bytes=-1`` into its properties, so the servers' (and the cluster's dynamic)
+  retention defaults, which a creation property overrides, never apply to it;
 - the schema, every version, fits its table's znode (``MAX_SCHEMA_BYTES``), checked again per added column.
 
 Who may call: anyone (no I/O): the coordinator's CreateTable and AddColumn, and the CLI before it sends
@@ -20,7 +25,7 @@ import json
 from collections.abc import Mapping
 
 from fluss_py import config as cfg
-from fluss_py.errors import InvalidRequestError
+from fluss_py.errors import InvalidConfigError, InvalidRequestError
 from fluss_py.schema.merge import MergeRule
 from fluss_py.schema.schema import TableSchema
 
@@ -44,7 +49,30 @@ def check_new_table(schema: TableSchema | None, properties: Mapping[str, str]) -
         raise InvalidRequestError("a table with a schema cannot be partitioned (a primary key lives in one bucket "
                                   "of one table, and a partition would not follow its table's added columns): "
                                   "drop the partition properties or the schema")  # fmt: skip
+    if schema.is_primary_key_table:
+        check_keeps_changelog(properties)
     check_schema_size(schema)
+
+
+def keep_changelog(schema: TableSchema | None, properties: Mapping[str, str]) -> dict[str, str]:
+    """A new table's properties to store: a primary-key table's with retention off (checked first)."""
+    if schema is None or not schema.is_primary_key_table:
+        return dict(properties)
+    return {cfg.TABLE_LOG_TTL.key: "0", cfg.TABLE_LOG_RETENTION_BYTES.key: "-1", **properties}
+
+
+def check_keeps_changelog(properties: Mapping[str, str]) -> None:
+    """INVALID_CONFIG when ``properties`` (a primary-key table's, or its dynamic entries)
+    would delete any of its changelog."""
+    ttl, size = cfg.TABLE_LOG_TTL, cfg.TABLE_LOG_RETENTION_BYTES
+    deletes = {
+        ttl.key: ttl.key in properties and ttl.parse(properties[ttl.key]) > 0,
+        size.key: size.key in properties and size.parse(properties[size.key]) >= 0,
+    }
+    for key, deleting in deletes.items():
+        if deleting:
+            raise InvalidConfigError(f"{key}={properties[key]}: a primary-key table keeps its whole changelog "
+                                     "(every replica's KV is rebuilt from it); leave it out")  # fmt: skip
 
 
 def check_schema_size(schema: TableSchema) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from fluss_py import config as cfg
 from fluss_py.common import dynamic_config as dyn
 from fluss_py.common.http import Request, RequestHandler, Response, json_response
+from fluss_py.common.schema_rules import check_keeps_changelog
 from fluss_py.coordinator.events import AlterConfig, DescribeConfig, Event, LoadClusterConfig
 from fluss_py.errors import ConfigError, InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.types import CoordinatorLeaderInfo, TablePath
@@ -55,8 +56,8 @@ class DynamicConfigManager:
         """Read the cluster entity at the start of a leadership and apply it."""
         self._on_cluster(await self._read(DynamicConfigZNode.path(self._zk.root, dyn.CLUSTER)))
 
-    def _entity(self, entity_type: str, name: str) -> tuple[str, int | None]:
-        """The znode path of an entity and, for a table, its replication factor."""
+    def _entity(self, entity_type: str, name: str) -> tuple[str, Any]:
+        """The znode path of an entity and, for a table, its registration (``TableRegistration``)."""
         root = self._zk.root
         if entity_type == dyn.CLUSTER:
             return DynamicConfigZNode.path(root, entity_type), None
@@ -68,9 +69,7 @@ class DynamicConfigManager:
             table_id = self._view.by_path.get(TablePath.parse(name))
             if table_id is None:
                 raise TableNotExistError(f"table {name} does not exist")
-            return DynamicConfigZNode.path(root, entity_type, str(table_id)), self._view.tables[
-                table_id
-            ].replication_factor
+            return DynamicConfigZNode.path(root, entity_type, str(table_id)), self._view.tables[table_id]
         raise InvalidConfigError(f"unknown entity type {entity_type!r} (cluster, tablet-server, table)")
 
     async def _read(self, path: str) -> dict[str, str]:
@@ -100,11 +99,14 @@ class DynamicConfigManager:
         return {"entity_type": event.entity_type, "name": event.name, "dynamic": shown, "defaults": defaults}
 
     async def alter(self, event: AlterConfig) -> dict[str, Any]:
-        path, rf = self._entity(event.entity_type, event.name)
+        path, table = self._entity(event.entity_type, event.name)
+        rf = table.replication_factor if table is not None else None
         changes = dyn.validate(event.entity_type, event.set, event.delete, rf)  # raises before any write
         got = await self._zk.get(path)
         current = DynamicConfigZNode.decode(got[0]) if got is not None else {}
         entries = dyn.merged(current, changes, event.delete)
+        if table is not None and table.schema is not None and table.schema.is_primary_key_table:
+            check_keeps_changelog(entries)  # its log is the source of its KV (docs/primary-key-tables.md §1)
         cluster, servers = await self._server_entities(event.entity_type)
         dyn.check_rules(dyn.rule_stacks(event.entity_type, entries, cluster, servers))  # raises before any write
         data = DynamicConfigZNode.encode(entries)

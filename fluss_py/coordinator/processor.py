@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from fluss_py import config as cfg
 from fluss_py.common.auto_partition import check_partition, spec_of
-from fluss_py.common.schema_rules import check_new_table
+from fluss_py.common.schema_rules import check_new_table, keep_changelog
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
 from fluss_py.coordinator.channel import MetadataDelta, MetadataViews, RequestBatch, TabletChannel, update_request
@@ -382,6 +382,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
             raise InvalidRequestError(f"table comment is longer than {cfg.MAX_TABLE_COMMENT_BYTES} bytes")
         properties = validate_properties(event.properties, rf)
         check_new_table(event.schema, properties)
+        properties = keep_changelog(event.schema, properties)
         servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
         counter = TableIdCounterZNode.path(self._root)
         got = await self.store.get(counter)

@@ -2,8 +2,9 @@
 servers as real processes, driven by the ``fluss-py`` CLI.
 
 - ``table create --schema ... --primary-key ... --merge-engine versioned --version-column v`` stores the schema
-  in the table's znode (schema id 1, the key columns NOT NULL) with the merge-engine properties; ``describe
-  --json`` shows it; every tablet server's metadata carries it;
+  in the table's znode (schema id 1, the key columns NOT NULL) with the merge-engine properties and retention
+  off (a dynamic ``table.log.ttl`` is refused); ``describe --json`` shows it; every tablet server's metadata
+  carries it;
 - bad input (unknown type, a key naming no column, a bucket key that is not a prefix, a version column of the
   wrong type, a merge engine on a log table, a NOT NULL added column) is one line and exit 2; a schema that
   gets past the CLI (a raw CreateTable) is refused by the coordinator: INVALID_REQUEST; nothing is written;
@@ -26,7 +27,7 @@ from fluss_py.rpc.pb import common_pb2, coordinator_pb2, coordinator_pb2_grpc, t
 from fluss_py.schema.schema import TableSchema
 from fluss_py.testing.fixtures import SESSION_TIMEOUT_S
 from fluss_py.testing.zkview import ZkView
-from fluss_py.zk.paths import TableIdCounterZNode, TableZNode
+from fluss_py.zk.paths import DynamicConfigZNode, TableIdCounterZNode, TableZNode
 from tests.fault.group_support import cli
 
 pytestmark = pytest.mark.integration
@@ -98,8 +99,12 @@ def test_schema_create_describe_alter_and_a_coordinator_failover(cluster_factory
             1
         ]
         assert stored["schema"]["versions"][0]["columns"][0] == {"name": "id", "type": "BIGINT", "nullable": False}
-        assert stored["properties"] == {"table.merge-engine": "versioned",
-                                        "table.merge-engine.versioned.ver-column": "v"}  # fmt: skip
+        assert stored["properties"] == {"table.merge-engine": "versioned", "table.log.ttl": "0",
+                                        "table.merge-engine.versioned.ver-column": "v",
+                                        "table.log.retention-bytes": "-1"}  # fmt: skip
+        ttl = cli(cluster, "config", "alter", "--entity", "table", "--name", TABLE, "--set", "table.log.ttl=1h")
+        assert ttl.returncode != 0 and "whole changelog" in ttl.stderr, ttl.stdout + ttl.stderr
+        assert not zk.exists(DynamicConfigZNode.path(root, "table", str(created["table_id"])))
         described = json.loads(_ok(cli(cluster, "table", "describe", TABLE, "--json")))
         assert (described["schema_id"], described["primary_key"], described["bucket_key"]) == (1, ["id"], ["id"])
         assert (described["merge_engine"], described["version_column"]) == ("versioned", "v")

@@ -56,6 +56,7 @@ def test_flags_become_a_schema_and_properties():
         ({"schema": "a INT", "primary_key": "a", "merge_engine": "versioned"}, {}, "version column"),
         ({"schema": "a INT, v INT NOT NULL", "primary_key": "a", "version_column": "v"}, {}, "versioned"),
         ({"schema": "a INT", "primary_key": "a"}, {"table.partition.key": "dt"}, "partitioned"),
+        ({"schema": "a INT", "primary_key": "a"}, {"table.log.ttl": "7d"}, "whole changelog"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(kw, props, words):

@@ -7,14 +7,15 @@ import json
 import pytest
 
 from fluss_py.coordinator.channel import NOTIFY, UPDATE
-from fluss_py.coordinator.events import AddColumn, AlterTableBuckets, CreateTable
+from fluss_py.coordinator.dynamic_config import DynamicConfigManager
+from fluss_py.coordinator.events import AddColumn, AlterConfig, AlterTableBuckets, CreateTable
 from fluss_py.coordinator.table_alter import TableAlter, plan_add_column
 from fluss_py.coordinator.tables import TableRegistration
-from fluss_py.errors import ConfigError, InvalidRequestError, TableNotExistError
+from fluss_py.errors import ConfigError, InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.rpc import convert
 from fluss_py.schema.schema import Column, parse_column, parse_schema
 from fluss_py.types import TablePath
-from fluss_py.zk.paths import TableZNode
+from fluss_py.zk.paths import DynamicConfigZNode, TableZNode
 
 from . import test_processor
 from .harness import ROOT, Harness
@@ -24,6 +25,20 @@ h = test_processor.h  # a started TableProcessor, three live servers
 NODE = TableZNode.path(ROOT, T.database, T.table)
 PK = parse_schema("id BIGINT, name STRING, v BIGINT NOT NULL, ts TIMESTAMP(3)", primary_key="id")
 VERSIONED = {"table.merge-engine": "versioned", "table.merge-engine.versioned.ver-column": "v"}
+
+
+class ConfigZk:
+    """The harness's in-memory ZooKeeper with what DynamicConfigManager also calls (ensure_path)."""
+
+    def __init__(self, zk) -> None:
+        self._zk = zk
+        self.root = zk.root
+
+    def __getattr__(self, name):
+        return getattr(self._zk, name)
+
+    async def ensure_path(self, path: str) -> None:
+        self._zk.ensure(path)
 
 
 def _stored(h) -> dict:
@@ -43,13 +58,32 @@ async def test_create_stores_the_schema_in_the_table_node_and_tells_every_server
         ]}],
         "primary_key": ["id"], "bucket_key": [],
     }  # fmt: skip
-    assert stored["properties"] == VERSIONED
+    assert stored["properties"] == {**VERSIONED, "table.log.ttl": "0", "table.log.retention-bytes": "-1"}
     for s in (1, 2, 3):
         (notify,) = h.gateway.of(NOTIFY, s)
         assert convert.schema_from_pb(notify.tables[0].descriptor.schema) == PK
         update = h.gateway.of(UPDATE, s)[-1]
         assert convert.schema_from_pb(update.metadata.tables[0].info.descriptor.schema) == PK
     assert h.proc.view.tables[table_id].schema == PK
+
+
+async def test_a_primary_key_table_keeps_its_whole_changelog(h):
+    """Its log is the source of truth of every replica's KV: retention is off in its own properties (which
+    beat the servers' and the cluster's defaults) and no table-level dynamic entry may turn it on."""
+    table_id = await h.proc.create_table(CreateTable(T, 1, 3, {"table.log.ttl": "0"}, schema=PK))
+    kept = {"table.log.ttl": "0", "table.log.retention-bytes": "-1"}
+    assert _stored(h)["properties"] == kept and h.proc.view.tables[table_id].properties == kept
+    await h.proc.create_table(CreateTable(TablePath("fluss", "logs"), 1, 3, schema=parse_schema("a INT")))
+    assert "table.log.ttl" not in h.proc.view.tables[h.proc.view.by_path[TablePath("fluss", "logs")]].properties
+
+    zk = ConfigZk(h.zk)
+    manager = DynamicConfigManager(zk, h.ctx, h.proc.view, lambda _entries: None)
+    for change in ({"table.log.ttl": "1h"}, {"table.log.retention-bytes": "10GB"}):
+        with pytest.raises(InvalidConfigError, match="whole changelog"):
+            await manager.alter(AlterConfig("table", "fluss.orders", change, []))
+    assert await zk.get(DynamicConfigZNode.path(ROOT, "table", str(table_id))) is None
+    await manager.alter(AlterConfig("table", "fluss.orders", {"min.insync.replicas": "2"}, []))  # others as before
+    await manager.alter(AlterConfig("table", "fluss.logs", {"table.log.ttl": "1h"}, []))  # a log table as before
 
 
 async def test_a_log_table_without_a_schema_keeps_its_node_as_before(h):
@@ -70,6 +104,8 @@ async def test_a_log_table_without_a_schema_keeps_its_node_as_before(h):
         ({"table.merge-engine": "sideways"}, PK, ConfigError),
         ({"table.partition.key": "dt", "table.auto-partition.time-unit": "day"}, PK, InvalidRequestError),
         ({}, PK.add_column(parse_column("c STRING")), InvalidRequestError),  # a create has schema id 1 only
+        ({"table.log.ttl": "7d"}, PK, InvalidConfigError),  # a primary-key table keeps its whole changelog
+        ({"table.log.retention-bytes": "1GB"}, PK, InvalidConfigError),
     ],
 )
 async def test_a_refused_create_writes_nothing(h, properties, schema, error):
