@@ -18,6 +18,8 @@ schema (``cli/table_schema.py``). ``describe --json``::
      "buckets": [{"bucket": 0, "leader": 1, "leader_epoch": 0, "bucket_epoch": 0, "replicas": [1, 2, 3],
                   "isr": [1, 2, 3], "under_replicated": false, "log_start_offset": 0,
                   "high_watermark": 10, "log_end_offset": 10, "error": ""}, ...]}
+
+A primary-key table's buckets also carry ``kv_size_bytes`` and ``kv_rows`` (its leader's KV; -1: unknown).
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ def describe_document(desc: TableDescription) -> dict[str, Any]:
                 "log_start_offset": b.log_start_offset,
                 "high_watermark": b.high_watermark,
                 "log_end_offset": b.log_end_offset,
+                **({"kv_size_bytes": b.kv_size_bytes, "kv_rows": b.kv_rows} if info.is_primary_key_table else {}),
                 "error": b.error,
             }
         )
@@ -262,12 +265,14 @@ async def cmd_describe(args: argparse.Namespace, ctx: Context) -> int:
             "yes" if b["under_replicated"] else "",
             b["high_watermark"],
             b["log_end_offset"],
+            *table_schema.kv_cells(b),
             b["error"],
         )
         for b in doc["buckets"]
     ]
     title = f"{doc['table']} (id {doc['table_id']}, {doc['num_buckets']} buckets, RF {doc['replication_factor']})"
-    columns = ("bucket", "leader", "leader epoch", "replicas", "isr", "under-replicated", "hw", "leo", "error")
+    kv = ("kv size", "kv rows") if desc.info.is_primary_key_table else ()
+    columns = ("bucket", "leader", "leader epoch", "replicas", "isr", "under-replicated", "hw", "leo", *kv, "error")
     if not args.json:
         for line in table_schema.schema_lines(table_schema.schema_document(desc.info)):
             print(line)

@@ -3,7 +3,8 @@
     table create NAME --schema 'id BIGINT, name STRING, ts TIMESTAMP' --primary-key id [--bucket-key ...]
                       [--merge-engine last_row|first_row|versioned [--version-column COL]]
     table alter NAME --add-column 'c STRING'
-    table describe NAME        schema (current version and id), primary key, bucket key, merge engine
+    table describe NAME        schema (current version and id), primary key, bucket key, merge engine;
+                               per bucket of a primary-key table its leader's KV size and rows
 
 Everything that can be checked without the cluster is checked here, before anything is sent: a schema that
 does not parse, a key naming no column, a bucket key that is not a prefix of the primary key, a merge engine
@@ -112,3 +113,21 @@ def schema_lines(doc: dict[str, Any]) -> list[str]:
         lines.append(f"primary key: {', '.join(doc['primary_key'])}; bucket key: {', '.join(doc['bucket_key'])}; "
                      f"merge engine: {engine}")  # fmt: skip
     return lines
+
+
+def kv_cells(bucket: dict[str, Any]) -> tuple[str, ...]:
+    """A primary-key table's bucket row: its KV size (binary units) and rows, "-" when unknown; nothing for
+    another table's (no ``kv_size_bytes`` in its ``describe`` document)."""
+    if "kv_size_bytes" not in bucket:
+        return ()
+    size, rows = bucket["kv_size_bytes"], bucket["kv_rows"]
+    return (_binary(size) if size >= 0 else "-", str(rows) if rows >= 0 else "-")
+
+
+def _binary(n: int) -> str:
+    value, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"

@@ -2,7 +2,8 @@
 
 DDL goes to the coordinator leader through ``CoordinatorGateway`` (retried across coordinator failovers).
 ``describe_table`` asks the coordinator for the authoritative placement (leader, leader epoch, replicas,
-ISR per bucket) and then each bucket leader for its offsets (one ListOffsets per leader server).
+ISR per bucket) and then each bucket leader for its offsets (one ListOffsets per leader server), which also
+carries a primary-key table's KV size and rows on that leader.
 
 Owned by one event loop. ``Admin`` owns its metadata and transport unless they were passed in.
 """
@@ -54,23 +55,29 @@ from fluss_py.types import OffsetSpec, TableBucket, TablePath
 @dataclass(frozen=True, slots=True)
 class BucketOffsets:
     """One ListOffsets answer: the looked-up ``offset`` (-1 if no record matches a timestamp) and the
-    bucket's log start offset, high watermark and log end offset."""
+    bucket's log start offset, high watermark and log end offset; for a primary-key table's bucket, the
+    leader's KV size on disk and row estimate (-1: not a primary-key table, or a server that does not say)."""
 
     offset: int
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    kv_size_bytes: int = -1
+    kv_rows: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class BucketDescription:
-    """Placement and offsets of one bucket (offsets are -1 when its leader did not answer)."""
+    """Placement and offsets of one bucket (offsets are -1 when its leader did not answer); a primary-key
+    table's KV size and rows on its leader (-1: unknown)."""
 
     location: BucketLocation
     log_start_offset: int = -1
     high_watermark: int = -1
     log_end_offset: int = -1
     error: str = ""
+    kv_size_bytes: int = -1
+    kv_rows: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +247,8 @@ class Admin:
         for loc in locations:
             got = offsets.get(loc.table_bucket)
             if isinstance(got, BucketOffsets):
-                buckets.append(BucketDescription(loc, got.log_start_offset, got.high_watermark, got.log_end_offset))
+                buckets.append(BucketDescription(loc, got.log_start_offset, got.high_watermark, got.log_end_offset,
+                                                 kv_size_bytes=got.kv_size_bytes, kv_rows=got.kv_rows))  # fmt: skip
             else:
                 buckets.append(BucketDescription(loc, error=str(got) if got else "no leader"))
         return TableDescription(info, tuple(buckets))
@@ -406,7 +414,8 @@ async def list_offsets_request(
         if r.error.code != ErrorCode.NONE:
             out[tb] = to_client_exception(r.error)
         else:
-            out[tb] = BucketOffsets(r.offset, r.log_start_offset, r.high_watermark, r.log_end_offset)
+            kv = (r.kv.size_bytes, r.kv.rows) if r.HasField("kv") else (-1, -1)
+            out[tb] = BucketOffsets(r.offset, r.log_start_offset, r.high_watermark, r.log_end_offset, *kv)
     return out
 
 

@@ -148,8 +148,17 @@ class ListOffsetsRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class KvSize:
+    """A bucket's KV on this replica: its files' bytes and RocksDB's estimate of its rows."""
+
+    size_bytes: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class ListOffsetsResult:
-    """``offset`` is -1 when TIMESTAMP finds no record at or after the timestamp."""
+    """``offset`` is -1 when TIMESTAMP finds no record at or after the timestamp; ``kv``: the leader's KV of a
+    primary-key table's bucket (None for a log table), shown by ``table describe``."""
 
     table_bucket: TableBucket
     error: ApiError | None = None
@@ -157,6 +166,7 @@ class ListOffsetsResult:
     high_watermark: int = -1
     log_end_offset: int = -1
     log_start_offset: int = -1
+    kv: KvSize | None = None
 
     @property
     def error_code(self) -> ErrorCode:

@@ -219,6 +219,7 @@ class ManagerReplicaLayer:
                     high_watermark=r.high_watermark,
                     log_end_offset=r.log_end_offset,
                     log_start_offset=r.log_start_offset,
+                    kv=None if r.kv is None else tablet_pb2.KvSize(size_bytes=r.kv.size_bytes, rows=r.kv.rows),
                 )
                 for tb, r in results.items()
             ],

@@ -158,20 +158,30 @@ class ListOffsetsRequest(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[ListOffsetsBucket, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsBucketResult(_message.Message):
-    __slots__ = ("table_bucket", "error", "offset", "high_watermark", "log_end_offset", "log_start_offset")
+    __slots__ = ("table_bucket", "error", "offset", "high_watermark", "log_end_offset", "log_start_offset", "kv")
     TABLE_BUCKET_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    KV_FIELD_NUMBER: _ClassVar[int]
     table_bucket: _common_pb2.TableBucket
     error: _common_pb2.ErrorInfo
     offset: int
     high_watermark: int
     log_end_offset: int
     log_start_offset: int
-    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+    kv: KvSize
+    def __init__(self, table_bucket: _Optional[_Union[_common_pb2.TableBucket, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., kv: _Optional[_Union[KvSize, _Mapping]] = ...) -> None: ...
+
+class KvSize(_message.Message):
+    __slots__ = ("size_bytes", "rows")
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    size_bytes: int
+    rows: int
+    def __init__(self, size_bytes: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("error", "buckets")
