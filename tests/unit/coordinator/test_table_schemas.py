@@ -9,10 +9,12 @@ import pytest
 from fluss_py.coordinator.channel import NOTIFY, UPDATE
 from fluss_py.coordinator.dynamic_config import DynamicConfigManager
 from fluss_py.coordinator.events import AddColumn, AlterConfig, AlterTableBuckets, CreateTable
+from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.coordinator.table_alter import TableAlter, plan_add_column
 from fluss_py.coordinator.tables import TableRegistration
-from fluss_py.errors import ConfigError, InvalidConfigError, InvalidRequestError, TableNotExistError
+from fluss_py.errors import ConfigError, ErrorCode, InvalidConfigError, InvalidRequestError, TableNotExistError
 from fluss_py.rpc import convert
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.schema.schema import Column, parse_column, parse_schema
 from fluss_py.types import TablePath
 from fluss_py.zk.paths import DynamicConfigZNode, TableZNode
@@ -218,3 +220,46 @@ async def test_a_stored_schema_that_does_not_check_costs_only_its_table(h, schem
         assert list(h2.proc.store.unreadable) == [NODE]
     finally:
         await h2.channel.close()
+
+
+class _Leader:
+    """A serving CoordinatorView whose event loop records what it is handed."""
+
+    server_id, coordinator_epoch, state = 1, 1, None
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def serving_event_loop(self):
+        return self
+
+    async def submit(self, event):
+        self.events.append(event)
+        return 7
+
+    async def current_leader(self):
+        return None
+
+
+async def test_the_service_converts_the_schema_and_refuses_what_does_not_parse():
+    leader = _Leader()
+    svc = CoordinatorServicer(leader)
+    path = convert.table_path_to_pb(T)
+    good = common_pb2.TableDescriptor(num_buckets=2, schema=convert.schema_to_pb(PK))
+    created = await svc.CreateTable(coordinator_pb2.CreateTableRequest(path=path, descriptor=good), None)
+    assert created.table_id == 7 and leader.events[-1].schema == PK
+    column = common_pb2.SchemaColumn(name="c", type="WHAT", nullable=True)
+    bad = common_pb2.TableDescriptor(schema=common_pb2.TableSchema(versions=[common_pb2.SchemaVersion(
+        schema_id=1, columns=[column])]))  # fmt: skip
+    refused = await svc.CreateTable(coordinator_pb2.CreateTableRequest(path=path, descriptor=bad), None)
+    assert refused.error.code == ErrorCode.INVALID_REQUEST and "WHAT" in refused.error.message
+    added = convert.column_to_pb(parse_column("note STRING"))
+    await svc.AlterTable(coordinator_pb2.AlterTableRequest(path=path, add_column=added), None)
+    assert isinstance(leader.events[-1], AddColumn) and leader.events[-1].column == parse_column("note STRING")
+    for request in (
+        coordinator_pb2.AlterTableRequest(path=path, num_buckets=4, add_column=added),  # one change per alter
+        coordinator_pb2.AlterTableRequest(path=path, add_column=column),
+    ):
+        assert (await svc.AlterTable(request, None)).error.code == ErrorCode.INVALID_REQUEST
+    await svc.AlterTable(coordinator_pb2.AlterTableRequest(path=path, num_buckets=4), None)
+    assert isinstance(leader.events[-1], AlterTableBuckets) and len(leader.events) == 3  # nothing else submitted
