@@ -331,6 +331,8 @@ GROUP_HEARTBEAT_INTERVAL = option("group.heartbeat-interval", "duration", 0.5, [
 GROUP_MAX_SIZE = option("group.max-size", "int", 1000, [COORDINATOR],
                         "most members of one consumer group (a join beyond it is refused)",
                         Range(1, 10_000))  # fmt: skip
+GROUP_REBALANCE_TIMEOUT = option("group.rebalance.timeout", "duration", 60.0, [COORDINATOR], "a member that has not "
+                                 "given up its revoked buckets by then is fenced", Range(1.0, HOUR))  # fmt: skip
 
 # ---------------------------------------------------------------- rules between keys
 constraint("replica.fetch.wait.max.ms < replica.lag.time.max.ms (a waiting follower must not look lagging)",

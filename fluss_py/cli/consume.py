@@ -18,14 +18,21 @@ a crash between writing and committing prints those records again next time, nev
 the table's buckets among the processes of G, so three such processes read a third each, and a dead
 one's buckets go to the others. Assignment changes go to stderr as ``assigned: 5-0 5-3 (member M epoch
 E)`` / ``revoked: ...``; a refused commit (the member was fenced) as ``commit refused: ...`` (the process then rejoins).
-``--instance-id`` makes the member static (a restart within ``--session-timeout`` keeps its buckets).
+``--instance-id`` makes the member static: a restart within ``--session-timeout`` of a process stopped by
+SIGTERM or Ctrl-C (it leaves with -2) keeps its buckets. While another member holds the instance id (it
+runs, or it was killed without leaving and its session has not run out yet) the process prints one line
+``fluss-py: UNRELEASED_INSTANCE_ID: ...`` and exits 1: two processes never share an instance id.
 ``--group G --bucket B`` keeps the offset-only use: read B, resume from and commit to G, no membership.
+
+SIGTERM stops the process as Ctrl-C does: the last records are committed, the member leaves its group.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from collections.abc import Callable
 
@@ -136,8 +143,11 @@ async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
     total = 0
     loop = asyncio.get_running_loop()
     idle_until = None if args.timeout is None else loop.time() + args.timeout
+    stop = asyncio.Event()  # SIGTERM: leave the loop within a poll slice, then close (the member leaves)
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
-        while args.max_records is None or total < args.max_records:
+        while (args.max_records is None or total < args.max_records) and not stop.is_set():
             wait = POLL_SLICE if idle_until is None else max(0.0, min(POLL_SLICE, idle_until - loop.time()))
             left = None if args.max_records is None else args.max_records - total
             records = await consumer.poll(timeout=wait, max_records=left)

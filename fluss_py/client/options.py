@@ -15,6 +15,7 @@ from fluss_py.record import CompressionType
 from fluss_py.rpc.keepalive import DEFAULT_KEEPALIVE, Keepalive
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+MAX_POLL_INTERVAL = 86_400.0  # seconds: a day
 
 
 def parse_acks(value: int | str) -> int:
@@ -135,6 +136,8 @@ class ConsumerOptions:
     keepalive                 pings of its connections (as ProducerOptions.keepalive)
     fetch_stream              fetches to a leader on a ConsumerFetchStream (docs/client.md "Consumer fetches
                               on a stream"); False: one unary FetchLog call per fetch
+    max_poll_interval         a group member whose application has not called ``poll`` for this long
+                              leaves its group (Kafka's max.poll.interval.ms; docs/consumer-groups.md)
     """
 
     fetch_max_wait: float = 0.5
@@ -147,10 +150,13 @@ class ConsumerOptions:
     retry: RetryOptions = DEFAULT_RETRY
     keepalive: Keepalive = DEFAULT_KEEPALIVE
     fetch_stream: bool = True
+    max_poll_interval: float = 300.0
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError("auto_offset_reset", "must be earliest, latest or none")
+        if not 0.1 <= self.max_poll_interval <= MAX_POLL_INTERVAL:  # NaN fails both comparisons
+            raise ConfigError("max_poll_interval", f"must be 0.1 .. {MAX_POLL_INTERVAL:g} seconds")
 
     @classmethod
     def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> ConsumerOptions:

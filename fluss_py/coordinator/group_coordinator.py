@@ -7,7 +7,9 @@ partitioned table stands for the buckets of its live partitions: ``bucket_layout
 ``GroupMembersZNode`` on its first use in this leadership (every member gets a fresh session then:
 docs/consumer-groups.md, "Where the state lives"), and writes the group back, fenced by the coordinator
 epoch, before the request that changed it is answered. A heartbeat that changes nothing writes nothing;
-session deadlines are kept in memory only (monotonic clock).
+session and revocation deadlines are kept in memory only (monotonic clock). A member removed for either is
+logged with the reason (a revocation not acknowledged within ``group.rebalance.timeout`` at WARNING: an
+application stuck between two polls).
 
 Who may call: the CoordinatorEventLoop task (handlers registered through ``GroupOffsets``), so one writer
 owns the cache and the versions; a failed write drops the group from the cache (reloaded on next use).
@@ -25,8 +27,10 @@ from typing import Any
 from fluss_py.common.auto_partition import routing_unit
 from fluss_py.coordinator.events import ConsumerHeartbeat, DeleteGroup, DescribeGroup, Event, GroupSummaries
 from fluss_py.coordinator.group_members import (
+    DEFAULT_REBALANCE_TIMEOUT_MS,
     JOIN_EPOCH,
     LEAVE_EPOCH,
+    REVOCATION_OVERDUE,
     STATIC_LEAVE_EPOCH,
     GroupMembers,
     Heartbeat,
@@ -52,6 +56,8 @@ log = logging.getLogger(__name__)
 MAX_GROUP_NAME = 200
 MAX_GROUP_ZNODE_BYTES = 512 * 1024  # a group's members znode: half of ZooKeeper's 1 MiB request limit
 MAX_INSTANCE_ID = 255  # Kafka's group.instance.id allows 249; a members znode holds one per member
+MAX_MEMBER_ID = 64  # a member id a client chose (KIP-1082): letters, digits, '-' and '_'
+_MEMBER_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class GroupLimits:
     max_session_timeout_ms: int = 60_000
     heartbeat_interval_ms: int = 500
     max_size: int = 1000  # members per group (config group.max-size)
+    rebalance_timeout_ms: int = DEFAULT_REBALANCE_TIMEOUT_MS  # to acknowledge a revocation (group.rebalance.timeout)
 
     @classmethod
     def from_config(cls, config: Any) -> GroupLimits:
@@ -72,6 +79,7 @@ class GroupLimits:
             int(config[cfg.GROUP_MAX_SESSION_TIMEOUT] * 1000),
             int(config[cfg.GROUP_HEARTBEAT_INTERVAL] * 1000),
             int(config[cfg.GROUP_MAX_SIZE]),
+            int(config[cfg.GROUP_REBALANCE_TIMEOUT] * 1000),
         )
 
 
@@ -110,6 +118,15 @@ def validate_instance_id(instance_id: str) -> None:
     problem = _name_problem(instance_id, MAX_INSTANCE_ID)
     if problem is not None:
         raise InvalidRequestError(f"instance id {instance_id[:64]!r}: {problem}")
+
+
+def validate_member_id(member_id: str) -> None:
+    """A member id a joining client chose: 1-MAX_MEMBER_ID letters, digits, '-' or '_' (it is stored in the
+    members znode and printed in logs). INVALID_REQUEST otherwise."""
+    if not 1 <= len(member_id) <= MAX_MEMBER_ID or not set(member_id) <= _MEMBER_ID_CHARS:
+        raise InvalidRequestError(
+            f"member id {member_id[:64]!r}: must be 1-{MAX_MEMBER_ID} letters, digits, '-' or '_'"
+        )
 
 
 def _name_problem(name: str, max_len: int) -> str | None:
@@ -206,26 +223,29 @@ class GroupCoordinator:
                     raise TableNotExistError(f"table id {table_id} does not exist")
         if event.member_epoch == JOIN_EPOCH and event.instance_id:
             validate_instance_id(event.instance_id)
+        if event.member_epoch == JOIN_EPOCH and event.member_id:
+            validate_member_id(event.member_id)
         group = await self._load(event.group, create=True)
         assert group is not None
         layout = await self._layouts(group.subscribed_tables() | event.subscribed)
         hb = Heartbeat(
             event.member_id, event.member_epoch, event.instance_id, event.client_host, event.session_timeout_ms,
-            event.subscribed, event.owned,
+            event.subscribed, event.owned, self.limits.rebalance_timeout_ms,
         )  # fmt: skip
         async with self._saving(event.group, group):
             if event.member_epoch == JOIN_EPOCH:
-                self._check_room(event.group, group, event.instance_id)
+                self._check_room(event.group, group, hb)
             answer = group.heartbeat(hb, self._clock(), layout, lambda: uuid.uuid4().hex)
         if event.member_epoch == JOIN_EPOCH:
             log.info("Group %s: member %s joined (epoch %d)", event.group, answer.member_id, answer.member_epoch)
         return answer
 
-    def _check_room(self, name: str, group: GroupMembers, instance_id: str) -> None:
+    def _check_room(self, name: str, group: GroupMembers, hb: Heartbeat) -> None:
         """Refuse a join that would make the group larger than ``group.max-size`` (expired members first
-        leave; a static member rejoining replaces its old incarnation, so it always has room)."""
+        leave; a member joining again, or a static member replacing its old incarnation, always has room)."""
         group.expire(self._clock())
-        if instance_id and any(m.instance_id == instance_id for m in group.members.values()):
+        group.check_join(hb)
+        if hb.member_id in group.members or group.holder(hb.instance_id, hb.member_id) is not None:
             return
         if len(group.members) >= self.limits.max_size:
             raise InvalidRequestError(
@@ -246,6 +266,8 @@ class GroupCoordinator:
             return
         if group is None:
             raise UnknownMemberIdError(f"group {group_name} has no members")
+        async with self._saving(group_name, group):  # a member past its session or rebalance timeout goes now
+            group.expire(self._clock())
         group.check_commit(member_id, member_epoch, buckets, self._clock())
 
     async def describe(self, event: DescribeGroup) -> GroupView:
@@ -360,5 +382,8 @@ class _Saving:
         return None
 
     async def __aexit__(self, *exc: object) -> None:
+        for member_id, why in self._group.drain_removed():
+            level = logging.WARNING if why == REVOCATION_OVERDUE else logging.INFO
+            log.log(level, "Group %s: member %s removed: %s", self._name, member_id, why)
         if self._group.encode() != self._before:
             await self._owner._save(self._name, self._group)

@@ -3,7 +3,11 @@
 Each member is a real CLI process (own session, killed by PID at teardown even when the test fails). Its
 log holds stdout (``<bucket>\\t<offset>\\t<value>`` per record, ``--print-offsets``) and stderr
 (``assigned: 5-0 5-3 (member M epoch E)`` / ``revoked: ...``), from which the test rebuilds what the
-process read and which buckets it believes it owns.
+process read and which buckets it believes it owns. ``Members.start_stuck`` starts a member whose
+application can be made to stop polling (tests/fault/stuck_member.py), with the same log format.
+
+``OwnershipSampler`` looks every 100 ms, in a thread of its own, at who owns which bucket: the coordinator's
+ownership (each member's assigned buckets) and each process's own account.
 """
 
 from __future__ import annotations
@@ -12,21 +16,26 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.client.gateway import CoordinatorGateway
 from fluss_py.client.groups import commit_offsets
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.transport import GrpcTransport
-from fluss_py.testing.procs import ProcessHandle
+from fluss_py.testing.cluster import LocalCluster
+from fluss_py.testing.procs import ProcessHandle, wait_until
 from fluss_py.types import TableBucket
 
 FLUSS_PY = str(Path(sys.executable).parent / "fluss-py")
+STUCK_MEMBER = str(Path(__file__).with_name("stuck_member.py"))
 
 
 def cli(cluster: Any, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -100,6 +109,20 @@ class Members:
             FLUSS_PY, "consume", self._table, "--group", self._group, "--from-beginning", "--print-offsets",
             "--session-timeout", str(session_timeout), "--dir", str(self._cluster_dir), *extra,
         ]  # fmt: skip
+        return self._spawn(name, argv, log)
+
+    def start_stuck(self, name: str, bootstrap: str, stuck_file: Path, *, session_timeout: float,
+                    max_poll_interval: float = 300.0) -> Member:  # fmt: skip
+        """A member whose application stops polling while ``stuck_file`` exists (tests/fault/stuck_member.py)."""
+        log = self._dir / f"{name}.{len(self.started)}.log"
+        argv = [
+            sys.executable, STUCK_MEMBER, "--bootstrap", bootstrap, "--table", self._table, "--group", self._group,
+            "--stuck-file", str(stuck_file), "--session-timeout", str(session_timeout),
+            "--max-poll-interval", str(max_poll_interval),
+        ]  # fmt: skip
+        return self._spawn(name, argv, log)
+
+    def _spawn(self, name: str, argv: list[str], log: Path) -> Member:
         member = Member(name, ProcessHandle.spawn(argv, log_file=log, die_with_parent=True), log)
         self.started.append(member)
         return member
@@ -109,6 +132,31 @@ class Members:
             if member.handle.alive():
                 member.handle.kill()
                 member.handle.wait_exit(10.0)
+
+
+def setup_group(cluster_factory: Callable[..., LocalCluster], made: list[Members], tmp_path: Path, table: str,
+                group: str, buckets: int, coordinators: int = 1, **coordinator_overrides: str):  # fmt: skip
+    """A cluster of ``coordinators`` and one tablet server, ``table`` with ``buckets`` buckets and their
+    leaders, and the ``Members`` of ``group`` (appended to ``made``): (cluster, bootstrap, admin, members)."""
+    cluster = cluster_factory(coordinators=coordinators, tablet_servers=1, coordinator_overrides=coordinator_overrides)
+    cluster.wait_for_leader(30)
+    bootstrap = cluster.get(cluster.names()[-1]).rpc_address
+    admin = SyncAdmin(bootstrap, request_timeout=20.0)
+    admin.create_table(table, num_buckets=buckets, replication_factor=1)
+    wait_until(lambda: all(b.leader >= 0 for b in admin.get_table_placement(table)[1]), 30, message="leaders")
+    members = Members(tmp_path, cluster.directory, table, group)
+    made.append(members)
+    return cluster, bootstrap, admin, members
+
+
+def produce(bootstrap: str, table: str, start: int, count: int) -> set[str]:
+    """Records ``v<i>`` (key ``k<i>``) for i in [start, start + count), acknowledged by all replicas."""
+    with SyncProducer(bootstrap, ProducerOptions(acks=-1, request_timeout=10.0, delivery_timeout=60.0)) as p:
+        futures = [p.send(table, f"v{i:06d}".encode(), key=f"k{i}".encode()) for i in range(start, start + count)]
+        p.flush()
+        for f in futures:
+            f.result(timeout=60)
+    return {f"v{i:06d}" for i in range(start, start + count)}
 
 
 @pytest.fixture
@@ -129,10 +177,82 @@ def commit_as(bootstrap: str, group: str, offsets: Mapping[TableBucket, int], me
         transport = GrpcTransport()
         metadata = ClusterMetadata(bootstrap, transport, request_timeout=20.0)
         try:
-            await commit_offsets(CoordinatorGateway(metadata, transport, request_timeout=20.0), group, offsets,
-                                 member_id, epoch)  # fmt: skip
+            gateway = CoordinatorGateway(metadata, transport, request_timeout=20.0)
+            await commit_offsets(gateway, group, offsets, member_id, epoch)
         finally:
             await metadata.close()
             await transport.close()
 
     asyncio.run(run())
+
+
+@dataclass
+class Sample:
+    at: float  # time.monotonic()
+    server: dict[str, set[TableBucket]]  # the coordinator's ownership: member id -> assigned buckets
+    accounts: dict[str, set[TableBucket]] = field(default_factory=dict)  # process name -> its own account
+    doubled: set[TableBucket] = field(default_factory=set)  # buckets two live processes read at once
+
+
+class OwnershipSampler:
+    """Samples ownership every ``interval`` s in a thread of its own until ``stop`` (a context manager).
+
+    A process's account is read from its log twice per sample, around the others' (p1 p2 .. pn p1 p2 .. pn):
+    a bucket is *doubled* only when process i had it at both of its reads and another process had it at a
+    read made between them, so a bucket handed over between two reads is never counted as read twice.
+    ``watched()`` names the processes whose accounts count (a stuck process, no longer a member by the
+    coordinator's account, is left out by the caller)."""
+
+    def __init__(self, bootstrap: str, group: str, watched: Callable[[], list[Member]], interval: float = 0.1) -> None:
+        self._admin = SyncAdmin(bootstrap, request_timeout=20.0)
+        self._group = group
+        self._watched = watched
+        self._interval = interval
+        self.samples: list[Sample] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ownership-sampler", daemon=True)
+
+    def __enter__(self) -> OwnershipSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30.0)
+        self._admin.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.samples.append(self._sample())
+            except Exception as e:  # kept; the test asserts there are none
+                self.errors.append(e)
+
+    def _sample(self) -> Sample:
+        view = self._admin.describe_group_members(self._group)
+        sample = Sample(time.monotonic(), {m.member_id: set(m.assigned) for m in view.members})
+        procs = self._watched()
+        first = [p.owns_table_buckets() for p in procs]
+        second = [p.owns_table_buckets() for p in procs]
+        for i, p in enumerate(procs):
+            sample.accounts[p.name] = second[i]
+            held = first[i] & second[i]
+            for j in range(len(procs)):
+                if j != i:
+                    sample.doubled |= held & (first[j] if j > i else second[j])
+        return sample
+
+    def server_doubled(self) -> list[tuple[float, TableBucket]]:
+        """(time, bucket) of every sample in which two members owned the bucket by the coordinator's account."""
+        out = []
+        for s in self.samples:
+            seen: set[TableBucket] = set()
+            for owned in s.server.values():
+                out += [(s.at, tb) for tb in owned & seen]
+                seen |= owned
+        return out

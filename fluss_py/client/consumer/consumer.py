@@ -19,8 +19,12 @@ polls: for revoked buckets it calls ``on_revoked(buckets)``, commits their posit
 returned before count as processed) and stops reading them; for new ones it seeks to the committed offsets
 and calls ``on_assigned(buckets)``. Callbacks may be plain functions or coroutines. ``commit()`` then
 carries the member id and epoch and is refused once the member was fenced (``UNKNOWN_MEMBER_ID`` /
-``FENCED_MEMBER_EPOCH``: the consumer drops its buckets and joins again as a new member). ``instance_id``
-makes the member static: a restart within its session keeps its buckets. ``assign`` is not allowed then.
+``FENCED_MEMBER_EPOCH``: the consumer drops its buckets and joins again). ``instance_id`` makes the member
+static: a restart within its session after ``close`` keeps its buckets; while another consumer with the
+same instance id is a member (it has neither closed nor expired), ``poll`` raises UNRELEASED_INSTANCE_ID
+(fatal: the consumer does not join). An application that does not call ``poll`` for
+``options.max_poll_interval`` (300 s) leaves the group: its buckets go to the others, the next ``poll``
+drops them and joins again (Kafka's max.poll.interval.ms). ``assign`` is not allowed with ``subscribe``.
 A partitioned table may be subscribed (not assigned): the coordinator hands out the buckets of its
 partitions as they are created and revokes those of partitions retention drops. A member's commit that
 names a table dropped meanwhile (TABLE_NOT_EXIST) is split per table: the other tables' offsets are
@@ -119,7 +123,7 @@ class Consumer:
             self.membership = GroupMembership(
                 self._gateway, self.group, lambda: self._table_ids(paths),
                 session_timeout_ms=int(session_timeout * 1000), instance_id=instance_id,
-                wakeup=self._fetcher.data.set,
+                max_poll_interval=opts.max_poll_interval, wakeup=self._fetcher.data.set,
             )  # fmt: skip
             self.membership.start()
 
@@ -272,8 +276,17 @@ class Consumer:
     # ---------------------------------------------------------------- reading
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned buckets (in offset order per bucket), waiting up to ``timeout``."""
-        limit = max_records or self.options.max_poll_records
         self._check_open()
+        if self.membership is None:
+            return await self._poll(timeout, max_records)
+        self.membership.polling(True)  # the poll timer stops while the application is in here
+        try:
+            return await self._poll(timeout, max_records)
+        finally:
+            self.membership.polling(False)
+
+    async def _poll(self, timeout: float, max_records: int | None) -> list[ConsumerRecord]:
+        limit = max_records or self.options.max_poll_records
         if self.membership is not None:
             await self._reconcile()
         unpositioned = self._positions.unpositioned()

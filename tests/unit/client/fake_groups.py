@@ -53,7 +53,7 @@ class FakeGroups:
         try:
             answer = g.heartbeat(hb, self._now(), plain_layout(self._counts()), lambda: f"m{next(self._ids)}")
         except FlussError as e:
-            return coordinator_pb2.ConsumerHeartbeatResponse(error=_err(e.code))
+            return coordinator_pb2.ConsumerHeartbeatResponse(error=common_pb2.ErrorInfo(code=e.code, message=e.message))
         return coordinator_pb2.ConsumerHeartbeatResponse(
             error=common_pb2.ErrorInfo(code=0),
             member_id=answer.member_id,

@@ -10,7 +10,11 @@ import pytest
 
 from fluss_py.client.consumer import Consumer
 from fluss_py.client.options import ConsumerOptions
-from fluss_py.errors import InvalidRequestError, UnknownMemberIdError
+from fluss_py.errors import (
+    InvalidRequestError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+)
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 from tests.unit.client.fake_groups import FakeGroups
@@ -84,9 +88,10 @@ async def test_a_fenced_member_commit_is_refused_and_it_rejoins() -> None:
         with pytest.raises(UnknownMemberIdError):
             await a.commit({TableBucket(1, 0): 1})
         assert groups.offsets == committed  # the zombie's commit changed nothing
-        await poll_until([a], lambda: a.membership.member_id not in ("", old_id) and len(a.assignment()) == 2, {})
+        rejoined = lambda: a.membership.member_epoch > old_epoch and len(a.assignment()) == 2  # noqa: E731
+        await poll_until([a], rejoined, {})
         assert ("a", "revoked", {TableBucket(1, 0), TableBucket(1, 1)}) in events  # everything dropped first
-        assert a.membership.member_epoch > old_epoch
+        assert a.membership.member_id == old_id  # joined again under the member id the client made (KIP-1082)
     finally:
         await a.close()
 
@@ -137,3 +142,56 @@ async def test_a_commit_naming_a_dropped_table_commits_the_others() -> None:
         assert groups.offsets[("g", t)] == 3 and ("g", u) not in groups.offsets
     finally:
         await a.close()
+
+
+async def test_an_application_that_stops_polling_leaves_and_its_buckets_go_to_the_others() -> None:
+    """max_poll_interval: the stuck consumer's heartbeat task leaves the group (-1) while its application is
+    outside poll; the other member takes every bucket; the next poll of the stuck one drops its buckets
+    (as lost, no commit) and joins again."""
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=4)
+    events: list = []
+    options = ConsumerOptions(retry=FAST, fetch_max_wait=0.01, max_poll_interval=0.3)
+    stuck = Consumer(cluster.servers[0], options, transport=cluster, group="g", subscribe=["t"],
+                     on_revoked=lambda b: events.append(("stuck", "revoked", b)))  # fmt: skip
+    other = member(cluster, events, "other")
+    try:
+        split = lambda: len(stuck.assignment()) == 2 and len(other.assignment()) == 2  # noqa: E731
+        await poll_until([stuck, other], split, {})
+        stuck_id, held = stuck.membership.member_id, stuck.assignment()
+        await poll_until([other], lambda: len(other.assignment()) == 4, {})  # only `other` polls now
+        assert stuck_id not in groups.groups["g"].members and stuck.membership.lost
+        committed = dict(groups.offsets)
+        with pytest.raises(UnknownMemberIdError):  # it cannot commit what it held
+            await stuck.commit({tb: 1 for tb in held})
+        assert groups.offsets == committed
+        await poll_until([stuck, other], split, {})  # its next poll drops everything, then it joins again
+        assert ("stuck", "revoked", held) in events
+        assert not stuck.assignment() & other.assignment()
+    finally:
+        await stuck.close()
+        await other.close()
+
+
+async def test_a_second_consumer_with_an_active_instance_id_fails_and_takes_nothing() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=2)
+    options = ConsumerOptions(retry=FAST, fetch_max_wait=0.01)
+    first = Consumer(cluster.servers[0], options, transport=cluster, group="g", subscribe=["t"], instance_id="i")
+    try:
+        await poll_until([first], lambda: len(first.assignment()) == 2, {})
+        second = Consumer(cluster.servers[0], options, transport=cluster, group="g", subscribe=["t"], instance_id="i")
+        try:
+            with pytest.raises(UnreleasedInstanceIdError, match="instance id 'i'"):
+                await poll_until([second], lambda: False, {}, timeout=5.0)
+            with pytest.raises(UnreleasedInstanceIdError):  # every later poll says it again
+                await second.poll(0.01)
+            assert not second.assignment() and second.membership.member_id == ""
+        finally:
+            await second.close()
+        assert list(groups.groups["g"].members) == [first.membership.member_id]
+        await poll_until([first], lambda: len(first.assignment()) == 2, {})  # the first went on undisturbed
+    finally:
+        await first.close()

@@ -53,3 +53,11 @@ def test_backoff_grows_and_caps_and_hints_skip_it() -> None:
     b.reset()
     assert [b.next_delay(hinted=True) for _ in range(6)] == [0.0] * 6  # stale servers naming each other
     assert b.next_delay() == 0.02 and b.attempts == 7  # hinted retries do not double the backoff
+
+
+@pytest.mark.parametrize("bad", [0.0, 0.05, -1.0, float("nan"), float("inf"), 86_401.0])
+def test_max_poll_interval_is_bounded(bad: float) -> None:
+    assert ConsumerOptions().max_poll_interval == 300.0  # Kafka's max.poll.interval.ms default
+    assert ConsumerOptions(max_poll_interval=1.5).max_poll_interval == 1.5
+    with pytest.raises(ConfigError, match="max_poll_interval"):
+        ConsumerOptions(max_poll_interval=bad)

@@ -19,6 +19,7 @@ from fluss_py.errors import (
     InvalidSessionTimeoutError,
     TableNotExistError,
     UnknownMemberIdError,
+    UnreleasedInstanceIdError,
 )
 from fluss_py.zk.paths import GroupMembersZNode
 from fluss_py.zk.values import EpochFencedError
@@ -205,12 +206,15 @@ async def test_a_full_group_refuses_joins_but_not_a_static_member_rejoining(stor
     groups = make(store, [store.bump_epoch()], clock)
     groups.members.limits = GroupLimits(1000, 30_000, 500, max_size=2)
     members: dict[str, tuple[int, frozenset]] = {}
-    await _join(groups, members, instance_id="s")
+    static = await _join(groups, members, instance_id="s")
     await _join(groups, members)
     before = store.nodes[GroupMembersZNode.path("/fluss", "g")]
     with pytest.raises(InvalidRequestError, match=r"group\.max-size"):
         await _join(groups, members)
+    with pytest.raises(UnreleasedInstanceIdError):  # "s" is held by an active member
+        await _join(groups, members, instance_id="s")
     assert store.nodes[GroupMembersZNode.path("/fluss", "g")] == before
+    await groups.members.heartbeat(_hb(static, -2, instance_id="s"))  # a static leave releases "s"
     await _join(groups, members, instance_id="s")  # replaces its old incarnation
     clock.now += 10_001  # every session ran out: room again
     await _join(groups, members)
@@ -228,3 +232,43 @@ async def test_a_group_whose_znode_would_be_too_large_is_not_written(store: Fake
     assert 15_000 < len(data) <= 20_000
     view = await groups.members.describe(DescribeGroup("g"))  # reloaded from ZooKeeper: what was written
     assert len(view.members) == len(members)
+
+
+@pytest.mark.parametrize("member_id", ["m" * 65, "a b", "m/1", "é", "m\n"])
+async def test_a_member_id_chosen_by_the_client_is_checked(store: FakeStore, member_id: str) -> None:
+    groups = make(store, [store.bump_epoch()], Clock())
+    with pytest.raises(InvalidRequestError, match="member id"):
+        await groups.members.heartbeat(_hb(member_id))
+    assert GroupMembersZNode.path("/fluss", "g") not in store.nodes
+
+
+async def test_a_member_that_never_acknowledges_is_fenced_by_the_rebalance_timeout(store: FakeStore) -> None:
+    """group.rebalance.timeout: the stuck member is removed in ZooKeeper, its commit of the buckets it was
+    asked to give up is refused and writes nothing, the other member gets them."""
+    fence, clock = [store.bump_epoch()], Clock()
+    groups = make(store, fence, clock)
+    groups.members.limits = GroupLimits(1000, 30_000, 500, rebalance_timeout_ms=5_000)
+    members: dict[str, tuple[int, frozenset]] = {}
+    a = await _join(groups, members)
+    await _settle(groups, members)
+    b = await _join(groups, members)
+    epoch_a, owned_a = members[a]
+    answer = await groups.members.heartbeat(_hb(a, epoch_a, owned_a))  # told to give up half: never does
+    revoking = owned_a - answer.assignment
+    assert len(revoking) == 6
+    await groups.commit(CommitOffsets("g", {tb: 1 for tb in revoking}, a, epoch_a))  # in time: accepted
+    for _ in range(5):
+        clock.now += 1000
+        await groups.members.heartbeat(_hb(a, epoch_a, owned_a))
+        assert (await groups.members.heartbeat(_hb(b, members[b][0]))).assignment == frozenset()
+    clock.now += 1000
+    written = {p: v for p, v in store.nodes.items() if "/offsets/" in p}
+    with pytest.raises(UnknownMemberIdError, match="rebalance timeout"):
+        await groups.commit(CommitOffsets("g", {tb: 2 for tb in revoking}, a, epoch_a))
+    assert {p: v for p, v in store.nodes.items() if "/offsets/" in p} == written  # nothing written
+    stored = group_coordinator.GroupMembers.decode(store.nodes[GroupMembersZNode.path("/fluss", "g")][0], 0)
+    assert list(stored.members) == [b]  # the removal is in ZooKeeper
+    with pytest.raises(UnknownMemberIdError, match="rebalance timeout"):
+        await groups.members.heartbeat(_hb(a, epoch_a, owned_a))
+    await _settle(groups, {b: members[b]})
+    assert stored.members[b].assigned == set() and len(groups.members._groups["g"].members[b].assigned) == 12

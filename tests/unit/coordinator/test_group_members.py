@@ -14,10 +14,12 @@ from fluss_py.errors import (
     FencedMemberEpochError,
     InvalidRequestError,
     UnknownMemberIdError,
+    UnreleasedInstanceIdError,
 )
 from fluss_py.types import TableBucket
 
 SESSION = 10_000
+REBALANCE = 30_000
 T = 7
 
 
@@ -44,7 +46,7 @@ class Sim:
            session: int = SESSION) -> HeartbeatAnswer:  # fmt: skip
         epoch = self.epochs.get(member_id, 0) if epoch is None else epoch
         owned = self.local.get(member_id, set()) if owned is None else owned
-        hb = Heartbeat(member_id, epoch, instance, "host", session, frozenset({T}), frozenset(owned))
+        hb = Heartbeat(member_id, epoch, instance, "host", session, frozenset({T}), frozenset(owned), REBALANCE)
         layout = plain_layout(self.counts) if self.partitions is None else {T: dict(self.partitions)}
         answer = self.group.heartbeat(hb, self.now, layout, self._new_id)
         if answer.member_epoch >= 0:
@@ -52,8 +54,12 @@ class Sim:
             self.epochs[answer.member_id] = answer.member_epoch
         return answer
 
-    def join(self, instance: str = "") -> str:
-        return self.hb("", 0, instance, set()).member_id
+    def join(self, instance: str = "", member_id: str = "") -> str:
+        return self.hb(member_id, 0, instance, set()).member_id
+
+    def stuck(self, member_id: str) -> HeartbeatAnswer:
+        """A heartbeat of a member whose application stopped polling: it still reports every bucket it had."""
+        return self.hb(member_id, owned=self.local[member_id] | self.group.members[member_id].assigned)
 
     def settle(self, rounds: int = 6, only: list[str] | None = None) -> None:
         for _ in range(rounds):
@@ -240,11 +246,24 @@ def test_random_schedules_never_give_a_bucket_two_owners() -> None:
             roll = rng.random()
             live = sorted(sim.group.members)
             if roll < 0.15 or not live:
-                sim.join(rng.choice(["", "", "s1", "s2"]))
+                instance = rng.choice(["", "", "s1", "s2"])
+                holder = sim.group.holder(instance, "")
+                try:
+                    sim.join(instance)
+                except UnreleasedInstanceIdError:  # held by an active member: refused, nothing changed
+                    assert holder is not None and holder.member_id in sim.group.members and not holder.leaving
             elif roll < 0.2:
                 sim.hb(rng.choice(live), -1)
+            elif roll < 0.22 and any(sim.group.members[m].instance_id for m in live):
+                sim.hb(next(m for m in live if sim.group.members[m].instance_id), -2)
             elif roll < 0.25:
                 sim.now += rng.choice([1000, SESSION + 1])
+            elif roll < 0.27:  # a member whose application is stuck: it heartbeats without giving anything up
+                mid = rng.choice(live)
+                try:
+                    sim.stuck(mid)
+                except UnknownMemberIdError:
+                    assert mid not in sim.group.members
             elif roll < 0.28:
                 sim.counts[T] += 1
             else:
@@ -329,3 +348,126 @@ def test_random_partition_churn_never_gives_a_bucket_two_owners() -> None:
             sim.settle()
         assert sim.group.state == "STABLE"
         assert {tb for m in sim.group.members.values() for tb in m.assigned} == sim.all_buckets()
+
+
+# ---------------------------------------------------------------- static instance ids (KIP-848)
+def test_an_instance_id_held_by_an_active_member_is_refused_and_changes_nothing() -> None:
+    sim = Sim(4)
+    a, b = sim.join("inst-a"), sim.join()
+    sim.settle()
+    before = sim.group.encode()
+    with pytest.raises(UnreleasedInstanceIdError) as info:
+        sim.join("inst-a")
+    assert a in info.value.message and "inst-a" in info.value.message
+    assert sim.group.encode() == before  # no member added, nobody replaced, no epoch moved
+    sim.settle()
+    assert sorted(len(sim.local[m]) for m in (a, b)) == [2, 2]
+
+
+@pytest.mark.parametrize("release", ["static leave", "dynamic leave", "session expired"])
+def test_an_instance_id_is_released_when_its_member_left_or_expired(release: str) -> None:
+    sim = Sim(4)
+    a, b = sim.join("inst-a"), sim.join()
+    sim.settle()
+    buckets = set(sim.local[a])
+    if release == "static leave":
+        sim.hb(a, -2)
+    elif release == "dynamic leave":
+        sim.hb(a, -1)
+    else:
+        sim.advance(SESSION + 1000, [b])
+    a2 = sim.join("inst-a")
+    sim.settle()
+    assert a2 != a and a not in sim.group.members
+    if release == "static leave":  # the next incarnation takes the buckets over, no rebalance
+        assert sim.local[a2] == buckets
+    assert sorted(len(sim.local[m]) for m in (a2, b)) == [2, 2]
+    sim.check_one_owner()
+
+
+def test_a_join_sent_again_with_the_clients_member_id_is_the_same_member() -> None:
+    """The answer of a join was lost and the client sends it again (KIP-1082: its own member id): the
+    group keeps one member, static or not; a static member is not refused by its own first join."""
+    sim = Sim(4)
+    a = sim.join("inst-a", member_id="client-a")
+    assert a == "client-a"
+    epoch = sim.group.epoch
+    assert sim.join("inst-a", member_id="client-a") == "client-a"
+    b = sim.join(member_id="client-b")
+    assert sim.join(member_id="client-b") == b
+    sim.settle()
+    assert sorted(sim.group.members) == ["client-a", "client-b"] and sim.group.epoch == epoch + 1
+    sim.check_one_owner()
+
+
+def test_a_fenced_static_member_joins_again_under_its_own_member_id() -> None:
+    sim = Sim(4)
+    a = sim.join("inst-a", member_id="client-a")
+    sim.settle()
+    with pytest.raises(FencedMemberEpochError):
+        sim.hb(a, sim.epochs[a] + 7)
+    sim.local[a] = set()  # the client dropped everything and joins again: not refused by its own record
+    assert sim.join("inst-a", member_id=a) == a
+    sim.settle()
+    assert sim.local[a] == sim.all_buckets()
+
+
+# ---------------------------------------------------------------- the rebalance timeout
+def _stuck_pair() -> tuple[Sim, str, str, set[TableBucket]]:
+    """a owns every bucket; b joins; a is asked to give up half but never acknowledges."""
+    sim = Sim(4)
+    a = sim.join()
+    sim.settle()
+    b = sim.join()
+    answer = sim.stuck(a)
+    revoking = sim.group.members[a].assigned - answer.assignment
+    assert len(revoking) == 2 and sim.group.members[a].revoke_deadline_ms == sim.now + REBALANCE
+    return sim, a, b, revoking
+
+
+def test_a_member_that_never_acknowledges_a_revocation_is_fenced_after_the_rebalance_timeout() -> None:
+    sim, a, b, revoking = _stuck_pair()
+    epoch_a = sim.epochs[a]
+    for _ in range(REBALANCE // 1000):  # both heartbeat every second; a never gives anything up
+        sim.now += 1000
+        sim.stuck(a)
+        sim.hb(b)
+        assert sim.local[b] == set()  # one owner per bucket: b waits while a owns them
+        sim.group.check_commit(a, epoch_a, revoking, sim.now)  # a may still commit what it processed
+    sim.now += 1000
+    with pytest.raises(UnknownMemberIdError) as info:
+        sim.stuck(a)
+    assert "rebalance timeout" in info.value.message
+    assert a not in sim.group.members
+    assert sim.group.drain_removed() == [(a, info.value.message.split(": ", 2)[-1])]
+    with pytest.raises(UnknownMemberIdError, match="rebalance timeout"):
+        sim.group.check_commit(a, epoch_a, revoking, sim.now)  # its commits are refused from now on
+    sim.settle(only=[b])
+    assert sim.local[b] == sim.all_buckets()  # every bucket went to the other member
+    sim.check_one_owner()
+
+
+def test_a_commit_past_the_rebalance_timeout_is_refused_before_any_heartbeat_removed_the_member() -> None:
+    sim, a, _, revoking = _stuck_pair()
+    sim.now += REBALANCE + 1
+    sim.group.members[a].last_heartbeat_ms = sim.now  # its session is alive: it heartbeats, stuck
+    with pytest.raises(UnknownMemberIdError, match="rebalance timeout"):
+        sim.group.check_commit(a, sim.epochs[a], revoking, sim.now)
+
+
+def test_an_acknowledgement_in_time_clears_the_deadline() -> None:
+    sim, a, b, _ = _stuck_pair()
+    for _ in range(REBALANCE // 1000 - 1):
+        sim.now += 1000
+        sim.stuck(a)
+        sim.hb(b)
+    sim.hb(a)  # gives the two buckets up at last
+    assert sim.group.members[a].revoke_deadline_ms is None
+    sim.advance(REBALANCE + 1000, [a, b])
+    assert sorted(len(sim.local[m]) for m in (a, b)) == [2, 2]
+
+
+def test_a_new_leader_gives_a_pending_revocation_a_fresh_deadline() -> None:
+    sim, a, _, _ = _stuck_pair()
+    loaded = GroupMembers.decode(sim.group.encode(), now_ms=sim.now + 5000)
+    assert loaded.members[a].revoke_deadline_ms is None  # set again by a's next heartbeat on that leader
