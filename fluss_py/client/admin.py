@@ -25,6 +25,7 @@ from fluss_py.client.groups import (
     describe_members,
     fetch_offsets,
     list_groups,
+    raise_refused,
 )
 from fluss_py.client.metadata import (
     BucketLocation,
@@ -323,7 +324,8 @@ class Admin:
             else:
                 targets[b] = o.offset if o.offset >= 0 else o.high_watermark
         if not dry_run:
-            await commit_offsets(self._gateway, group, {TableBucket(info.table_id, b): o for b, o in targets.items()})
+            offsets = {TableBucket(info.table_id, b): o for b, o in targets.items()}
+            raise_refused(group, await commit_offsets(self._gateway, group, offsets))
         return dict(sorted(targets.items()))
 
     # ---------------------------------------------------------------- cluster

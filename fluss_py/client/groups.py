@@ -15,7 +15,8 @@ from typing import Any
 
 from fluss_py.client import transport as rpcs
 from fluss_py.client.gateway import CoordinatorGateway
-from fluss_py.errors import InvalidRequestError
+from fluss_py.errors import ApiError, AuthorizationFailedError, InvalidRequestError
+from fluss_py.rpc.convert import to_client_exception
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.types import TableBucket, znode_name_problem
 
@@ -39,10 +40,13 @@ async def commit_offsets(
     offsets: Mapping[TableBucket, int],
     member_id: str = "",
     member_epoch: int = 0,
-) -> None:
-    """Durably record ``offsets`` (next offset to read per bucket) for ``group``; all or nothing.
+) -> dict[int, ApiError]:
+    """Durably record ``offsets`` (next offset to read per bucket) for ``group``; all or nothing per table.
 
     With ``member_id`` the commit is fenced: refused unless that member, at that epoch, owns every bucket.
+    Returns the tables whose offsets the coordinator refused on their own (on a secure cluster: the
+    principal may not READ them; nothing of them was written, the other tables' offsets were), {} when
+    every offset was written. ``raise_refused`` turns it into an error.
     """
     request = coordinator_pb2.CommitOffsetsRequest(
         group=validate_group(group),
@@ -55,13 +59,30 @@ async def commit_offsets(
             for tb, offset in sorted(offsets.items())
         ],
     )
-    await gateway.call(rpcs.COMMIT_OFFSETS, request)
+    response = await gateway.call(rpcs.COMMIT_OFFSETS, request)
+    return _refused(response)
+
+
+def _refused(response: Any) -> dict[int, ApiError]:
+    return {r.table_id: to_client_exception(r.error) for r in response.refused}
+
+
+def raise_refused(group: str, refused: Mapping[int, ApiError]) -> None:
+    """Raise AUTHORIZATION_FAILED naming the tables whose offsets ``group`` did not get, if any."""
+    if refused:
+        why = "; ".join(e.message for _, e in sorted(refused.items()))
+        raise AuthorizationFailedError(f"group {group}: offsets not committed for {len(refused)} table(s): {why}")
 
 
 async def fetch_offsets(gateway: CoordinatorGateway, group: str, table_id: int = 0) -> dict[TableBucket, int]:
-    """``group``'s committed offsets (of one table, or of every table with ``table_id`` 0); {} if none."""
+    """``group``'s committed offsets (of one table, or of every table with ``table_id`` 0); {} if none.
+
+    On a secure cluster the answer for every table leaves out the tables the principal may not DESCRIBE;
+    a table named that it may not DESCRIBE raises AUTHORIZATION_FAILED."""
     request = coordinator_pb2.FetchOffsetsRequest(group=validate_group(group), table_id=table_id)
     response = await gateway.call(rpcs.FETCH_OFFSETS, request)
+    for refused in response.refused:
+        raise to_client_exception(refused.error)
     return {TableBucket(o.table_bucket.table_id, o.table_bucket.bucket): o.offset for o in response.offsets}
 
 
@@ -83,6 +104,7 @@ class GroupMember:
     assigned: tuple[TableBucket, ...]
     target: tuple[TableBucket, ...]
     leaving: bool
+    subscribed: tuple[int, ...] = ()  # table ids
 
 
 @dataclass(frozen=True)
@@ -104,6 +126,7 @@ def _member(m: Any) -> GroupMember:
         tuple(_tb(tb) for tb in m.assigned),
         tuple(_tb(tb) for tb in m.target),
         m.leaving,
+        tuple(m.subscribed_table_ids),
     )
 
 

@@ -94,6 +94,7 @@ class MemberView:
     assigned: frozenset[TableBucket]
     target: frozenset[TableBucket]
     leaving: bool
+    subscribed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def _member_view(m: Member, target: set[TableBucket], now_ms: int) -> MemberView
         frozenset(m.assigned),
         frozenset(target),
         m.leaving,
+        m.subscribed,
     )
 
 

@@ -244,7 +244,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     async def CommitOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         offsets = {convert.table_bucket_from_pb(o.table_bucket): o.offset for o in request.offsets}
         event = groups.CommitOffsets(request.group, offsets, request.member_id, request.member_epoch)
-        return await self._on_leader(coordinator_pb2.SimpleResponse, event, _nothing)
+        return await self._on_leader(coordinator_pb2.CommitOffsetsResponse, event, _nothing)
 
     async def FetchOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         def fill(response: Any, offsets: list[Any]) -> None:
@@ -303,6 +303,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                         leaving=m.leaving,
                         assigned=[convert.table_bucket_to_pb(tb) for tb in _sorted(m.assigned)],
                         target=[convert.table_bucket_to_pb(tb) for tb in _sorted(m.target)],
+                        subscribed_table_ids=sorted(m.subscribed),
                     )
                 )
 

@@ -11,6 +11,10 @@ the client maps to an error code (``client/transport.py``)::
 The handler then runs with ``current_principal()`` naming the caller (handlers may ask "who is the peer",
 e.g. to check a follower's identity). No handler contains security code.
 
+The group-offset methods are in addition authorized per table named (``per_table``: Kafka's per-topic
+checks of offset commits, fetches and group descriptions): the request is narrowed to the tables the
+principal may use before the handler runs, and the refused tables are answered beside the handler's answer.
+
 A stream is checked when it opens by its own rule, and its principal stays proven only while what proved
 it holds (``stream_grant.py``): before each message the stream's ``StreamGrant`` is asked, and a stream whose
 user was removed or changed its password, or whose TLS certificate expired or lost its CA, is ended with
@@ -37,7 +41,7 @@ import grpc
 import grpc.aio
 
 from fluss_py.errors import ApiError, AuthenticationFailedError, AuthorizationFailedError, UnknownTableOrBucketError
-from fluss_py.security import call_context, operations
+from fluss_py.security import call_context, operations, per_table
 from fluss_py.security.authn import ANONYMOUS, Authenticated, Authenticator
 from fluss_py.security.authz import Authorizer, audit
 from fluss_py.security.identity import USER_HEADER
@@ -99,6 +103,7 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
         check = self._check
         authz = self._authz
         filtered = method in operations.FILTERED
+        narrowed = method in per_table.RULES
 
         if handler.unary_unary is not None:
             inner = handler.unary_unary
@@ -106,8 +111,15 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 token, _ = await check(method, request, context)
                 try:
-                    response = await inner(request, context)
                     principal = token.var.get()
+                    scope = None
+                    if narrowed and not authz.allows_all(principal):
+                        scope = per_table.narrow(method, request, self._access(principal))
+                        if scope is not None and scope.answer is not None:
+                            return scope.answer
+                    response = await inner(request, context)
+                    if scope is not None:
+                        response = scope.finish(response)
                     if filtered and not authz.allows_all(principal):
                         operations.filter_metadata(response, lambda r: authz.visible(principal, r))
                     return response
@@ -222,6 +234,15 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
                 if not self._authz.allowed(principal, operation, resource):
                     return grpc.StatusCode.PERMISSION_DENIED, f"{principal} may not {operation.value} {resource}"
         return None
+
+    def _access(self, principal: str) -> per_table.Access:
+        authz = self._authz
+        return per_table.Access(
+            principal,
+            lambda op, resource: authz.allowed(principal, op, resource),
+            lambda resource: authz.visible(principal, resource),
+            self._table_name,
+        )
 
     def _gate(self, method: str, grant: StreamGrant) -> Callable[[Any], ApiError | None]:
         """The per-message check of a stream: its grant (StreamRevoked ends the stream), then the message

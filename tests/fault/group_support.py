@@ -27,7 +27,7 @@ import pytest
 
 from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.client.gateway import CoordinatorGateway
-from fluss_py.client.groups import commit_offsets
+from fluss_py.client.groups import commit_offsets, raise_refused
 from fluss_py.client.metadata import ClusterMetadata
 from fluss_py.client.transport import GrpcTransport
 from fluss_py.testing.cluster import LocalCluster
@@ -178,7 +178,7 @@ def commit_as(bootstrap: str, group: str, offsets: Mapping[TableBucket, int], me
         metadata = ClusterMetadata(bootstrap, transport, request_timeout=20.0)
         try:
             gateway = CoordinatorGateway(metadata, transport, request_timeout=20.0)
-            await commit_offsets(gateway, group, offsets, member_id, epoch)
+            raise_refused(group, await commit_offsets(gateway, group, offsets, member_id, epoch))
         finally:
             await metadata.close()
             await transport.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import json
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from fluss_py.client import Admin, ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
+from fluss_py.client.groups import commit_offsets, fetch_offsets, raise_refused
 from fluss_py.client.transport import CONSUMER_HEARTBEAT
 from fluss_py.common.auto_partition import TimeUnit, partition_name, slot_start
 from fluss_py.common.cross_site import REQUEST_HEADER
@@ -41,6 +43,7 @@ from fluss_py.testing.fixtures import secure_module_cluster
 from fluss_py.testing.health import fetch_health
 from fluss_py.testing.procs import wait_until
 from fluss_py.testing.secure import with_zookeeper
+from fluss_py.types import TableBucket
 from fluss_py.zk.paths import CoordinatorLeaderZNode, DatabaseZNode, LeaderIsrZNode, RebalanceZNode, TabletServerZNode
 
 pytestmark = pytest.mark.integration
@@ -476,6 +479,86 @@ def test_a_group_member_reads_what_was_produced_and_describe_is_checked(cluster:
     assert error.code is ErrorCode.AUTHORIZATION_FAILED
     assert f"{NOBODY} may not DESCRIBE table {TABLE}" in error.message
     assert f"DENIED principal={NOBODY} operation=DESCRIBE resource=table {TABLE}" in server_logs(cluster)
+
+
+def _committed_in_zookeeper(cluster: LocalCluster, group: str, table_id: int) -> dict[int, int]:
+    """The offsets the documented znodes hold: <root>/consumers/<group>/offsets/<table_id>/<bucket>."""
+
+    async def read(zk, root) -> dict[int, int]:
+        base = f"{root}/consumers/{group}/offsets/{table_id}"
+        out = {}
+        for bucket in await zk.get_children(base):
+            data, _ = await zk.get(f"{base}/{bucket}")
+            out[int(bucket)] = json.loads(data)["offset"]
+        return out
+
+    return with_zookeeper(cluster.security, cluster.zookeeper_address, cluster.zk_root, read)
+
+
+def test_group_offsets_are_authorized_on_every_table_they_name(cluster: LocalCluster) -> None:
+    """READ on a group is not READ on its tables (Kafka checks both): NOBODY, with READ on group "ledger" and
+    nothing on table sec.ledger, can neither see nor rewind its committed offsets; READER, who may READ
+    sec.events only, commits for both tables and only sec.events' offsets are written. A group whose member
+    subscribes to a table the principal may not DESCRIBE is not described to it. Before, CommitOffsets and
+    FetchOffsets checked the group only: NOBODY read and rewound the offsets of sec.ledger."""
+    secret = "sec.ledger"
+    with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+        admin.create_table(secret, num_buckets=2, replication_factor=2)
+        events_id = admin.get_table_info(TABLE).table_id
+        secret_id = admin.get_table_info(secret).table_id
+        committed = {TableBucket(t, b): first + b for t, first in ((events_id, 5), (secret_id, 7)) for b in (0, 1)}
+        asyncio.run(_commit_as(cluster, admin_identity(cluster), "ledger", committed))
+    grants = [Acl(who, ResourceType.GROUP, PatternType.LITERAL, name, Operation.READ, Permission.ALLOW)
+              for who in (READER, NOBODY) for name in ("ledger", "ledger-live")]  # fmt: skip
+    with_zookeeper(cluster.security, cluster.zookeeper_address, cluster.zk_root, lambda zk, r: add_acls(zk, r, grants))
+    before = _committed_in_zookeeper(cluster, "ledger", secret_id)
+    assert before == {0: 7, 1: 8}
+    nobody = identity_as(cluster, NOBODY, NOBODY_PASSWORD)
+
+    def refusal() -> FlussError | None:
+        e = fails_with(nobody, cluster, lambda a: fetch_offsets(a._gateway, "ledger", secret_id))
+        return None if "group ledger" in e.message else e  # the grant on the group is on its way (a watch)
+
+    error = wait_until(refusal, 20, message="NOBODY's grant on group ledger in force")
+    assert error.code is ErrorCode.AUTHORIZATION_FAILED
+    assert error.message == f"{NOBODY} may not DESCRIBE table id {secret_id}"  # no name it may not know
+    assert asyncio.run(_fetch_as(cluster, nobody, "ledger")) == {}  # every table: the hidden ones left out
+    # the rewind of the issue: refused for the table, nothing written
+    with pytest.raises(FlussError) as info:
+        asyncio.run(_commit_as(cluster, nobody, "ledger", {tb: 0 for tb in committed if tb.table_id == secret_id}))
+    assert info.value.code is ErrorCode.AUTHORIZATION_FAILED and f"table id {secret_id}" in info.value.message
+    assert _committed_in_zookeeper(cluster, "ledger", secret_id) == before
+
+    reader = identity_as(cluster, READER, READER_PASSWORD)
+    with pytest.raises(FlussError) as info:  # both tables named: the readable one is written, the other not
+        asyncio.run(_commit_as(cluster, reader, "ledger", {tb: 1 for tb in committed}))
+    assert info.value.code is ErrorCode.AUTHORIZATION_FAILED and f"table id {secret_id}" in info.value.message
+    assert _committed_in_zookeeper(cluster, "ledger", events_id) == {0: 1, 1: 1}
+    assert _committed_in_zookeeper(cluster, "ledger", secret_id) == before
+    assert asyncio.run(_fetch_as(cluster, reader, "ledger")) == {TableBucket(events_id, b): 1 for b in (0, 1)}
+    assert f"DENIED principal={READER} operation=READ resource=table {secret}" in server_logs(cluster)
+
+    # a live member subscribed to the hidden table: its group is not described to READER, the admin sees it
+    options = ConsumerOptions(fetch_max_wait=0.1, request_timeout=10)
+    with SyncConsumer(bootstrap(cluster), options, security=admin_identity(cluster), group="ledger-live",
+                      subscribe=[secret]) as member:  # fmt: skip
+        member.poll(0.5)
+        with SyncAdmin(bootstrap(cluster), security=admin_identity(cluster)) as admin:
+            wait_until(lambda: admin.describe_group_members("ledger-live").members, 30, message="the member joined")
+            assert admin.describe_group_members("ledger-live").members[0].subscribed == (secret_id,)
+        error = fails_with(reader, cluster, lambda a: a.describe_group_members("ledger-live"))
+        assert error.code is ErrorCode.AUTHORIZATION_FAILED
+        assert "may not DESCRIBE 1 table(s) that group ledger-live uses" in error.message
+
+
+async def _commit_as(cluster: LocalCluster, identity: PeerIdentity, group: str, offsets: dict) -> None:
+    async with Admin(bootstrap(cluster), security=identity, request_timeout=10) as admin:
+        raise_refused(group, await commit_offsets(admin._gateway, group, offsets))
+
+
+async def _fetch_as(cluster: LocalCluster, identity: PeerIdentity, group: str) -> dict:
+    async with Admin(bootstrap(cluster), security=identity, request_timeout=10) as admin:
+        return await fetch_offsets(admin._gateway, group)
 
 
 # ---------------------------------------------------------------- partitioned tables

@@ -52,11 +52,11 @@ from fluss_py.client.consumer.fetcher import ConsumerRecord, Fetcher
 from fluss_py.client.consumer.membership import GroupMembership
 from fluss_py.client.consumer.positions import Positions, ResetTo
 from fluss_py.client.gateway import CoordinatorGateway
-from fluss_py.client.groups import commit_offsets, fetch_offsets, validate_group
+from fluss_py.client.groups import commit_offsets, fetch_offsets, raise_refused, validate_group
 from fluss_py.client.metadata import ClusterMetadata, refuse_partitioned
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.client.transport import GrpcTransport, Transport
-from fluss_py.errors import ErrorCode, FlussError, InvalidRequestError, UnknownMemberIdError
+from fluss_py.errors import ApiError, ErrorCode, FlussError, InvalidRequestError, UnknownMemberIdError
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 
@@ -236,28 +236,33 @@ class Consumer:
                 raise UnknownMemberIdError(f"not a member of group {self.group} right now (joining or fenced)")
             member = (m.member_id, m.member_epoch) if m is not None else ("", 0)
             try:
-                await commit_offsets(self._gateway, self.group, offsets, *member)
+                refused = await commit_offsets(self._gateway, self.group, offsets, *member)
             except FlussError as e:
                 if m is not None and e.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
                     m.lost = True  # fenced: the next poll drops every bucket, the member joins again
                 if m is None or e.code != ErrorCode.TABLE_NOT_EXIST:
                     raise
-                offsets = await self._commit_per_table(offsets, *member)
-            self._committed.update(offsets)
+                offsets, refused = await self._commit_per_table(offsets, *member)
+            written = {tb: o for tb, o in offsets.items() if tb.table_id not in refused}
+            self._committed.update(written)
+            raise_refused(self.group, refused)  # the principal may not READ those tables: not written
+            offsets = written
         return dict(offsets)
 
     async def _commit_per_table(
         self, offsets: dict[TableBucket, int], member_id: str, epoch: int
-    ) -> dict[TableBucket, int]:
+    ) -> tuple[dict[TableBucket, int], dict[int, ApiError]]:
         """A member's commit named a dropped table (a partition retention dropped before the revocation
         reached this member): commit each table on its own; a dropped one's positions are kept as if
-        committed (not sent again: the bucket is revoked on a next heartbeat). Returns what was written."""
+        committed (not sent again: the bucket is revoked on a next heartbeat). Returns what was sent for
+        the live tables and the tables refused on their own (``commit_offsets``)."""
         assert self.group is not None
         written: dict[TableBucket, int] = {}
+        refused: dict[int, ApiError] = {}
         for table_id in sorted({tb.table_id for tb in offsets}):
             part = {tb: o for tb, o in offsets.items() if tb.table_id == table_id}
             try:
-                await commit_offsets(self._gateway, self.group, part, member_id, epoch)
+                refused.update(await commit_offsets(self._gateway, self.group, part, member_id, epoch))
             except FlussError as e:
                 if e.code != ErrorCode.TABLE_NOT_EXIST:
                     raise
@@ -265,7 +270,7 @@ class Consumer:
                 self._committed.update(part)
                 continue
             written.update(part)
-        return written
+        return written, refused
 
     async def committed(self, table_id: int = 0) -> dict[TableBucket, int]:
         """The group's committed offsets as the coordinator has them (one table, or all with 0)."""

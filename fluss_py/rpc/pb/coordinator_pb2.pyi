@@ -219,6 +219,22 @@ class CommitOffsetsRequest(_message.Message):
     member_epoch: int
     def __init__(self, group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ...) -> None: ...
 
+class TableError(_message.Message):
+    __slots__ = ("table_id", "error")
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    table_id: int
+    error: _common_pb2.ErrorInfo
+    def __init__(self, table_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class CommitOffsetsResponse(_message.Message):
+    __slots__ = ("error", "refused")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    refused: _containers.RepeatedCompositeFieldContainer[TableError]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., refused: _Optional[_Iterable[_Union[TableError, _Mapping]]] = ...) -> None: ...
+
 class FetchOffsetsRequest(_message.Message):
     __slots__ = ("group", "table_id")
     GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -228,12 +244,14 @@ class FetchOffsetsRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., table_id: _Optional[int] = ...) -> None: ...
 
 class FetchOffsetsResponse(_message.Message):
-    __slots__ = ("error", "offsets")
+    __slots__ = ("error", "offsets", "refused")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorInfo
     offsets: _containers.RepeatedCompositeFieldContainer[BucketOffset]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ...) -> None: ...
+    refused: _containers.RepeatedCompositeFieldContainer[TableError]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., offsets: _Optional[_Iterable[_Union[BucketOffset, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[TableError, _Mapping]]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()
@@ -298,7 +316,7 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
 class GroupMemberInfo(_message.Message):
-    __slots__ = ("member_id", "instance_id", "client_host", "member_epoch", "session_timeout_ms", "since_heartbeat_ms", "assigned", "target", "leaving")
+    __slots__ = ("member_id", "instance_id", "client_host", "member_epoch", "session_timeout_ms", "since_heartbeat_ms", "assigned", "target", "leaving", "subscribed_table_ids")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +326,7 @@ class GroupMemberInfo(_message.Message):
     ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     instance_id: str
     client_host: str
@@ -317,7 +336,8 @@ class GroupMemberInfo(_message.Message):
     assigned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
     target: _containers.RepeatedCompositeFieldContainer[_common_pb2.TableBucket]
     leaving: bool
-    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_epoch: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., since_heartbeat_ms: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., target: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., leaving: _Optional[bool] = ...) -> None: ...
+    subscribed_table_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_epoch: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., since_heartbeat_ms: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., target: _Optional[_Iterable[_Union[_common_pb2.TableBucket, _Mapping]]] = ..., leaving: _Optional[bool] = ..., subscribed_table_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
     __slots__ = ("error", "state", "group_epoch", "members")

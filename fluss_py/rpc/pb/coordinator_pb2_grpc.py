@@ -103,7 +103,7 @@ class CoordinatorServiceStub:
         self.CommitOffsets = channel.unary_unary(
                 '/fluss.v1.CoordinatorService/CommitOffsets',
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsRequest.SerializeToString,
-                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsResponse.FromString,
                 _registered_method=True)
         self.FetchOffsets = channel.unary_unary(
                 '/fluss.v1.CoordinatorService/FetchOffsets',
@@ -323,7 +323,7 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
             'CommitOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitOffsets,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsRequest.FromString,
-                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsResponse.SerializeToString,
             ),
             'FetchOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchOffsets,
@@ -728,7 +728,7 @@ class CoordinatorService:
             target,
             '/fluss.v1.CoordinatorService/CommitOffsets',
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsRequest.SerializeToString,
-            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.CommitOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

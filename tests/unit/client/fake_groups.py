@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from fluss_py.coordinator.group_members import GroupMembers, Heartbeat, plain_layout
-from fluss_py.errors import FlussError
+from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster, _err
@@ -26,6 +26,7 @@ class FakeGroups:
         self.groups: dict[str, GroupMembers] = {}
         self.offsets: dict[tuple[str, TableBucket], int] = {}
         self.refused: list[str] = []
+        self.unreadable: set[int] = set()  # table ids the caller may not READ: refused per table (per_table.py)
         self._ids = itertools.count(1)
         cluster._h_ConsumerHeartbeat = self.heartbeat  # type: ignore[attr-defined]
         cluster._h_CommitOffsets = self.commit  # type: ignore[attr-defined]
@@ -64,6 +65,13 @@ class FakeGroups:
 
     async def commit(self, address: str, request: Any, timeout: float) -> Any:
         offsets = {TableBucket(o.table_bucket.table_id, o.table_bucket.bucket): o.offset for o in request.offsets}
+        denied = sorted({tb.table_id for tb in offsets} & self.unreadable)
+        refused = [
+            coordinator_pb2.TableError(table_id=t, error=common_pb2.ErrorInfo(code=ErrorCode.AUTHORIZATION_FAILED,
+                                                                              message=f"may not READ table id {t}"))
+            for t in denied
+        ]  # fmt: skip
+        offsets = {tb: o for tb, o in offsets.items() if tb.table_id not in self.unreadable}
         g = self.groups.get(request.group)
         try:
             live = {tid for tid, _, _ in self._cluster.tables.values()}
@@ -79,10 +87,10 @@ class FakeGroups:
                 g.check_commit(request.member_id, request.member_epoch, set(offsets), self._now())
         except FlussError as e:
             self.refused.append(f"{request.member_id}:{e.code.name}")
-            return coordinator_pb2.SimpleResponse(error=_err(e.code))
+            return coordinator_pb2.CommitOffsetsResponse(error=_err(e.code))
         for tb, offset in offsets.items():
             self.offsets[(request.group, tb)] = offset
-        return coordinator_pb2.SimpleResponse(error=common_pb2.ErrorInfo(code=0))
+        return coordinator_pb2.CommitOffsetsResponse(error=common_pb2.ErrorInfo(code=0), refused=refused)
 
     async def fetch(self, address: str, request: Any, timeout: float) -> Any:
         rows = [

@@ -11,6 +11,7 @@ import pytest
 from fluss_py.client.consumer import Consumer
 from fluss_py.client.options import ConsumerOptions
 from fluss_py.errors import (
+    AuthorizationFailedError,
     InvalidRequestError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
@@ -195,3 +196,20 @@ async def test_a_second_consumer_with_an_active_instance_id_fails_and_takes_noth
         await poll_until([first], lambda: len(first.assignment()) == 2, {})  # the first went on undisturbed
     finally:
         await first.close()
+
+
+async def test_a_commit_naming_a_table_the_principal_may_not_read_writes_the_others_and_raises() -> None:
+    cluster = FakeCluster()
+    groups = FakeGroups(cluster)
+    cluster.create_table("fluss", "t", num_buckets=1)
+    cluster.create_table("fluss", "u", num_buckets=1)
+    c = Consumer(cluster.servers[0], ConsumerOptions(retry=FAST, fetch_max_wait=0.01), transport=cluster, group="g")
+    try:
+        t, u = TableBucket(1, 0), TableBucket(2, 0)
+        groups.unreadable.add(u.table_id)
+        with pytest.raises(AuthorizationFailedError, match="table id 2"):
+            await c.commit({t: 3, u: 4})
+        assert groups.offsets == {("g", t): 3}  # the readable table's offset is written, the other's not
+        assert c._committed == {t: 3}  # so a later commit() sends u again, not t
+    finally:
+        await c.close()
