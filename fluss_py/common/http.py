@@ -194,6 +194,14 @@ def request_of(request: web.Request) -> Request:
     )
 
 
+def peer_certificate_pem(request: web.Request) -> bytes | None:
+    """The peer's verified TLS client certificate as PEM (None: plaintext, or no certificate presented)."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    return ssl.DER_cert_to_PEM_cert(der).encode("ascii") if der else None
+
+
 def _peer_cn(transport: asyncio.BaseTransport | None) -> str | None:
     cert = transport.get_extra_info("peercert") if transport is not None else None
     for rdn in (cert or {}).get("subject", ()):

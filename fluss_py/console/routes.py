@@ -2,7 +2,8 @@
 
     GET /console                 the page (a standby answers 307 to the leader's /console)
     GET /console/static/{file}   console.js, console.css (files of this package; no build step)
-    GET /console/events          text/event-stream: one ``snapshot`` event per sample (every ``interval`` s)
+    GET /console/events          text/event-stream: one ``snapshot`` event per sample (every ``interval`` s);
+                                 a ``closed`` event, then the end, when its principal is no longer proven
     GET /console/snapshot        the latest snapshot as JSON (scripts, tests)
 
 Every sample is encoded once and the same bytes go to every connected console, so a console costs the
@@ -13,7 +14,10 @@ nobody watching costs the coordinator nothing per bucket (docs/console.md).
 
 On a secure cluster every read but the static files needs an authenticated principal (Basic credentials
 or a client certificate; 401 with a Basic challenge otherwise) and shows what it may DESCRIBE
-(console/visibility.py; docs/console.md "Security").
+(console/visibility.py; docs/console.md "Security"). An event stream is checked before each event against
+what proved its principal when it opened (security/http_access.HttpStream, the gRPC streams' StreamGrant):
+a user removed or given a new password, a certificate expired or whose CA was removed, ends it with a
+``closed`` event naming why.
 
 State-changing actions are not here: the page calls the guarded
 ``POST|DELETE /rebalance`` routes (fluss_py/coordinator/rebalance/routes.py), so the ALTER check of the
@@ -31,10 +35,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
+from typing import Protocol
 
 from aiohttp import web
 
-from fluss_py.common.http import Response, request_of, web_response
+from fluss_py.common.http import Response, peer_certificate_pem, request_of, web_response
 from fluss_py.console.groups import LagHistory
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.console.visibility import Viewer, visible
@@ -51,8 +56,40 @@ MAX_GROUPS = 50  # groups whose committed offsets are read from ZooKeeper for th
 REFRESH_TIMEOUT_S = 2.0
 FRESH_TIMEOUT_S = REFRESH_TIMEOUT_S + 3.0  # a first read waits at most this long for its fresh sample
 MAX_FILTERED = 100  # principals whose cut of the latest sample is kept (more start the cache over)
-# the console's reads ask it who the caller is (security/http_access.HttpAccess.viewer)
-Access = Callable[[Mapping[str, str], str | None], Awaitable[Viewer | Response]]
+EVENTS = "/console/events"
+
+
+class Stream(Protocol):
+    """An open event stream's viewer and what it is checked against (security/http_access.HttpStream)."""
+
+    @property
+    def viewer(self) -> Viewer | None: ...
+
+    def revoked(self) -> str | None: ...  # why the stream must end now (counted, audited), None: it goes on
+
+    def close(self) -> None: ...
+
+
+class Access(Protocol):
+    """Who the caller of a console read is (security/http_access.HttpAccess)."""
+
+    async def viewer(self, headers: Mapping[str, str], certificate_cn: str | None) -> Viewer | Response: ...
+
+    async def stream(
+        self, route: str, headers: Mapping[str, str], certificate_cn: str | None, certificate_pem: bytes | None
+    ) -> Stream | Response: ...
+
+
+class _Unchecked:
+    """The stream of a console without security: everything shows, nothing to re-check."""
+
+    viewer = None
+
+    def revoked(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
 
 
 class ConsoleFeed:
@@ -76,8 +113,9 @@ class ConsoleFeed:
     ) -> None:
         """``refresh``: an async read the ``read`` callable's source depends on (ZooKeeper), run every
         ``REFRESH_EVERY`` samples and awaited at most ``REFRESH_TIMEOUT_S`` (a slow ZooKeeper delays the
-        next sample by that much, and the panel it feeds stays as last read). ``access(headers,
-        certificate_cn)``: the request's Viewer, or the 401 to answer (None: everyone sees everything)."""
+        next sample by that much, and the panel it feeds stays as last read). ``access.viewer(headers,
+        certificate_cn)``: the request's Viewer, or the 401 to answer; ``access.stream`` the same for an
+        event stream, with what it is re-checked against (None: everyone sees everything)."""
         self._access = access
         self._filtered: dict[str, bytes] = {}  # principal -> its view of the latest sample (console/visibility.py)
         self._read = read
@@ -203,14 +241,22 @@ class ConsoleFeed:
         if self._access is None:
             return None
         req = request_of(request)
-        answer = await self._access(req.headers, req.certificate_cn)
+        answer = await self._access.viewer(req.headers, req.certificate_cn)
+        return web_response(answer) if isinstance(answer, tuple) else answer
+
+    async def _stream(self, request: web.Request) -> Stream | web.Response:
+        """``_viewer`` for an event stream, with what it is checked against before each event."""
+        if self._access is None:
+            return _Unchecked()
+        req = request_of(request)
+        answer = await self._access.stream(EVENTS, req.headers, req.certificate_cn, peer_certificate_pem(request))
         return web_response(answer) if isinstance(answer, tuple) else answer
 
     def setup(self, app: web.Application) -> None:
         app.router.add_get("/console", self._page)
         app.router.add_get("/console/", self._page)
         app.router.add_get("/console/static/{name}", self._static)
-        app.router.add_get("/console/events", self._events)
+        app.router.add_get(EVENTS, self._events)
         app.router.add_get("/console/snapshot", self._snapshot)
 
     async def _leader_url(self, request: web.Request) -> str | None:
@@ -256,28 +302,38 @@ class ConsoleFeed:
     async def _events(self, request: web.Request) -> web.StreamResponse:
         if request.query:
             raise web.HTTPBadRequest(text="/console/events takes no parameters\n")
-        viewer = await self._viewer(request)
-        if isinstance(viewer, web.Response):
-            return viewer
+        stream = await self._stream(request)
+        if isinstance(stream, web.Response):
+            return stream
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         watched = self.watched
         self.subscribers += 1
-        try:  # ends when the browser goes away (the write raises) or the server closes
+        try:  # ends when the browser goes away (the write raises), the server closes or the proof is gone
             if not watched:
                 await self.fresh()
-            sent = -1
+            sent, idle = -1, False
             while True:
+                why = stream.revoked()  # before each event: what proved the principal still holds
+                if why is not None:
+                    reason = json.dumps({"reason": why}, separators=(",", ":")).encode("utf-8")
+                    await response.write(b"event: closed\ndata: " + reason + b"\n\n")
+                    await response.write_eof()
+                    return response
                 if sent != self._sequence:
                     sent = self._sequence
-                    await response.write(b"event: snapshot\ndata: " + self.encoded_for(viewer) + b"\n\n")
+                    await response.write(b"event: snapshot\ndata: " + self.encoded_for(stream.viewer) + b"\n\n")
+                elif idle:
+                    await response.write(b": keep-alive\n\n")
                 changed = self._changed
                 try:
                     await asyncio.wait_for(changed.wait(), KEEPALIVE_S)
+                    idle = False
                 except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
+                    idle = True
         finally:
             self.subscribers -= 1
+            stream.close()
 
 
 def _read_static(name: str) -> bytes:

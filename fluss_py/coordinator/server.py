@@ -170,7 +170,7 @@ class CoordinatorServer(CoordinatorLifecycle):
             scheme=scheme,
             refresh=self._console_refresh,
             view=self._serving_view,
-            access=self.security.http.viewer if self.security.enabled else None,  # docs/console.md "Security"
+            access=self.security.http if self.security.enabled else None,  # docs/console.md "Security"
         )  # docs/console.md
 
     async def _registered_token(self, server_id: int) -> str | None:

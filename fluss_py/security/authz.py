@@ -99,6 +99,12 @@ class Authorizer:
             decision = self._decisions[key] = decide(acls, principal, operation, resource)
         return decision
 
+    def closed(self, stream: str, principal: str, reason: str) -> None:
+        """Count and audit a stream (gRPC or HTTP) ended because its principal is no longer proven
+        (``stream_grant.py``): one audit line per stream, never rate-limited (a stream closes once)."""
+        self.authentication_failures.inc()
+        audit.warning("CLOSED stream=%s principal=%s: %s", stream, principal, reason)
+
     def denied(self, principal: str, operation: str, resource: Resource | str) -> None:
         """Count a denial and write its audit line unless one for the same principal + resource was
         written in the last minute."""

@@ -11,7 +11,10 @@ mapped to None is open (``GET /health``: probes); one mapped to (operation, reso
 (``GET /metrics``: DESCRIBE_CONFIGS on the cluster); an unmapped one is refused. ``allowed(request, ...)``
 answers without refusing (``/health`` adds per-table details for a principal allowed DESCRIBE_CONFIGS).
 ``viewer(headers, certificate_cn)`` is the console's: the principal and what it may DESCRIBE (tables,
-groups, the cluster), or the 401 to answer.
+groups, the cluster), or the 401 to answer. ``stream(headers, certificate_cn, certificate_pem)`` is the
+same for a response the port keeps open (``/console/events``), with the ``HttpStream`` it is checked
+against before each event: what proved its principal when it opened (a password, the connection's
+certificate) must still hold, by the gRPC streams' own ``StreamGrant`` (``stream_grant.py``).
 
 Who may call: the servers' HTTP handlers, on the server's loop.
 """
@@ -26,9 +29,10 @@ from fluss_py.common.http import Request, Response
 from fluss_py.errors import AuthenticationFailedError
 from fluss_py.security import operations
 from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType
-from fluss_py.security.authn import ANONYMOUS, Authenticator
+from fluss_py.security.authn import ANONYMOUS, Authenticated, Authenticator
 from fluss_py.security.authz import Authorizer
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
+from fluss_py.security.stream_grant import NO_TLS, GrantFactory, StreamGrant, StreamRevoked
 
 REALM = 'Basic realm="fluss", charset="UTF-8"'
 
@@ -57,18 +61,56 @@ class Viewer:
 EVERYTHING = Viewer(ANONYMOUS, None)
 
 
-class HttpAccess:
-    """Owns nothing but references: the server's Authenticator and Authorizer."""
+class HttpStream:
+    """One open HTTP stream (``/console/events``): its viewer and its grant. Owned by the route serving that
+    stream, in its task: ``revoked()`` before each event, ``close()`` when the stream ends."""
 
-    def __init__(self, authenticator: Authenticator, authorizer: Authorizer, *, enabled: bool) -> None:
+    __slots__ = ("_authorizer", "_grant", "_route", "viewer")
+
+    def __init__(self, route: str, viewer: Viewer, grant: StreamGrant | None, authorizer: Authorizer) -> None:
+        self._route, self.viewer, self._grant, self._authorizer = route, viewer, grant, authorizer
+
+    def revoked(self) -> str | None:
+        """Why the stream must end now (its principal is no longer proven: counted and audited as a gRPC
+        stream's closing), or None while it is."""
+        if self._grant is None:
+            return None
+        try:
+            self._grant.check()
+        except StreamRevoked as e:
+            self._authorizer.closed(self._route, self._grant.principal, e.message)
+            return e.message
+        return None
+
+    def close(self) -> None:
+        if self._grant is not None:
+            self._grant.close()
+
+
+class HttpAccess:
+    """Owns nothing but references: the server's Authenticator, Authorizer and the factory of stream grants
+    it shares with the gRPC interceptor (default: re-checked against the authenticator's users, no TLS)."""
+
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        authorizer: Authorizer,
+        *,
+        enabled: bool,
+        grants: GrantFactory | None = None,
+    ) -> None:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.enabled = enabled
+        self.grants = grants if grants is not None else GrantFactory(authenticator.users, NO_TLS)
 
     async def principal(self, headers: Mapping[str, str], certificate_cn: str | None) -> str:
         """The request's principal (lower-case header names); AuthenticationFailedError, counted."""
+        return (await self._authenticate(headers, certificate_cn)).principal
+
+    async def _authenticate(self, headers: Mapping[str, str], certificate_cn: str | None) -> Authenticated:
         try:
-            return await self.authenticator.principal(basic_auth(headers.get("authorization", "")), certificate_cn)
+            return await self.authenticator.authenticate(basic_auth(headers.get("authorization", "")), certificate_cn)
         except AuthenticationFailedError:
             self.authorizer.authentication_failures.inc()
             raise
@@ -80,6 +122,25 @@ class HttpAccess:
             return Viewer(await self.principal(headers, certificate_cn), self.authorizer)
         except AuthenticationFailedError as e:
             return unauthenticated(e)
+
+    async def stream(
+        self, route: str, headers: Mapping[str, str], certificate_cn: str | None, certificate_pem: bytes | None
+    ) -> HttpStream | Response:
+        """``viewer`` for a stream kept open on ``route``, as its ``HttpStream``; the 401 to answer when the
+        request proves no principal, or when its proof is already gone (a certificate that expired, or lost
+        its CA, while its connection stayed open)."""
+        if not self.enabled:
+            return HttpStream(route, EVERYTHING, None, self.authorizer)
+        try:
+            who = await self._authenticate(headers, certificate_cn)
+        except AuthenticationFailedError as e:
+            return unauthenticated(e)
+        try:
+            grant = self.grants.open(who.principal, who.user, who.credential, certificate_pem)
+        except StreamRevoked as e:
+            self.authorizer.closed(route, who.principal, e.message)
+            return unauthenticated(AuthenticationFailedError(e.message))
+        return HttpStream(route, Viewer(who.principal, self.authorizer), grant, self.authorizer)
 
     async def allowed(self, request: Request, operation: Operation, resource: Resource) -> bool:
         """May the request's principal do ``operation`` on ``resource``? False without credentials; no

@@ -43,7 +43,7 @@ import grpc.aio
 from fluss_py.errors import ApiError, AuthenticationFailedError, AuthorizationFailedError, UnknownTableOrBucketError
 from fluss_py.security import call_context, operations, per_table
 from fluss_py.security.authn import ANONYMOUS, Authenticated, Authenticator
-from fluss_py.security.authz import Authorizer, audit
+from fluss_py.security.authz import Authorizer
 from fluss_py.security.identity import USER_HEADER
 from fluss_py.security.stream_grant import NO_TLS, GrantFactory, StreamGrant, StreamRevoked
 
@@ -208,8 +208,7 @@ class SecurityInterceptor(grpc.aio.ServerInterceptor):
 
     async def _end(self, context: grpc.aio.ServicerContext, method: str, principal: str, e: StreamRevoked) -> None:
         """End a stream whose principal is no longer proven: counted, audited, UNAUTHENTICATED."""
-        self._authz.authentication_failures.inc()
-        audit.warning("CLOSED stream=%s principal=%s: %s", method.rsplit("/", 1)[-1], principal, e.message)
+        self._authz.closed(method.rsplit("/", 1)[-1], principal, e.message)
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
 
     def _refusal(self, method: str, request: Any, principal: str) -> tuple[grpc.StatusCode, str] | None:

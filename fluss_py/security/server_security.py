@@ -3,9 +3,10 @@
     tls          ServerTls of the RPC and HTTP ports (None: plaintext), reloaded on change and on SIGHUP
     identity     what this server presents to other servers (its certificate, or security.user/password)
     cache        users and ACLs from ZooKeeper (only when authentication or the authorizer is on)
+    grants       the grants of open streams (stream_grant.py), one factory for gRPC's and the HTTP port's
     interceptors the security interceptor for the gRPC server (none when both are off: no per-call cost)
     http         the same decisions on the HTTP port (Basic auth or the client certificate): the guard of its
-                 routes, the console's viewer, /health's details (security/http_access.py)
+                 routes, the console's viewer and event stream, /health's details (security/http_access.py)
 
 Config rules checked at start (ConfigError naming the key): authentication needs TLS (passwords travel
 only inside it); the authorizer needs authentication (else every caller would be ANONYMOUS).
@@ -60,7 +61,9 @@ class ServerSecurity:
             internal_principals=config[cfg.INTERNAL_PRINCIPALS],
             registry=registry,
         )
-        self.http = HttpAccess(self.authenticator, self.authorizer, enabled=auth_on)  # the HTTP port's reads too
+        self.grants = GrantFactory(self, self.tls if self.tls is not None else NO_TLS)  # streams re-checked
+        # the HTTP port's reads too, its event streams re-checked as gRPC's streams are
+        self.http = HttpAccess(self.authenticator, self.authorizer, enabled=auth_on, grants=self.grants)
 
     @property
     def peer_certificates(self) -> bool:
@@ -87,8 +90,7 @@ class ServerSecurity:
     def interceptors(self, table_name: operations.TableName) -> list[grpc.aio.ServerInterceptor]:
         if not self.enabled:
             return []
-        grants = GrantFactory(self, self.tls if self.tls is not None else NO_TLS)  # streams re-checked (users, CAs)
-        return [SecurityInterceptor(self.authenticator, self.authorizer, table_name, grants)]
+        return [SecurityInterceptor(self.authenticator, self.authorizer, table_name, self.grants)]
 
     # UserSource of the authenticator: the cache once started (no users before)
     @property

@@ -31,7 +31,8 @@ directly is found (gRPC shows the handler the leaf, not the chain): a certificat
 CA is rechecked for expiry only.
 
 Who may call: the security interceptor, on the server's loop (``open`` when a stream opens, ``check`` in
-the stream's task before each message).
+the stream's task before each message); the HTTP port's access the same way for the console's event stream
+(``http_access.HttpStream``: ``check`` before each sample).
 """
 
 from __future__ import annotations

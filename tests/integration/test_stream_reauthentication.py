@@ -5,17 +5,24 @@ leader, sends one message (acknowledged), then is removed (``fluss-py user remov
 (``fluss-py user add``); once the leader refuses that user's unary calls, the next message on the open
 stream is not handled: the stream ends with UNAUTHENTICATED and the table holds nothing of it. Streams of
 users still valid go on, and a new stream with the new password works. An ACL removed under an open stream
-refuses the stream's next message (AUTHORIZATION_FAILED) and the stream goes on (Kafka's behaviour).
+refuses the stream's next message (AUTHORIZATION_FAILED) and the stream goes on (Kafka's behaviour). The
+console's event stream (``/console/events``, HTTP) is held to the same rule: no sample taken after the
+change reaches it, and it ends with a ``closed`` event naming why.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from fluss_py.security.acl import Acl, Operation, PatternType, Permission, Resou
 from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user, remove_acls
+from fluss_py.security.tls import TlsFiles, client_ssl_context
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.fixtures import secure_module_cluster
@@ -402,3 +410,151 @@ def test_the_liveness_stream_of_an_expired_certificate_is_closed(cluster: LocalC
     assert beats and beats[0] < expiry  # it heartbeat while the certificate was valid ...
     assert beats[-1] < expiry + 1.0  # ... and not after (one heartbeat interval of slack)
     assert "CLOSED stream=WatchLiveness principal=fluss-server" in cluster.log_text(server)
+
+
+# ---------------------------------------------------------------- the console's event stream (HTTP)
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+class EventReader:
+    """``/console/events`` of the coordinator, read in a thread: every event as (name, data) in arrival
+    order, until the server ends the stream or ``stop``. ``headers``: Basic credentials; ``context``: the TLS
+    client (default: the cluster's client certificate)."""
+
+    def __init__(self, cluster: LocalCluster, headers: dict[str, str], context: Any = None) -> None:
+        url = cluster.get(cluster.names(COORDINATOR)[0]).http_url + "/console/events"
+        request = urllib.request.Request(url, headers=headers)
+        self._response = urllib.request.urlopen(request, timeout=30, context=context or cluster.http_context())
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.ended = threading.Event()  # the server ended the stream
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        name = ""
+        try:
+            for raw in self._response:  # a sample a second: ``stop`` is seen within about one
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    name = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    self.events.append((name, json.loads(line.removeprefix("data: "))))
+                if self._stop.is_set():
+                    return
+            self.ended.set()
+        except Exception as e:  # reported by the test
+            self.error = e
+        finally:
+            self._response.close()
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The ``snapshot`` events of samples (not the empty document of a coordinator that took none yet)."""
+        return [data for name, data in list(self.events) if name == "snapshot" and "ts" in data]
+
+    def shows(self, table: str, after: float = 0.0) -> bool:
+        """A sample taken after ``after`` (the coordinator's clock, this host's) names ``table``."""
+        return any(s["ts"] > after and table in {t["name"] for t in s.get("tables", [])} for s in self.samples())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def __enter__(self) -> EventReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def events_status(cluster: LocalCluster, headers: dict[str, str]) -> int:
+    """The status a new ``/console/events`` request as ``headers`` is answered with."""
+    try:
+        reader = EventReader(cluster, headers)
+    except urllib.error.HTTPError as e:
+        return e.code
+    reader.stop()
+    return 200
+
+
+def coordinator_log(cluster: LocalCluster) -> str:
+    return "".join(cluster.log_text(n) for n in cluster.names(COORDINATOR))
+
+
+@pytest.mark.parametrize("change", ["removed", "new password"])
+def test_the_console_event_stream_of_a_removed_or_changed_user_ends_with_the_reason(
+    cluster: LocalCluster, change: str
+) -> None:
+    """Two users with DESCRIBE on a table watch the console; one is removed or gets a new password. Once the
+    coordinator refuses that user's unary calls, no sample reaches its stream: the stream ends with a
+    ``closed`` event naming why, while the other user's stream goes on showing the table. Fails before
+    event streams were re-checked: samples went on arriving for as long as the stream stayed open."""
+    suffix = change.replace(" ", "_")
+    user, password = f"viewer_{suffix}", "viewer-secret-1"
+    other, other_password = f"watcher_{suffix}", "watcher-secret-1"
+    table = f"{DATABASE}.watched_{suffix}"
+    new_table(cluster, f"watched_{suffix}")
+    new_user(cluster, user, password, table, Operation.DESCRIBE)
+    new_user(cluster, other, other_password, table, Operation.DESCRIBE)
+    identity = identity_as(cluster, user, password)
+    coordinator = cluster.get(cluster.names(COORDINATOR)[0]).rpc_address
+
+    with (
+        EventReader(cluster, basic(user, password)) as mine,
+        EventReader(cluster, basic(other, other_password)) as theirs,
+    ):
+        wait_until(lambda: mine.shows(table) and theirs.shows(table), 30, message="both streams show the table")
+        if change == "removed":
+            fluss_py(cluster, "user", "remove", user)
+        else:
+            fluss_py(cluster, "user", "add", user, FLUSS_NEW_PASSWORD="viewer-secret-2")
+        wait_refused(cluster, coordinator, identity, table)
+        effective = time.time()  # the coordinator's watch delivered the change before this
+        ended = mine.ended.wait(20)
+        late = [s["ts"] - effective for s in mine.samples() if s["ts"] > effective]
+        assert ended, f"{change}: the stream goes on, {len(late)} samples taken after the change arrived: {late}"
+        wait_until(lambda: theirs.shows(table, after=effective), 20, message="the other user's stream goes on")
+
+    assert mine.error is None and theirs.error is None, (mine.error, theirs.error)
+    assert not late  # no sample taken once the change was effective reached the stream
+    name, data = mine.events[-1]
+    assert name == "closed" and f"user '{user}' was removed or its password changed" in data["reason"], data
+    assert sum(n == "closed" for n, _ in mine.events) == 1 and not theirs.ended.is_set()
+    assert f"CLOSED stream=/console/events principal={user}:" in coordinator_log(cluster)
+    assert events_status(cluster, basic(user, password)) == 401  # the old credentials open nothing
+    if change == "new password":
+        with EventReader(cluster, basic(user, "viewer-secret-2")) as again:
+            wait_until(lambda: again.shows(table), 30, message="a new stream with the new password")
+
+
+def test_the_console_event_stream_of_an_expired_client_certificate_ends_at_its_expiry(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A console opened with a client certificate only (its CN the principal, allowed DESCRIBE on a table)
+    that expires a few seconds later: samples showing the table until then, then a ``closed`` event naming
+    the expiry, though the connection was verified while the certificate was valid. Fails before event
+    streams were re-checked: samples went on."""
+    assert cluster.security is not None
+    ca, principal, table = cluster.security.ca, "short-lived-viewer", f"{DATABASE}.watched_cert"
+    new_table(cluster, "watched_cert")
+    acl = Acl(principal, ResourceType.TABLE, PatternType.LITERAL, table, Operation.DESCRIBE, Permission.ALLOW)
+    with_zookeeper(cluster.security, cluster.zookeeper_address, cluster.zk_root, lambda zk, r: add_acls(zk, r, [acl]))
+
+    def context(cert: Any) -> Any:
+        return client_ssl_context(TlsFiles(str(ca.cert_file), str(cert.cert_file), str(cert.key_file)))
+
+    with EventReader(cluster, {}, context(ca.issue(tmp_path / "lasting", principal))) as lasting:
+        wait_until(lambda: lasting.shows(table), 30, message="the ACL reached the coordinator")
+    not_after = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=6)
+    expiry = not_after.timestamp()
+    with EventReader(cluster, {}, context(ca.issue(tmp_path / "short", principal, not_after=not_after))) as reader:
+        assert reader.ended.wait(expiry - time.time() + 20), f"{len(reader.samples())} samples and no end"
+    assert reader.error is None, reader.error
+    samples = reader.samples()
+    assert reader.shows(table)  # it watched while the certificate was valid
+    assert max(s["ts"] for s in samples) < expiry + 1.0  # ... and not after (one sample interval of slack)
+    name, data = reader.events[-1]
+    assert name == "closed" and f"(CN={principal}) expired at" in data["reason"], data
+    assert f"CLOSED stream=/console/events principal={principal}:" in coordinator_log(cluster)

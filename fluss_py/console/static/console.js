@@ -215,6 +215,11 @@ function connect() {
   const source = new EventSource("/console/events");
   source.addEventListener("open", () => { $("stream").textContent = "live"; $("stream").className = "badge live"; });
   source.addEventListener("error", () => { $("stream").textContent = "reconnecting"; $("stream").className = "badge"; });
+  source.addEventListener("closed", (event) => {  // the server ended the stream: its credentials no longer hold
+    source.close();  // no reconnect with them; reloading the page asks for new ones
+    $("stream").textContent = "closed: " + JSON.parse(event.data).reason;
+    $("stream").className = "badge";
+  });
   source.addEventListener("snapshot", (event) => {
     state.snapshot = JSON.parse(event.data);
     if (!state.snapshot.buckets && !state.snapshot.error) return;
