@@ -48,8 +48,9 @@ wheels: $(VENV)/.installed
 compose-test: install
 	$(BIN)/python -m pytest -s tests/fault/test_compose.py
 
+# `make up SUPERVISE=1`: every server under a supervisor that restarts it when it crashes (docs/local-cluster.md)
 up: install-run
-	$(BIN)/fluss-py cluster up
+	$(BIN)/fluss-py cluster up $(if $(SUPERVISE),--supervise)
 
 down:
 	@if [ -x $(BIN)/fluss-py ]; then $(BIN)/fluss-py cluster down; else echo "no $(BIN): nothing to stop"; fi

@@ -1,7 +1,8 @@
 """``fluss-py cluster ...``: a local cluster of real processes (ZooKeeper, coordinators, tablet servers).
 
     fluss-py cluster up [--dir DIR] [--coordinators 3] [--tablet-servers 3] [--zookeeper N|HOST:PORT[,...]]
-                        [--netns] [--secure] [-D k=v]
+                        [--netns] [--secure] [-D k=v] [--supervise [--restart-initial-delay S]
+                        [--restart-max-delay S] [--restart-limit N] [--restart-window S]]
     fluss-py cluster status [--dir DIR] [--json]
     fluss-py cluster down [--dir DIR] [--timeout 15]
     fluss-py cluster stop|start NAME [--dir DIR]
@@ -19,6 +20,11 @@ uses an existing ZooKeeper. ``--netns`` puts every process on its own test host 
 ZooKeeper ACLs. ``up`` starts the processes detached (they outlive this command), waits until the cluster is ready and
 writes ``DIR/cluster.json``; every other subcommand reads that file. NAME is ``zookeeper``,
 ``coordinator-<id>`` or ``tablet-server-<id>`` (see ``status``). The machinery is ``fluss_py.testing``.
+
+``up --supervise`` starts each coordinator and tablet server under a supervisor process of its own
+(fluss_py/testing/supervisor.py) that restarts it when it crashes (exponential backoff, a crash-loop limit;
+not after exit 0 or exit 2); ``status`` shows each one's supervisor state, restarts and last exit; ``stop``
+and ``down`` stop on purpose (never restarted); ``kill`` is a crash; ``start`` starts a new supervisor.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from fluss_py.config import parse_overrides
 from fluss_py.testing.cluster import CLIENT, DEFAULT_DIR, ClusterError, LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR
 from fluss_py.testing.netns import NetnsError
+from fluss_py.testing.supervision import RestartPolicy
 from fluss_py.testing.zookeeper import ZKCLI, ZooKeeperUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -70,6 +77,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="config override for every server (repeatable)")  # fmt: skip
     up.add_argument("--secure", action="store_true",
                     help="TLS + client certificates, passwords, ACLs, ZooKeeper ACLs (docs/security.md)")  # fmt: skip
+    up.add_argument("--supervise", action="store_true",
+                    help="run each server under a supervisor that restarts it when it crashes")  # fmt: skip
+    up.add_argument("--restart-initial-delay", type=finite(0.0, 3600.0, lo_open=False), metavar="S",
+                    help="--supervise: first backoff in seconds, doubled per restart within the window "
+                         f"(default: {RestartPolicy.initial_delay:g})")  # fmt: skip
+    up.add_argument("--restart-max-delay", type=finite(0.0, 3600.0, lo_open=False), metavar="S",
+                    help=f"--supervise: longest backoff in seconds (default: {RestartPolicy.max_delay:g})")  # fmt: skip
+    up.add_argument("--restart-limit", type=int_in(1, 1000), metavar="N",
+                    help="--supervise: give up after N restarts within the window "
+                         f"(default: {RestartPolicy.max_restarts})")  # fmt: skip
+    up.add_argument("--restart-window", type=finite(0.0, 86400.0), metavar="S",
+                    help="--supervise: the crash-loop window in seconds "
+                         f"(default: {RestartPolicy.window:g})")  # fmt: skip
     up.set_defaults(func=cmd_up)
 
     status = with_dir(sub.add_parser("status", help="table of processes: alive, role, state, leader"))
@@ -122,14 +142,41 @@ def _open(directory: Path) -> LocalCluster | None:
     return LocalCluster.open(directory)
 
 
+def restart_policy(args: argparse.Namespace) -> RestartPolicy | None:
+    """``up``'s restart policy (None without --supervise); ValueError for a bad combination."""
+    given = {
+        key: value
+        for key, value in (
+            ("initial_delay", args.restart_initial_delay),
+            ("max_delay", args.restart_max_delay),
+            ("max_restarts", args.restart_limit),
+            ("window", args.restart_window),
+        )
+        if value is not None
+    }
+    if not args.supervise:
+        if given:
+            raise ValueError("--restart-initial-delay, --restart-max-delay, --restart-limit and --restart-window "
+                             "need --supervise")  # fmt: skip
+        return None
+    return RestartPolicy(**given)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.overrides)
+    try:
+        policy = restart_policy(args)
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
     if LocalCluster.exists(args.dir):
         old = LocalCluster.open(args.dir)
         old.detach()
-        running = [n for n in old.names() if old.alive(n)]
+        running = [n for n in old.names() if old.active(n)]
         if running and len(running) == len(old.names()):
             print(f"a local cluster is already running in {old.directory}:")
+            if policy is not None and old.record.supervise is None:
+                print("(it is not supervised: `cluster down`, then `cluster up --supervise`)")
             _print_table(old.status_rows())
             _print_next_steps(old, args.dir)
             return EXIT_OK
@@ -148,6 +195,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             tick_time=CLI_TICK_TIME,
             overrides=overrides,
             secure=args.secure,
+            supervise=policy,
         )
     except (ClusterError, NetnsError) as e:
         _err(f"cannot lay out the cluster: {e}")
@@ -172,6 +220,10 @@ def _print_next_steps(cluster: LocalCluster, directory: Path) -> None:
     d = "" if directory == DEFAULT_DIR else f" --dir {directory}"
     leader = cluster.coordinator_leader()
     print(f"\nZooKeeper: {cluster.zookeeper_address}   cluster file: {cluster.record_path()}")
+    if cluster.record.supervise is not None:
+        policy = RestartPolicy.from_dict(cluster.record.supervise)
+        print(f"Supervised: each server restarts when it crashes ({policy.describe()}); "
+              f"supervisor logs: {cluster.directory}/<name>/supervisor.log")  # fmt: skip
     print(f"Console: {console_url(cluster) or 'no coordinator leader yet (fluss-py console prints it)'}")
     if cluster.security is not None:
         print(f"Secure: TLS with client certificates; clients use {cluster.security.client_config} (user admin)")
@@ -205,20 +257,37 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
     table = Table(title="fluss_py local cluster")
-    for col in ("name", "role", "pid", "alive", "state", "leader", "epoch", "rpc", "http"):
-        table.add_column(col, no_wrap=True)
+    supervised = any(r.get("supervisor") for r in rows)
+    columns = ["name", "role", "pid", "alive", "state", "leader", "epoch", "rpc", "http"]
+    for col in columns + (["supervisor", "restarts", "last exit"] if supervised else []):
+        table.add_column(col, no_wrap=col != "supervisor")
     for r in rows:
         alive = "[yellow]paused[/]" if r["paused"] else ("[green]yes[/]" if r["alive"] else "[red]no[/]")
         leader = "[bold]LEADER[/]" if r["leader"] else ("" if r["role"] != COORDINATOR else "-")
         epoch = "" if r["coordinator_epoch"] is None else str(r["coordinator_epoch"])
-        table.add_row(
+        cells = [
             r["name"], r["role"], str(r["pid"] or ""), alive, str(r["state"] or ""), leader, epoch,
             r["rpc_address"], r["http_address"] or "",
-        )  # fmt: skip
+        ]  # fmt: skip
+        if supervised:
+            cells += _supervision_cells(r.get("supervisor"))
+        table.add_row(*cells)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
     console.print(table)
+    for r in rows:  # a final state other than a requested stop: say why, in full
+        s = r.get("supervisor")
+        if s and s["state"] in ("given-up", "bad-config", "exited"):
+            console.print(f"{r['name']}: {s['state']}: {s['reason']}", soft_wrap=True)
+
+
+def _supervision_cells(s: dict[str, Any] | None) -> list[str]:
+    if s is None:
+        return ["", "", ""]
+    colour = {"running": "green", "backoff": "yellow", "given-up": "red", "bad-config": "red"}.get(s["state"])
+    state = f"[{colour}]{s['state']}[/]" if colour else s["state"]
+    return [state, str(s["restarts"]), s["last_exit"]]
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -270,7 +339,12 @@ def cmd_start(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         cluster.detach()
-    print(f"{args.name}: started (pid {handle.pid})")
+    if cluster.supervised(args.name):
+        print(
+            f"{args.name}: started (pid {handle.pid}) under a supervisor (pid {cluster.get(args.name).supervisor_pid})"
+        )
+    else:
+        print(f"{args.name}: started (pid {handle.pid})")
     return EXIT_OK
 
 
@@ -280,6 +354,7 @@ def cmd_kill(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         cluster.get(args.name)
+        pid = cluster.pid(args.name)
         sent = cluster.signal(args.name, SIGNALS[args.signal])
     except KeyError as e:
         _err(str(e.args[0]))
@@ -289,5 +364,10 @@ def cmd_kill(args: argparse.Namespace) -> int:
     if not sent:
         _err(f"{args.name} is not running")
         return EXIT_FAILED
-    print(f"{args.name}: sent SIG{args.signal} to pid {cluster.pid(args.name)}")
+    supervised = (
+        "; its supervisor restarts it (see `cluster status`)"
+        if args.signal == "KILL" and cluster.supervised(args.name)
+        else ""
+    )
+    print(f"{args.name}: sent SIG{args.signal} to pid {pid}{supervised}")
     return EXIT_OK

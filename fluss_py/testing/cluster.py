@@ -24,8 +24,14 @@ through cluster.json; PIDs are checked against their start time before any signa
 in 198.18.0.0/15, fixed ports) plus the host ``client``; argv starts with ``ip netns exec <ns>``, and
 ``on_host``/``zk_view`` run the test's own plain-socket probes there (health, four-letter words, kazoo).
 
+``supervise=RestartPolicy(...)`` starts every coordinator and tablet server under a supervisor of its own
+(supervisor.py) that restarts it when it crashes; ``handles[name]`` is then a ``SupervisedHandle`` that
+answers for the server (its PID changes with each restart), ``stop_process``/``down`` are stops on purpose
+(never restarted), ``kill`` is a crash (restarted). ZooKeeper is never supervised.
+
 Cleanup: ``close()`` (and the context manager, and an atexit hook) stops every process this object
-started, SIGKILL after a short grace, even when a test failed, then deletes its test hosts by name.
+started, SIGKILL after a short grace (supervisors first), even when a test failed, then deletes its test
+hosts by name.
 
 Who may call: one thread (a test, or the CLI).
 """
@@ -57,6 +63,8 @@ from fluss_py.testing.netns import HostNetwork
 from fluss_py.testing.ports import PortAllocator, default_allocator
 from fluss_py.testing.procs import ProcessHandle
 from fluss_py.testing.secure import SecureFiles, bootstrap_security
+from fluss_py.testing.supervised import SupervisedHandle
+from fluss_py.testing.supervision import RestartPolicy
 from fluss_py.testing.zookeeper import EnsembleMember, ZooKeeperProcess
 
 NETNS_ZK_PORTS = (2181, 2888, 3888)  # client, quorum, election: every test host has its own port space
@@ -102,6 +110,7 @@ class LocalCluster(ClusterViews):
         netns: bool = False,
         secure: bool = False,
         client_certificates: bool = True,
+        supervise: RestartPolicy | None = None,
     ) -> None:
         self.directory = Path(directory).absolute()
         # secure: TLS (with client certificates unless told), authentication, ACLs (testing/secure.py,
@@ -117,10 +126,11 @@ class LocalCluster(ClusterViews):
         self.conf_dir = conf_dir
         self.launcher = list(launcher) if launcher else default_launcher()
         self.die_with_parent = die_with_parent
-        self.handles: dict[str, ProcessHandle] = {}
+        self.handles: dict[str, ProcessHandle | SupervisedHandle] = {}
         self._zks: dict[str, ZooKeeperProcess] = {}
         self._http_context: ssl.SSLContext | None = None
         self.record = ClusterRecord(str(self.directory), zookeeper or "", zk_root)
+        self.record.supervise = supervise.to_dict() if supervise is not None else None
         if self.security is not None:
             self.record.security_dir = str(self.security.directory)
         self.net: HostNetwork | None = HostNetwork.create() if netns else None
@@ -207,7 +217,10 @@ class LocalCluster(ClusterViews):
             for addr in (p.rpc_address, p.http_address):
                 if addr:
                     self.ports.reserve(int(addr.rsplit(":", 1)[1]))
-            if p.pid is not None:
+            if p.supervisor_pid is not None:
+                self.handles[p.name] = SupervisedHandle.attach(directory / p.name, p.supervisor_pid,
+                                                               p.supervisor_start_ticks)  # fmt: skip
+            elif p.pid is not None:
                 self.handles[p.name] = ProcessHandle.attach(p.pid, p.start_ticks)
         _LIVE.add(self)
         return self
@@ -266,6 +279,10 @@ class LocalCluster(ClusterViews):
     def get(self, name: str) -> ProcessRecord:
         return self.record.get(name)
 
+    def supervised(self, name: str) -> bool:
+        """Whether ``name`` runs under a supervisor (a server of a ``supervise=`` cluster)."""
+        return self.record.supervise is not None and self.get(name).role != ZOOKEEPER
+
     def names(self, role: str | None = None) -> list[str]:
         return [p.name for p in self.record.processes if role is None or p.role == role]
 
@@ -285,14 +302,14 @@ class LocalCluster(ClusterViews):
         """Start every process not running (ZooKeeper first, then all servers at once); wait until ready."""
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            zookeepers = [n for n in self.names(ZOOKEEPER) if not self.alive(n)]
+            zookeepers = [n for n in self.names(ZOOKEEPER) if not self.active(n)]
             for name in zookeepers:  # every member at once: an ensemble serves only once a quorum runs
                 self.start_process(name)
             self.wait_ready(zookeepers, timeout=timeout)
             if self.security is not None:
                 bootstrap_security(self.security, self.record.zookeeper, self.record.zk_root)
             for rec in self.record.processes:
-                if not self.alive(rec.name):
+                if not self.active(rec.name):
                     self.start_process(rec.name)
             if wait:
                 self.wait_ready(timeout=timeout)
@@ -301,10 +318,13 @@ class LocalCluster(ClusterViews):
             raise
         return self
 
-    def start_process(self, name: str, wait: bool = False, timeout: float = 30.0) -> ProcessHandle:
-        """Spawn one process from its recorded command line (its ports and directories stay the same)."""
+    def start_process(self, name: str, wait: bool = False, timeout: float = 30.0) -> ProcessHandle | SupervisedHandle:
+        """Spawn one process from its recorded command line (its ports and directories stay the same); a
+        supervised one through a new supervisor (its restart count starts from 0)."""
         rec = self.get(name)
-        if self.alive(name):
+        if self.active(name):
+            if self.supervised(name):
+                raise ClusterError(f"{name} is already supervised: {self._supervision_text(name)}")
             raise ClusterError(f"{name} is already running (pid {rec.pid})")
         if rec.role == ZOOKEEPER:
             if name in self._zks:
@@ -313,6 +333,8 @@ class LocalCluster(ClusterViews):
                 raise ClusterError(f"{name}: zoo.cfg is missing in {Path(rec.data_dir).parent}")
         Path(rec.data_dir).mkdir(parents=True, exist_ok=True)
         Path(rec.log_file).parent.mkdir(parents=True, exist_ok=True)
+        if self.supervised(name):
+            return self._start_supervised(rec, wait, timeout)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         handle = ProcessHandle.spawn(
             rec.argv,
@@ -328,18 +350,34 @@ class LocalCluster(ClusterViews):
             self.wait_ready([name], timeout=timeout)
         return handle
 
+    def _start_supervised(self, rec: ProcessRecord, wait: bool, timeout: float) -> SupervisedHandle:
+        self.save()  # the supervisor reads the command line and the policy from cluster.json
+        handle = SupervisedHandle.spawn(self.directory, rec.name, die_with_parent=self.die_with_parent)
+        self.handles[rec.name] = handle
+        rec.pid = rec.start_ticks = None
+        rec.supervisor_pid, rec.supervisor_start_ticks = handle.supervisor.pid, handle.supervisor.start_ticks
+        self.save()
+        if handle.wait_started(min(timeout, 15.0)) is None:
+            tail = self._log_tails([rec.name], supervisor=True)
+            raise ClusterError(f"the supervisor of {rec.name} did not start it\n{tail}")
+        if wait:
+            self.wait_ready([rec.name], timeout=timeout)
+        return handle
+
     # ---------------------------------------------------------------- stopping and faults
     def signal(self, name: str, sig: int) -> bool:
         h = self.handles.get(name)
         return h.signal(sig) if h else False
 
     def kill(self, name: str, timeout: float = 10.0) -> None:
-        """kill -9 and wait until the process is gone."""
+        """kill -9 and wait until the process is gone (a supervised server: that process; its supervisor
+        restarts it)."""
         h = self.handles.get(name)
-        if h is not None:
-            h.kill()
-            if not h.wait_exit(timeout):
-                raise ClusterError(f"{name} (pid {h.pid}) survived SIGKILL")
+        victim = h.child() if isinstance(h, SupervisedHandle) else h
+        if victim is not None:
+            victim.kill()
+            if not victim.wait_exit(timeout):
+                raise ClusterError(f"{name} (pid {victim.pid}) survived SIGKILL")
 
     def pause(self, name: str) -> None:
         """SIGSTOP (returns once the process shows as stopped)."""
@@ -354,14 +392,19 @@ class LocalCluster(ClusterViews):
             raise ClusterError(f"{name} is not running")
 
     def stop_process(self, name: str, timeout: float = 10.0) -> str:
-        """SIGTERM, SIGKILL after ``timeout``; returns "gone", "stopped" or "killed"."""
+        """SIGTERM, SIGKILL after ``timeout``; returns "gone", "stopped" or "killed". A supervised server is
+        stopped through its supervisor (a stop on purpose: not restarted)."""
         h = self.handles.get(name)
         return h.stop(timeout) if h else "gone"
 
     def stop_many(self, names: Iterable[str], timeout: float) -> dict[str, str]:
         """Stop several processes at once: SIGTERM to all, wait with one deadline, SIGKILL the rest."""
-        todo = [n for n in names if self.alive(n)]
+        todo = [n for n in names if self.active(n)]
         for n in todo:
+            h = self.handles[n]
+            if isinstance(h, SupervisedHandle):
+                h.request_stop()  # the supervisor resumes a paused server itself
+                continue
             if self.paused(n):
                 self.signal(n, SIGCONT)
             self.signal(n, SIGTERM)
@@ -372,8 +415,11 @@ class LocalCluster(ClusterViews):
             if h.wait_exit(max(0.0, deadline - time.monotonic())):
                 result[n] = "stopped"
             else:
-                h.kill()
-                h.wait_exit(10.0)
+                if isinstance(h, SupervisedHandle):
+                    h.kill_all()
+                else:
+                    h.kill()
+                    h.wait_exit(10.0)
                 result[n] = "killed"
         return result
 
@@ -387,13 +433,17 @@ class LocalCluster(ClusterViews):
         return result
 
     def kill_all(self) -> None:
-        """SIGKILL every process this object knows (used on failure and at exit)."""
+        """SIGKILL every process this object knows (used on failure and at exit); supervisors first."""
         for h in self.handles.values():
-            if h.alive():
+            if isinstance(h, SupervisedHandle):
+                h.kill_all()
+        for h in self.handles.values():
+            if isinstance(h, ProcessHandle) and h.alive():
                 h.resume()
                 h.kill()
         for h in self.handles.values():
-            h.wait_exit(5.0)
+            if isinstance(h, ProcessHandle):
+                h.wait_exit(5.0)
 
     def close(self, grace: float = 5.0) -> None:
         try:

@@ -22,6 +22,10 @@ Format (version 1), written by temp file + fsync + atomic rename::
 A cluster on test hosts (``--netns``) also has ``"netns": {"prefix": "fpy1a2b3c", "hosts": {name: address},
 "detached": bool, "loss": {name: percent}}`` (see netns.py); its processes' argv start with ``ip netns exec``.
 An ensemble names its ZooKeeper members ``zookeeper-<sid>`` (a single ZooKeeper is ``zookeeper``).
+A supervised cluster (``cluster up --supervise``) also has ``"supervise": {"initial_delay": 1.0, "max_delay":
+30.0, "max_restarts": 5, "window": 60.0}``; each of its servers records ``supervisor_pid`` and
+``supervisor_start_ticks`` (its supervisor process) and keeps ``pid`` null: the server's current PID, which
+changes with every restart, is in ``<name>/supervisor.json`` (supervision.py).
 Pure data and codec: no processes, no sockets.
 """
 
@@ -56,6 +60,8 @@ class ProcessRecord:
     pid: int | None = None
     start_ticks: int | None = None
     tls: bool = False  # its HTTP port speaks TLS
+    supervisor_pid: int | None = None  # a supervised server: its supervisor (supervised.py); pid stays null
+    supervisor_start_ticks: int | None = None
 
     @property
     def rpc_port(self) -> int:
@@ -82,6 +88,7 @@ class ClusterRecord:
     version: int = VERSION
     netns: dict[str, Any] | None = None
     security_dir: str | None = None  # a secure cluster's certificates and configs (testing/secure.py)
+    supervise: dict[str, Any] | None = None  # the restart policy of a supervised cluster (supervision.py)
 
     def get(self, name: str) -> ProcessRecord:
         for p in self.processes:
@@ -107,7 +114,7 @@ class ClusterRecord:
                 raise ValueError(f"process {p.name!r} has unknown role {p.role!r}")
         return cls(
             data["directory"], data["zookeeper"], data["zk_root"], procs, VERSION, data.get("netns"),
-            data.get("security_dir"),
+            data.get("security_dir"), data.get("supervise"),
         )  # fmt: skip
 
     def save(self, directory: Path) -> Path:

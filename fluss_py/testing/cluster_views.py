@@ -19,6 +19,8 @@ from fluss_py.testing.cluster_file import (
 )
 from fluss_py.testing.health import fetch_health, is_ready, leader_of
 from fluss_py.testing.procs import ProcessHandle, WaitTimeout, wait_until
+from fluss_py.testing.supervised import SupervisedHandle
+from fluss_py.testing.supervision import LOG_FILE as SUPERVISOR_LOG
 from fluss_py.testing.zkview import ZkView
 from fluss_py.testing.zookeeper import four_letter
 
@@ -34,7 +36,7 @@ class ClusterViews:
     """The questions half of ``LocalCluster`` (see the module docstring)."""
 
     # ---------------------------------------------------------------- state
-    def handle(self, name: str) -> ProcessHandle | None:
+    def handle(self, name: str) -> ProcessHandle | SupervisedHandle | None:
         return self.handles.get(name)
 
     def pid(self, name: str) -> int | None:
@@ -48,6 +50,24 @@ class ClusterViews:
     def paused(self, name: str) -> bool:
         h = self.handles.get(name)
         return h is not None and h.paused()
+
+    def active(self, name: str) -> bool:
+        """Alive, or (a supervised server) its supervisor still runs: in a backoff it will be restarted."""
+        h = self.handles.get(name)
+        if isinstance(h, SupervisedHandle):
+            return h.active()
+        return h is not None and h.alive()
+
+    def supervision(self, name: str) -> dict[str, Any] | None:
+        """A supervised server's state, restarts, last exit and why (``SupervisedHandle.summary``), else None."""
+        h = self.handles.get(name)
+        return h.summary() if isinstance(h, SupervisedHandle) else None
+
+    def _supervision_text(self, name: str) -> str:
+        s = self.supervision(name)
+        if s is None:
+            return ""
+        return f"{s['state']}, {s['restarts']} restart(s); {s['reason'] or 'no exit yet'}"
 
     def health(self, name: str, timeout: float = 1.0) -> dict[str, Any] | None:
         rec = self.get(name)
@@ -124,14 +144,17 @@ class ClusterViews:
         return wait_until(cond, timeout, interval=interval, message=lambda: self._describe(message))
 
     def wait_ready(self, names: Iterable[str] | None = None, timeout: float = 60.0) -> None:
-        """Wait until every named process (default: all) is ready; fail fast when one exits."""
+        """Wait until every named process (default: all) is ready; fail fast when one exits (a supervised
+        server: when its supervisor gave up on it or did not restart it; a backoff is "not yet")."""
         todo = list(names) if names is not None else self.names()
 
         def all_ready() -> bool:
-            dead = [n for n in todo if not self.alive(n)]
+            dead = [n for n in todo if not self.active(n)]
             if dead:
                 codes = {n: h.returncode if (h := self.handles.get(n)) else None for n in dead}
-                raise ClusterError(f"not running: {codes} (name: exit code)\n{self._log_tails(dead)}")
+                why = "".join(f"\n{n}: {self._supervision_text(n)}" for n in dead if self.supervision(n))
+                tails = self._log_tails(dead, supervisor=True)
+                raise ClusterError(f"not running: {codes} (name: exit code){why}\n{tails}")
             return all(self.ready(n) for n in todo)
 
         try:
@@ -196,6 +219,7 @@ class ClusterViews:
                     "http_address": rec.http_address,
                     "log_file": rec.log_file,
                     "data_dir": rec.data_dir,
+                    "supervisor": self.supervision(rec.name),
                 }
             )
         return rows
@@ -209,9 +233,13 @@ class ClusterViews:
             states.append(f"{n}={flag}{'/' + str(h.get('state')) if h else ''}")
         return f"{text} [{' '.join(states)}]"
 
-    def _log_tails(self, names: Iterable[str], lines: int = 15) -> str:
+    def _log_tails(self, names: Iterable[str], lines: int = 15, supervisor: bool = False) -> str:
         out = []
         for n in names:
             tail = self.log_text(n).splitlines()[-lines:]
             out.append(f"--- {n} ({self.get(n).log_file}) ---\n" + "\n".join(tail))
+            path = self.directory / n / SUPERVISOR_LOG
+            if supervisor and isinstance(self.handles.get(n), SupervisedHandle) and path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {n} ({path}) ---\n" + "\n".join(tail))
         return "\n".join(out)

@@ -10,7 +10,8 @@
                        to one role only (fixed when the cluster is made: its command lines are recorded);
                        every cluster it made is closed after the test, every PID killed, pass or fail
                        ``netns=True``: every process (and the test's clients, host ``client``) on its own
-                       test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper)
+                       test host; ``zookeepers=3``: an ensemble (both imply the cluster's own ZooKeeper);
+                       ``supervise=RestartPolicy(...)``: every server under a supervisor (supervisor.py)
 - ``netns_hosts``      skips the test, saying why, where namespaces cannot be created (no privilege, no tools)
 - ``powercut_fs``      a mounted power-cut filesystem (``testing/powercut.py``), unmounted after the test (ask
                        for it before ``cluster_factory``: the servers writing there are killed first); skips
@@ -39,6 +40,7 @@ from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.netns import unavailable_reason as netns_unavailable_reason
 from fluss_py.testing.powercut import PowerCutFs
 from fluss_py.testing.powercut import unavailable_reason as fuse_unavailable_reason
+from fluss_py.testing.supervision import RestartPolicy
 from fluss_py.testing.zookeeper import ZooKeeperProcess, zookeeper_installed
 
 SESSION_TIMEOUT_S = 2.0
@@ -121,6 +123,7 @@ def cluster_factory(
         zookeepers: int = 1,
         secure: bool = False,
         client_certificates: bool = True,
+        supervise: RestartPolicy | None = None,
     ) -> LocalCluster:
         if netns:
             request.getfixturevalue("netns_hosts")
@@ -143,6 +146,7 @@ def cluster_factory(
             netns=netns,
             secure=secure,
             client_certificates=client_certificates,
+            supervise=supervise,
         )
         made.append(cluster)
         if start:
