@@ -128,6 +128,10 @@ class ComposeCluster:
         assert done.returncode == 0, f"{' '.join(fluss_py_args)}: ({done.returncode}) {done.stderr[-3000:]}"
         return done.stdout
 
+    def inspect(self, container: str) -> dict:
+        """``docker inspect`` of one container (State: Pid, Status, ExitCode, Health; RestartCount; ...)."""
+        return json.loads(self.docker("inspect", container).stdout)[0]
+
     def describe(self, table: str) -> dict:
         return json.loads(self.client("table", "describe", table, "--json"))
 

@@ -7,30 +7,41 @@ with every namespace and directory it made removed, whatever the tests did.
 
 - ``test_compose_cluster_is_healthy_and_serves``: the nine services are healthy, one coordinator leads, and
   records written by one client container are read back by another.
+- ``test_a_crashed_server_is_restarted_by_the_policy_and_rejoins``: the server process of a bucket leader's
+  container is killed with SIGKILL from the host (a crash: the container exits 137; ``docker kill`` would
+  count as a stop on purpose, which no policy restarts); its ``restart: on-failure:5`` starts it again (a
+  new process, restart count + 1), it registers again (the coordinator's live set) and every bucket of the
+  table gets back to a full ISR; every record written before and after is read back.
+- ``test_a_bad_config_is_given_up_after_the_policy_limit``: a container of the server image with the
+  compose file's restart policy and an out-of-range setting exits 2, is restarted 5 times with Docker's
+  backoff and then stays down, ``Exited (2)``.
 - ``test_killing_a_bucket_leader_container_loses_nothing``: while a client container produces with acks=all
   and the idempotent writer, ``docker kill -s KILL`` the container of a bucket leader; the bucket gets a new
   leader from the ISR, no send fails and every acknowledged record is read back exactly once.
 
-Both run in ``make test`` (``make compose-test`` runs only this file): about 85 s with the base image cached,
-75 s more on a machine that has never built it (debootstrap); figures in deploy/README.md.
+All run in ``make test`` (``make compose-test`` runs only this file): figures in deploy/README.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fluss_py.testing.docker_engine import DockerEngine, unavailable_reason, unique_project
-from tests.fault.compose_support import ComposeCluster, log
+from tests.fault.compose_support import SERVER_IMAGE, ComposeCluster, log
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(1500)]
 
+RESTART_TIMEOUT = 180.0  # seconds for a restarted container to be healthy and its buckets back to full ISR
 RATE = 100  # records per second written by the producer container
 KILL_AFTER = 8.0  # seconds of writing before the kill
 AFTER_FAILOVER = 10.0  # seconds of writing after the new leader shows
@@ -75,6 +86,92 @@ def test_compose_cluster_is_healthy_and_serves(compose_cluster: ComposeCluster) 
         "consume", "smoke_events", "--from-beginning", "--max-records", "300", "--timeout", "30"
     )
     assert sorted(out.split()) == sorted(lines)
+
+
+def _wait(what: str, cond: Callable[[], object], timeout: float = RESTART_TIMEOUT, interval: float = 0.5) -> None:
+    """Poll ``cond`` until it is truthy (AssertionError naming ``what`` at the deadline)."""
+    started = time.monotonic()
+    while not cond():
+        assert time.monotonic() - started < timeout, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(interval)
+
+
+def _full_isr(cluster: ComposeCluster, table: str) -> bool:
+    return all(sorted(b["isr"]) == [1, 2, 3] for b in cluster.describe(table)["buckets"])
+
+
+def _live_tablet_servers(cluster: ComposeCluster) -> set[int]:
+    return {t["id"] for t in json.loads(cluster.client("cluster", "servers", "--json"))["tablet_servers"]}
+
+
+def _server_policy(cluster: ComposeCluster) -> str:
+    """The restart policy the compose file gives the server services (all the same)."""
+    services = yaml.safe_load(cluster.compose("config").stdout)["services"]
+    policies = {str(s["restart"]) for n, s in services.items() if n.startswith(("coordinator-", "tablet-server-"))}
+    assert len(policies) == 1, policies
+    return policies.pop()
+
+
+def test_a_crashed_server_is_restarted_by_the_policy_and_rejoins(compose_cluster: ComposeCluster) -> None:
+    table = "restart_events"
+    compose_cluster.client("table", "create", table, "--buckets", "3", "--replication-factor", "3")
+    before = [f"before-{i}" for i in range(300)]
+    compose_cluster.client("produce", table, "--acks", "all", stdin="\n".join(before) + "\n")
+    _wait("a full ISR before the crash", lambda: _full_isr(compose_cluster, table))
+    victim = compose_cluster.describe(table)["buckets"][0]["leader"]
+    service = f"tablet-server-{victim}"
+    container = compose_cluster.containers()[service]
+    info = compose_cluster.inspect(container)
+    assert info["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 5}, info["HostConfig"]
+    pid, restarts = info["State"]["Pid"], info["RestartCount"]
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"tablet-server" in argv and any(a.endswith(b"fluss-py") for a in argv), argv  # signal only ours
+    log(f"{service} (pid {pid} on the host) leads bucket 0: SIGKILL from the host")
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+
+    def restarted() -> bool:
+        now = compose_cluster.inspect(container)
+        return now["RestartCount"] == restarts + 1 and now["State"]["Running"] and now["State"]["Pid"] != pid
+
+    since_kill = {}
+    _wait(f"{service} restarted", restarted, interval=0.2)
+    since_kill["running again"] = time.monotonic() - killed_at
+    _wait(f"{service} registered", lambda: victim in _live_tablet_servers(compose_cluster))
+    since_kill["registered"] = time.monotonic() - killed_at
+    _wait("every bucket back to a full ISR", lambda: _full_isr(compose_cluster, table))
+    since_kill["full ISR"] = time.monotonic() - killed_at
+    _wait(f"{service} healthy", lambda: compose_cluster.health()[service] == "healthy")
+    since_kill["healthy (healthcheck every 5 s)"] = time.monotonic() - killed_at
+    log(f"{service} after SIGKILL: " + ", ".join(f"{k} {v:.1f} s" for k, v in since_kill.items()) + " after the kill")
+    assert compose_cluster.inspect(container)["RestartCount"] == restarts + 1  # once, and it stays up
+    after = [f"after-{i}" for i in range(100)]
+    compose_cluster.client("produce", table, "--acks", "all", stdin="\n".join(after) + "\n")
+    read = compose_cluster.client("consume", table, "--from-beginning", "--max-records", "400", "--timeout", "30")
+    assert sorted(read.split()) == sorted(before + after)
+
+
+def test_a_bad_config_is_given_up_after_the_policy_limit(compose_cluster: ComposeCluster) -> None:
+    policy = _server_policy(compose_cluster)
+    limit = int(policy.split(":")[1])
+    name = f"{compose_cluster.project}-bad-config"
+    run = ["run", "-d", "--name", name, "--network", "none", "--restart", policy, SERVER_IMAGE]
+    container = compose_cluster.docker(*run, "tablet-server", "-D", "tablet-server.id=-1").stdout.strip()
+    try:
+        started = time.monotonic()
+
+        def given_up() -> bool:
+            state = compose_cluster.inspect(container)
+            return state["State"]["Status"] == "exited" and state["RestartCount"] == limit
+
+        _wait(f"{name} given up after {limit} restarts", given_up)
+        log(f"bad config under {policy}: given up after {time.monotonic() - started:.1f} s")
+        state = compose_cluster.inspect(container)
+        assert (state["State"]["ExitCode"], state["RestartCount"]) == (2, limit)
+        logs = compose_cluster.docker("logs", container)
+        assert (logs.stdout + logs.stderr).count("configuration error") == limit + 1
+    finally:
+        compose_cluster.docker("rm", "-f", container, check=False)
 
 
 class _Writer(threading.Thread):

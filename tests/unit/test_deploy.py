@@ -138,6 +138,9 @@ def _server_problems(name: str, service: dict[str, Any], named_volumes: set[str]
     for directory in state_dirs:
         if not directory.startswith("/") or not any(_under(directory, t) for t in named_targets):
             problems.append(f"{name}: {directory} is not on a named volume")
+    restart = str(service.get("restart", "no"))
+    if not re.fullmatch(r"on-failure:[1-9][0-9]*", restart):
+        problems.append(f'{name}: restart policy {restart!r} is not on-failure:N (deploy/README.md "Restart policy")')
     zookeepers = [n for n in service.get("depends_on", {}) if n.startswith("zookeeper")]
     conditions = {service["depends_on"][n].get("condition") for n in zookeepers}
     if len(zookeepers) != ZOOKEEPER_MEMBERS or conditions != {"service_healthy"}:
@@ -259,6 +262,9 @@ def _set_override(key: str, value: str):
         ("zookeeper-3", lambda s, c: s["volumes"].__setitem__(0, "zookeeper-1-data:/data"), "share volume"),
         ("zookeeper-1", lambda s, c: c["services"].pop("zookeeper-3"), "an ensemble"),
         ("tablet-server-3", lambda s, c: c["services"].pop("tablet-server-3"), "expected 3 tablet-server"),
+        ("tablet-server-2", lambda s, c: s.__setitem__("restart", "unless-stopped"), "restart policy"),
+        ("coordinator-1", lambda s, c: s.__setitem__("restart", "on-failure"), "restart policy"),
+        ("coordinator-3", lambda s, c: s.pop("restart"), "is not on-failure:N"),
     ],
 )
 def test_each_check_catches_its_violation(service: str, edit, expected: str) -> None:
