@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _KNOWN_FILE = re.compile(r"[0-9]{20}\.(log|index|timeindex|snapshot)")  # fullmatch ("$" takes a final "\n")
 _LOG_DATA_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot")
 _LEFTOVER_SUFFIXES = (".tmp", ".swap", ".cleaned", ".deleted")
+KV_DIR_NAME = "kv"  # a primary-key bucket's RocksDB, beside its log (fluss_py.kv; docs/primary-key-tables.md §3.5)
 
 
 @dataclass(slots=True)
@@ -295,7 +296,7 @@ class LogLoader:
                 else:
                     path.unlink()
                 continue
-            if name == LEADER_EPOCH_CHECKPOINT:
+            if name == LEADER_EPOCH_CHECKPOINT or (name == KV_DIR_NAME and path.is_dir()):
                 continue
             if _KNOWN_FILE.fullmatch(name) is None or not path.is_file():
                 if path.is_file() and not name.endswith(_LOG_DATA_SUFFIXES):

@@ -82,6 +82,7 @@ class LogTablet:
         self.verified_bytes = loaded.verified_bytes
         self._dir_made = loaded.dir_exists  # False for a created log until its first write (``_make_dir``)
         self.dir_syncs = PendingDirSyncs()  # new entries to fsync with the next flush
+        self.holds_changelog = False  # a primary-key bucket's log: changelog batches only (set by the replica layer)
 
     @classmethod
     def open(
@@ -218,6 +219,7 @@ class LogTablet:
             self.writers,
             self.table_bucket,
             self.config.latest_timestamp(now_ms),
+            self.holds_changelog,
         )
         if v.duplicates:
             first, last = v.duplicates[0].first_offset, v.duplicates[-1].last_offset
@@ -238,7 +240,9 @@ class LogTablet:
         now_ms = int(time.time() * 1000)
         if not records:
             return LogAppendInfo(self._leo, self._leo - 1, -1, now_ms, 0, 0)
-        v = validate_follower_append(memoryview(records), self._leo, self.epoch_cache, self.table_bucket)
+        v = validate_follower_append(
+            memoryview(records), self._leo, self.epoch_cache, self.table_bucket, self.holds_changelog
+        )
         first = self._leo
         self._write(records, v.metas)
         for e, start in v.new_epochs:

@@ -26,6 +26,7 @@ from fluss_py.record.batch import (
     HEADER,
     LOG_OVERHEAD,
     RecordBatch,
+    ensure_batch_kind,
     increment_sequence,
     set_base_offset_and_epoch,
 )
@@ -78,11 +79,12 @@ def validate_leader_append(
     writers: WriterStateManager,
     table_bucket: TableBucket,
     latest_timestamp: int | None = None,
+    changelog: bool = False,
 ) -> ValidatedAppend:
-    """Check size, header, CRC and records of every batch, that no batch's max timestamp is above
-    ``latest_timestamp`` (None: no bound; the server clock plus ``log.message.timestamp.after.max.ms``) and the
-    idempotent writers' sequences (``writers`` is only read); assign offsets from ``log_end_offset`` and stamp
-    ``leader_epoch`` into ``buf``."""
+    """Check size, header, CRC, kind (``changelog``: the log of a primary-key bucket, ``ensure_batch_kind``)
+    and records of every batch, that no batch's max timestamp is above ``latest_timestamp`` (None: no bound;
+    the server clock plus ``log.message.timestamp.after.max.ms``) and the idempotent writers' sequences
+    (``writers`` is only read); assign offsets from ``log_end_offset`` and stamp ``leader_epoch`` into ``buf``."""
     view = memoryview(buf)
     out = ValidatedAppend(next_offset=log_end_offset)
     pending: dict[int, tuple[int, int]] = {}
@@ -91,6 +93,7 @@ def validate_leader_append(
             raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds log.max-batch-size ({max_batch_bytes})")
         batch = RecordBatch(view[pos : pos + size])
         batch.ensure_valid()
+        ensure_batch_kind(h[5], changelog, f"{table_bucket}: batch at position {pos}")
         batch.ensure_valid_records(max_batch_bytes)
         if latest_timestamp is not None and h[8] > latest_timestamp:
             raise InvalidTimestampError(
@@ -116,14 +119,19 @@ def validate_leader_append(
 
 
 def validate_follower_append(
-    view: memoryview, log_end_offset: int, epoch_cache: LeaderEpochCache, table_bucket: TableBucket
+    view: memoryview,
+    log_end_offset: int,
+    epoch_cache: LeaderEpochCache,
+    table_bucket: TableBucket,
+    changelog: bool = False,
 ) -> ValidatedAppend:
-    """Check header and CRC of replicated batches, that they continue ``log_end_offset`` and that their
+    """Check header, CRC and kind of replicated batches, that they continue ``log_end_offset`` and that their
     epochs never go back over data (``epoch_cache`` is only read)."""
     out = ValidatedAppend(next_offset=log_end_offset)
     epoch = epoch_cache.latest_epoch
     for pos, size, h in split_batches(view):
         RecordBatch(view[pos : pos + size]).ensure_valid()
+        ensure_batch_kind(h[5], changelog, f"{table_bucket}: replicated batch at offset {h[0]}")
         if h[0] != out.next_offset:
             raise InvalidRecordBatchError(
                 f"{table_bucket}: replicated batch starts at offset {h[0]}, expected {out.next_offset}"

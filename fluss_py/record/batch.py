@@ -35,7 +35,12 @@ from dataclasses import dataclass
 
 import crc32c
 
-from fluss_py.errors import CorruptMessageError, InvalidRecordBatchError, UnsupportedCompressionError
+from fluss_py.errors import (
+    CorruptMessageError,
+    InvalidRecordBatchError,
+    TableTypeMismatchError,
+    UnsupportedCompressionError,
+)
 from fluss_py.record.compression import CompressionType, compress, decompress
 from fluss_py.record.validation import RECORD_HEADER, RECORD_OVERHEAD, ensure_valid_records
 
@@ -62,6 +67,7 @@ _COMPRESSION_MASK = 0x07
 # attribute bits of primary-key tables (docs/primary-key-tables.md): a client's upserts/deletes, the leader's changes
 KV_BATCH = 0x08
 CHANGELOG = 0x10
+_KNOWN_ATTRIBUTES = _COMPRESSION_MASK | KV_BATCH | CHANGELOG
 _INT32_MAX = 2**31 - 1
 _HEADER_PLACEHOLDER = bytes(BATCH_HEADER_SIZE)
 # What ``records()`` decompresses at most by default (a consumer does not know the leader's
@@ -259,6 +265,14 @@ class RecordBatch:
     def records(self, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> Iterator[Record]:
         """The records in order; ``CorruptMessageError`` at the first that does not make sense (the records
         before it have been yielded), or when the block decompresses to more than ``max_bytes``."""
+        for t in self.record_tuples(max_bytes):
+            yield Record(*t)
+
+    def record_tuples(
+        self, max_bytes: int = MAX_DECOMPRESSED_BYTES
+    ) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
+        """``records()`` as (offset, timestamp, key, value) tuples: the servers' loops over records (a primary-key
+        leader's writes, a KV's apply) skip building a ``Record`` per record."""
         h = self._header()
         data = self._records_block(h, max_bytes)
         base_offset, first_ts, count = h[0], h[7], h[12]
@@ -282,7 +296,7 @@ class RecordBatch:
             if vlen >= 0:
                 value = bytes(data[pos : pos + vlen])
                 pos += vlen
-            yield Record(base_offset + i, first_ts + ts_delta, key, value)
+            yield base_offset + i, first_ts + ts_delta, key, value
         if pos != size:
             raise CorruptMessageError(f"batch at offset {base_offset}: {size - pos} bytes after the last record")
 
@@ -303,8 +317,10 @@ def ensure_valid_header(h: tuple) -> None:
         raise InvalidRecordBatchError(
             f"batch at offset {h[0]}: last offset delta {last_delta} does not match record count {count}"
         )
-    if attributes & ~_COMPRESSION_MASK:
+    if attributes & ~_KNOWN_ATTRIBUTES:
         raise InvalidRecordBatchError(f"batch at offset {h[0]}: unknown attribute bits {attributes:#06x}")
+    if attributes & KV_BATCH and attributes & CHANGELOG:
+        raise InvalidRecordBatchError(f"batch at offset {h[0]}: both the KV and the changelog attribute are set")
     if (attributes & _COMPRESSION_MASK) > max(CompressionType):
         raise UnsupportedCompressionError(f"batch at offset {h[0]}: compression code {attributes & 7}")
     if max_ts < first_ts:
@@ -317,6 +333,20 @@ def ensure_valid_header(h: tuple) -> None:
             f"batch at offset {h[0]}: idempotent batch needs writer id, epoch and sequence >= 0 "
             f"(got {writer_id}, {writer_epoch}, {base_seq})"
         )
+
+
+def ensure_batch_kind(attributes: int, changelog: bool, where: str) -> None:
+    """The attribute bits of primary-key tables are legal only where they belong (docs/primary-key-tables.md
+    §3.3-3.4): the log of a primary-key bucket (``changelog``) holds changelog batches only, the log of a log
+    table plain batches only, and a KV batch is never written to a log (the leader of a primary-key bucket
+    turns it into a changelog batch first). TABLE_TYPE_MISMATCH otherwise, naming ``where``."""
+    if changelog:
+        if not attributes & CHANGELOG:
+            kind = "a KV" if attributes & KV_BATCH else "a plain"
+            raise TableTypeMismatchError(f"{where}: {kind} batch for a primary-key bucket, whose log holds changelogs")
+    elif attributes & (KV_BATCH | CHANGELOG):
+        kind = "a KV batch (upserts and deletes)" if attributes & KV_BATCH else "a changelog batch"
+        raise TableTypeMismatchError(f"{where}: {kind} needs a primary-key table; this is a log table")
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[RecordBatch]:
@@ -350,6 +380,7 @@ class RecordBatchBuilder:
     """
 
     __slots__ = (
+        "_attributes",
         "_base_sequence",
         "_compression",
         "_count",
@@ -370,8 +401,14 @@ class RecordBatchBuilder:
         writer_epoch: int = NO_WRITER_EPOCH,
         base_sequence: int = NO_SEQUENCE,
         max_bytes: int = 1024 * 1024,
+        attributes: int = 0,
     ) -> None:
+        """``attributes``: attribute bits besides the compression code (a KV batch's, docs/primary-key-tables.md
+        §3.3); the builder only sets them, the reader judges them."""
+        if attributes & _COMPRESSION_MASK or not 0 <= attributes <= 0x7FFF:
+            raise ValueError(f"attribute bits {attributes:#x} overlap the compression code or the sign bit")
         self._compression = CompressionType(compression)
+        self._attributes = attributes
         self._writer_id = writer_id
         self._writer_epoch = writer_epoch
         self._base_sequence = base_sequence
@@ -440,7 +477,7 @@ class RecordBatchBuilder:
             NO_LEADER_EPOCH,
             MAGIC,
             0,
-            int(self._compression),
+            int(self._compression) | self._attributes,
             count - 1,
             self._first_ts,
             self._max_ts,
