@@ -178,6 +178,8 @@ LOG_SCRUB_RATE = option("log.scrub.rate", "size", 8 * MiB, [TABLET],
 LOG_SCRUB_INTERVAL = option("log.scrub.interval", "duration", HOUR, [TABLET],
                             "pause between two scrubbing passes over the closed segments",
                             Range(0.01, 30 * DAY))  # fmt: skip
+KV_MEMORY = option("kv.memory", "size", 128 * MiB, [TABLET], "RocksDB memory (block cache and memtables) of all "
+                   "the primary-key buckets' KVs of this server together", Range(4 * MiB, 256 * GiB))  # fmt: skip
 MIN_INSYNC_REPLICAS = option("tablet-server.min.insync.replicas", "int", 2, [TABLET],
                              "acks=all needs at least this many replicas in ISR",
                              Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip

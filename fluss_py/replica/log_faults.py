@@ -185,7 +185,7 @@ class LogFaultHandler:
         await rm.fetchers.remove_buckets([tb])
         self._held.discard(tb)
         offset = replica.log.corrupt_from
-        replica.log.truncate_at_corruption()
+        replica.truncate_at_corruption()
         self.repairs += 1
         log.warning(
             "bucket %s: corrupt log truncated at offset %d (LEO now %d); fetching it again from leader %d",

@@ -28,6 +28,7 @@ from fluss_py.errors import (
 from fluss_py.log.config import LogConfig, table_setting
 from fluss_py.log.dirs import LogDirs
 from fluss_py.log.manager import LogManager
+from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import log_flush
 from fluss_py.replica.delayed import DelayedProduce
 from fluss_py.replica.fetcher.leader_endpoint import LeaderEndpoint
@@ -35,6 +36,7 @@ from fluss_py.replica.fetcher.manager import FetcherManager
 from fluss_py.replica.gateway import CoordinatorEndpoint
 from fluss_py.replica.group_flush import GroupFlusher
 from fluss_py.replica.isr_changes import IsrChanges
+from fluss_py.replica.kv_apply import KvApplier
 from fluss_py.replica.led_report import LedChanges
 from fluss_py.replica.log_faults import LogFaultHandler
 from fluss_py.replica.messages import (
@@ -98,6 +100,7 @@ class ReplicaManager:
             self, self._replicas, self.settings.throttle_bytes_per_s, self.settings.fetch.max_bytes, clock
         )
         self.isr = IsrChanges(self, self._replicas)
+        self.kv = KvApplier(self, self._replicas, int(config[cfg.KV_MEMORY]))  # primary-key buckets' KVs
         # routing: the rooms answer these requests themselves (the tablet service calls them on the manager)
         self.append = self.writes.append  # ProduceLog
         self.fetch = self.reads.fetch  # a sessionless FetchLog
@@ -118,7 +121,7 @@ class ReplicaManager:
         self.checkpoint_failures = 0  # flush/checkpoint rounds that failed for another reason than a disk
         self.faults = LogFaultHandler(self, config)
         self.led = LedChanges(self._replicas)  # the liveness report's changed led buckets (led_report.py)
-        log_manager.on_log_change = self.led.log_changed
+        log_manager.on_log_change = self._log_changed
         if isinstance(log_manager, LogDirs):  # told of every failed data directory
             log_manager.listeners.append(self.faults.dir_failed)
 
@@ -132,6 +135,7 @@ class ReplicaManager:
             ("isr-sender", self.isr.sender_loop),
             ("checkpoint", self._checkpoint_loop),
             ("group-flush", self.group_flush.run),
+            ("kv-apply", self.kv.run),
         ):
             self.spawn(name, body)
         self.faults.start()
@@ -180,6 +184,7 @@ class ReplicaManager:
         self.delayed_produce.fail_all(NotLeaderOrFollowerError(f"tablet server {self.server_id} is shutting down"))
         self.reads.delayed_fetch.wake_all()
         self.reads.fetch_sessions.close_all()
+        self.kv.close_all()
         self.log_manager.checkpoint()
 
     def begin_controlled_shutdown(self) -> None:
@@ -210,12 +215,16 @@ class ReplicaManager:
 
     def stats(self) -> ReplicaStats:
         """One pass over the replicas (called per /metrics scrape and /health; nothing is kept per request)."""
-        return collect_stats(self._replicas, self.isr, self.reads, self.group_flush)
+        return collect_stats(self._replicas, self.isr, self.reads, self.group_flush, self.kv)
 
     def led_sizes(self) -> list[tuple[TableBucket, tuple[int, int, int]]]:
         """(bucket, (log bytes, HW, LEO)) of every bucket this server leads (a liveness stream's first report;
         the later ones ask ``led`` for what changed)."""
         return self.led.all()
+
+    def _log_changed(self, tablet: LogTablet) -> None:  # every log's notice: the led-size report, the KV apply
+        self.led.log_changed(tablet)
+        self.kv.log_changed(tablet)
 
     def held_bytes(self) -> int:
         """Log bytes of every log this server holds, led or followed (the liveness heartbeat's disk use): the
@@ -239,6 +248,7 @@ class ReplicaManager:
         replica = self._replicas.pop(tb, None)
         if replica is not None:
             replica.go_offline()
+            self.kv.detach(replica, failed=True)
         self.delayed_produce.fail_bucket(tb, error)
         self._role_changed(tb)
         self.isr.forget(tb)
@@ -352,6 +362,7 @@ class ReplicaManager:
             replica.min_insync_replicas = self._min_isr(props)
             if replica.state is LocalReplicaState.OFFLINE:
                 replica.transition(LocalReplicaState.ONLINE)
+        self.kv.attach(replica, self.schemas.get(tb.table_id), props, state.num_buckets)
         return replica
 
     @staticmethod
@@ -436,6 +447,7 @@ class ReplicaManager:
                     if 0 <= item.leader_epoch < replica.leader_epoch:
                         replica.check_epoch(item.leader_epoch)  # raises FENCED_LEADER_EPOCH
                     replica.go_offline()
+                    self.kv.detach(replica, delete=item.delete)
                     self.delayed_produce.fail_bucket(tb, self.not_leader(tb, replica))
                     self._role_changed(tb)
                     self.isr.forget(tb)
@@ -469,6 +481,7 @@ class ReplicaManager:
             self.delayed_produce.complete_up_to(tb, replica.ack_offset)
 
     def _role_changed(self, tb: TableBucket) -> None:
+        self.kv.role_changed(tb)
         self.reads.delayed_fetch.role_changed(tb)
         self.reads.fetch_sessions.role_changed(tb)
 

@@ -28,7 +28,8 @@ def _code(error: ApiError | None) -> ErrorCode:
 class LeaderAndIsrItem:
     """What NotifyLeaderAndIsr says about one bucket: its leader and ISR, assignment, table properties, the
     replicas a rebalance move is adding (their catch-up is throttled by the leader, docs/rebalance.md §6) and
-    the table's schema (None: a log table without one; docs/primary-key-tables.md §2)."""
+    the table's schema (None: a log table without one; docs/primary-key-tables.md §2) and bucket count (the
+    leader of a primary-key bucket refuses keys of other buckets; 0: unknown)."""
 
     table_bucket: TableBucket
     leader_and_isr: LeaderAndIsr
@@ -36,6 +37,7 @@ class LeaderAndIsrItem:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     adding_replicas: tuple[int, ...] = ()
     table_schema: TableSchema | None = None
+    num_buckets: int = 0
 
 
 @dataclass(frozen=True, slots=True)

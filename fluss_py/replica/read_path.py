@@ -25,6 +25,7 @@ from fluss_py.replica.messages import (
     FetchRequest,
     FetchResponse,
     FetchResult,
+    KvSize,
     ListOffsetsRequest,
     ListOffsetsResult,
     OffsetSpec,
@@ -252,7 +253,8 @@ class ReadPath:
         for r in requests:
             tb = r.table_bucket
             try:
-                lg = self._rm.leader_replica(tb).log
+                replica = self._rm.leader_replica(tb)
+                lg = replica.log
                 hw, leo, start = lg.high_watermark, lg.log_end_offset, lg.log_start_offset
                 if r.spec is OffsetSpec.EARLIEST:
                     offset = start
@@ -263,7 +265,11 @@ class ReadPath:
                 else:
                     found = lg.offset_for_timestamp(r.timestamp_ms)
                     offset = found if found is not None and found < hw else -1
-                out[tb] = ListOffsetsResult(tb, None, offset, hw, leo, start)
+                kv = None
+                if replica.kv is not None and not replica.kv.closed:  # a primary-key bucket (table describe)
+                    footprint = replica.kv.footprint()
+                    kv = KvSize(footprint.sst_bytes, footprint.rows_estimate)
+                out[tb] = ListOffsetsResult(tb, None, offset, hw, leo, start, kv)
             except Exception as e:
                 out[tb] = ListOffsetsResult(tb, as_api_error(e, f"list offsets of {tb}"))
         return out

@@ -21,11 +21,14 @@ from fluss_py.errors import (
     CorruptMessageError,
     FencedLeaderEpochError,
     InvalidRecordBatchError,
+    InvalidRowError,
     InvalidTimestampError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    TableTypeMismatchError,
     UnknownLeaderEpochError,
 )
+from fluss_py.kv.tablet import KvTablet
 from fluss_py.log.results import LogAppendInfo
 from fluss_py.log.tablet import LogTablet
 from fluss_py.replica import isr as isr_rules
@@ -111,6 +114,7 @@ class Replica:
         self._refused_warned_at: float | None = None
         # told after every state change (the replica manager's led-size report: leadership came or went)
         self.on_transition: Callable[[Replica], None] | None = None
+        self.kv: KvTablet | None = None  # a primary-key bucket's KV, beside the log (replica/kv_apply.py)
 
     def __repr__(self) -> str:
         return f"Replica({self.table_bucket}, {self.state.value}, epoch={self.leader_epoch}, isr={self.isr})"
@@ -188,6 +192,8 @@ class Replica:
                 # starts at the LEO: recovery drops such an entry, so the file waits for the term's first batch
                 self.log.epoch_cache.assign(lai.leader_epoch, leo, write=False)
             self.leader_epoch_start_offset = leo
+            if self.kv is not None:
+                self.kv.become_leader(self.log)  # the pre-write buffer, from [applied, LEO)
             self.durable_offset = 0  # followers' flushed offsets are unknown until they fetch in this term
             self.followers = {
                 r: FollowerProgress(last_caught_up_time=now if r in self.isr else 0.0)
@@ -224,6 +230,8 @@ class Replica:
             or lai.leader != self.leader_id
         )
         self.transition(LocalReplicaState.FOLLOWER)
+        if self.kv is not None:
+            self.kv.become_follower()
         self.leader_id, self.leader_epoch, self.bucket_epoch = lai.leader, lai.leader_epoch, lai.bucket_epoch
         self.isr, self.replicas, self.pending_isr = tuple(lai.isr), tuple(replicas), None
         self.followers = {}
@@ -239,6 +247,8 @@ class Replica:
 
     def go_offline(self) -> None:
         self.transition(LocalReplicaState.OFFLINE)
+        if self.kv is not None:
+            self.kv.become_follower()
         self.followers, self.pending_isr = {}, None
 
     # ------------------------------------------------------------ checks
@@ -265,15 +275,21 @@ class Replica:
     # ------------------------------------------------------------ leader side
 
     def append_as_leader(self, records: bytes, acks: int) -> LogAppendInfo:
-        """Append a client's batches; acks=all below min ISR is refused before anything is written."""
+        """Append a client's batches (a primary-key bucket: KV batches, appended as their changelog); acks=all
+        below min ISR is refused before anything is written."""
         self.check_leader()
         if acks == ACKS_ALL and len(self.isr) < self.min_isr:
             raise NotEnoughReplicasError(
                 f"bucket {self.table_bucket}: ISR {list(self.isr)} is smaller than min.insync.replicas {self.min_isr}"
             )
         try:
-            info = self.log.append_as_leader(records, self.leader_epoch)
-        except (CorruptMessageError, InvalidRecordBatchError, InvalidTimestampError) as e:
+            if self.kv is not None:
+                info = self.kv.append_as_leader(self.log, records, self.leader_epoch)
+            else:
+                info = self.log.append_as_leader(records, self.leader_epoch)
+        except (
+            CorruptMessageError, InvalidRecordBatchError, InvalidTimestampError, InvalidRowError, TableTypeMismatchError
+        ) as e:  # fmt: skip
             self._refused(e)
             raise
         self.maybe_increment_hw()
@@ -455,10 +471,23 @@ class Replica:
             )
         if offset < self.log.log_end_offset:
             log.info("bucket %s: truncating from LEO %d to %d", self.table_bucket, self.log.log_end_offset, offset)
-            self.log.truncate_to(offset)
+            self._truncate(self.log.truncate_to, offset)
         else:
             self.log.epoch_cache.truncate_from_end(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("bucket %s: log restarts at %d (leader's log start)", self.table_bucket, offset)
-        self.log.truncate_fully_and_start_at(offset)
+        self._truncate(self.log.truncate_fully_and_start_at, offset)
+
+    def truncate_at_corruption(self) -> None:
+        """Cut the log where its recorded corrupt batch starts (a follower's repair: ``log_faults``)."""
+        self._truncate(lambda _: self.log.truncate_at_corruption(), None)
+
+    def _truncate(self, cut: Callable[[int], None], offset: int | None) -> None:
+        """Every truncation of the log goes through here: a KV undoes what it applied of the cut part first
+        (``None``: a cut at a corrupt batch, whose bytes cannot be read back: the KV is rebuilt if needed)."""
+        if self.kv is not None and offset is not None:
+            self.kv.before_truncate(self.log, offset)
+        cut(offset)  # type: ignore[arg-type]
+        if self.kv is not None:
+            self.kv.after_truncate(self.log, corrupt=offset is None)

@@ -12,7 +12,20 @@ from fluss_py.types import TableBucket
 if TYPE_CHECKING:
     from fluss_py.replica.group_flush import GroupFlusher
     from fluss_py.replica.isr_changes import IsrChanges
+    from fluss_py.replica.kv_apply import KvApplier
     from fluss_py.replica.read_path import ReadPath
+
+
+@dataclass(frozen=True, slots=True)
+class KvBucketStats:
+    """The KV of a primary-key replica (leader or follower): apply lag = HW - applied offset."""
+
+    applied_offset: int
+    apply_lag: int
+    size_bytes: int  # live SST files
+    memtable_bytes: int
+    rows: int  # RocksDB's estimate
+    buffered_keys: int = 0  # leader: keys in the pre-write buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +40,7 @@ class BucketStats:
     isr_size: int = 0
     under_replicated: bool = False  # led and ISR smaller than the assignment
     follower_leos: tuple[tuple[int, int], ...] = ()  # (follower id, its LEO as last fetched; -1 unknown)
+    kv: KvBucketStats | None = None  # a primary-key bucket's KV
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +62,27 @@ class ReplicaStats:
     fetch_sessions_opened: int = 0  # since start
     group_flush_rounds: int = 0  # log.flush.on-ack fsync rounds (group commits), since start
     group_flush_failures: int = 0  # of those, rounds whose fsync failed
+    kv_memory_bytes: int = 0  # RocksDB block cache and memtables of every KV here (one shared budget: kv.memory)
+    kv_applied_records: int = 0  # changelog records applied to KVs since start (leaders and followers)
+    kv_apply_cpu_s: float = 0.0  # CPU time of those apply rounds
+
+
+def _kv_stats(r: Replica) -> KvBucketStats | None:
+    kv = r.kv
+    if kv is None or kv.closed:
+        return None
+    f = kv.footprint()
+    buffered = len(kv.buffer) if kv.buffer is not None else 0
+    lag = max(r.log.high_watermark - kv.applied_offset, 0)
+    return KvBucketStats(kv.applied_offset, lag, f.sst_bytes, f.memtable_bytes, f.rows_estimate, buffered)
 
 
 def collect_stats(
-    replicas: Mapping[TableBucket, Replica], isr_changes: IsrChanges, reads: ReadPath, group_flush: GroupFlusher
+    replicas: Mapping[TableBucket, Replica],
+    isr_changes: IsrChanges,
+    reads: ReadPath,
+    group_flush: GroupFlusher,
+    kv: KvApplier,
 ) -> ReplicaStats:
     """One pass over the replicas (called per /metrics scrape and /health; nothing is kept per request)."""
     leaders = followers = under = under_min = 0
@@ -68,13 +99,17 @@ def collect_stats(
             isr_sizes[tb] = isr
             leos = tuple((f, p.log_end_offset) for f, p in r.followers.items())
             buckets.append(
-                BucketStats(tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos)
+                BucketStats(
+                    tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos, _kv_stats(r)
+                )
             )
         else:
             followers += r.state is LocalReplicaState.FOLLOWER
-            buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes))
+            kvs = _kv_stats(r)
+            buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, kv=kvs))
     return ReplicaStats(
         leaders, followers, under, under_min, isr_sizes, tuple(buckets), isr_changes.shrinks, isr_changes.expands,
         reads.throttle.bytes_total, reads.throttle.deferred_total, len(reads.fetch_sessions),
         reads.fetch_sessions.opened_total, group_flush.rounds, group_flush.failures,
+        kv.resources.usage_bytes, kv.applied_records, kv.apply_cpu_s,
     )  # fmt: skip

@@ -164,6 +164,10 @@ class MetadataCache:
         t = self._tables.get(table_id)
         return dict(t.info.descriptor.properties) if t is not None else None
 
+    def num_buckets(self, table_id: int) -> int | None:
+        t = self._tables.get(table_id)
+        return t.info.descriptor.num_buckets if t is not None else None
+
     def table_schema(self, table_id: int) -> TableSchema | None:
         """The schema of a table in the last view (None: unknown here, or a log table without a schema)."""
         t = self._tables.get(table_id)

@@ -20,6 +20,11 @@ over the replicas) and renders (docs/observability.md has the full list)
     fluss_replica_follower_lag{...,follower}         leader LEO - the follower's LEO (messages)
   per hosted replica {bucket,table_id} (leader or follower):
     fluss_log_end_offset, fluss_log_high_watermark, fluss_log_size_bytes
+  primary-key tables (docs/primary-key-tables.md):
+    fluss_kv_rocksdb_memory_bytes                    block cache + memtables of every KV here (kv.memory)
+    fluss_kv_apply_records_total / _cpu_seconds_total  changelog records applied to KVs, and the CPU it took
+    per primary-key replica {bucket,table_id}: fluss_kv_applied_offset, fluss_kv_apply_lag (HW - applied),
+    fluss_kv_size_bytes (SST files), fluss_kv_memtable_bytes, fluss_kv_rows (estimate), fluss_kv_buffered_keys
 
 The text is written directly in the Prometheus exposition format (labels sorted by name, integer values)
 instead of through prometheus-client's ``Metric``/``Sample`` objects: with 2000 led buckets (14 000
@@ -98,6 +103,21 @@ FOLLOWER_LAG = (
 LOG_END_OFFSET = ("fluss_log_end_offset", "Log end offset of each replica hosted here")
 HIGH_WATERMARK = ("fluss_log_high_watermark", "High watermark of each replica hosted here")
 LOG_SIZE = ("fluss_log_size_bytes", "Segment bytes of each replica hosted here")
+_KV_COUNTS = (
+    ("fluss_kv_rocksdb_memory_bytes", "gauge", "RocksDB block cache and memtables of every KV here (kv.memory)"),
+    ("fluss_kv_apply_records_total", "counter", "Changelog records applied to the KVs here since start"),
+    ("fluss_kv_apply_cpu_seconds_total", "counter", "CPU time of the KV apply rounds since start"),
+)
+# per primary-key replica: name, help, the KvBucketStats field
+_KV_BUCKET = (
+    ("fluss_kv_applied_offset", "Every change below this offset is in the replica's KV", "applied_offset"),
+    ("fluss_kv_apply_lag", "Committed changes not yet in the KV: HW minus applied offset", "apply_lag"),
+    ("fluss_kv_size_bytes", "Bytes of the KV's live SST files", "size_bytes"),
+    ("fluss_kv_memtable_bytes", "Bytes of the KV's memtables", "memtable_bytes"),
+    ("fluss_kv_rows", "Rows in the KV (RocksDB's estimate)", "rows"),
+    ("fluss_kv_buffered_keys", "Keys in the leader's pre-write buffer (changes appended, not yet applied)",
+     "buffered_keys"),
+)  # fmt: skip
 
 
 def follower_lag(leader_leo: int, follower_leo: int) -> int:
@@ -119,7 +139,8 @@ def render(stats: ReplicaStats | None) -> bytes:
     values = (s.leader_count, s.follower_count, s.under_replicated, s.under_min_isr, s.isr_shrinks, s.isr_expands,
               s.throttled_bytes, s.throttle_deferred, s.fetch_sessions, s.fetch_sessions_opened,
               s.group_flush_rounds, s.group_flush_failures)  # fmt: skip
-    for (name, kind, help_), v in zip(_COUNTS, values, strict=True):
+    kv_values = (s.kv_memory_bytes, s.kv_applied_records, round(s.kv_apply_cpu_s, 6))
+    for (name, kind, help_), v in zip((*_COUNTS, *_KV_COUNTS), (*values, *kv_values), strict=True):
         out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n{name} {v}\n")
     isr: list[str] = []
     under: list[str] = []
@@ -127,9 +148,13 @@ def render(stats: ReplicaStats | None) -> bytes:
     leo: list[str] = []
     hw: list[str] = []
     size: list[str] = []
+    kv: list[list[str]] = [[] for _ in _KV_BUCKET]
     for b in s.buckets:
         tb = b.table_bucket
         labels = f'bucket="{tb.bucket}",table_id="{tb.table_id}"'
+        if b.kv is not None:
+            for lines, (name, _, field) in zip(kv, _KV_BUCKET, strict=True):
+                lines.append(f"{name}{{{labels}}} {getattr(b.kv, field)}\n")
         leo.append(f"fluss_log_end_offset{{{labels}}} {b.log_end_offset}\n")
         hw.append(f"fluss_log_high_watermark{{{labels}}} {b.high_watermark}\n")
         size.append(f"fluss_log_size_bytes{{{labels}}} {b.size_bytes}\n")
@@ -149,6 +174,7 @@ def render(stats: ReplicaStats | None) -> bytes:
         (LOG_END_OFFSET, leo),
         (HIGH_WATERMARK, hw),
         (LOG_SIZE, size),
+        *(((name, help_), lines) for (name, help_, _), lines in zip(_KV_BUCKET, kv, strict=True)),
     ):
         _head(out, name, help_)
         out.extend(lines)

@@ -25,6 +25,7 @@ Who may call: ``TabletServicer`` handlers, on the server's loop.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +36,7 @@ from fluss_py import config as cfg
 from fluss_py.common import latency_trace as trace
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.log.config import LogConfig
+from fluss_py.replica.kv_reads import KvReads
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.replica.messages import (
     NO_SESSION,
@@ -51,6 +53,7 @@ from fluss_py.replica.messages import (
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.schema.schema import TableSchema
+from fluss_py.tablet import kv_rpc
 from fluss_py.tablet.metadata_cache import MetadataCache, table_schema_of
 from fluss_py.tablet.strays import stray_buckets
 from fluss_py.types import TableBucket
@@ -131,6 +134,10 @@ class ManagerReplicaLayer:
         self.config = config
         self.limits = RequestLimits.from_config(config)
         self._on_metadata = on_metadata
+
+    @functools.cached_property
+    def kv_reads(self) -> KvReads:
+        return KvReads(self.replicas, self.replicas.kv)
 
     # ---------------------------------------------------------------- data path
     async def produce_log(self, request: Any) -> Any:
@@ -247,6 +254,15 @@ class ManagerReplicaLayer:
             ],
         )
 
+    async def lookup(self, request: Any) -> Any:
+        return await kv_rpc.lookup(self.kv_reads, self.limits.wait_s(request.timeout_ms), request)
+
+    async def prefix_lookup(self, request: Any) -> Any:
+        return await kv_rpc.prefix_lookup(self.kv_reads, self.limits.wait_s(request.timeout_ms), request)
+
+    async def scan_kv(self, request: Any) -> Any:
+        return await kv_rpc.scan_kv(self.kv_reads, self.limits.wait_s(request.timeout_ms), request)
+
     async def get_metadata(self, request: Any) -> Any:
         try:
             md = self.metadata.cluster_metadata(convert.table_path_from_pb(p) for p in request.tables)
@@ -257,7 +273,7 @@ class ManagerReplicaLayer:
     # ---------------------------------------------------------------- coordinator -> tablet server
     async def notify_leader_and_isr(self, request: Any) -> Any:
         tables = {t.table_id: t for t in request.tables}
-        described: dict[int, tuple[dict[str, str], TableSchema | None] | FlussError] = {}
+        described: dict[int, tuple[dict[str, str], TableSchema | None, int] | FlussError] = {}
         states, unreadable = [], {}
         for b in request.buckets:
             tb, lai, replicas = convert.leader_and_isr_from_pb(b)
@@ -267,8 +283,8 @@ class ManagerReplicaLayer:
             if isinstance(table, FlussError):
                 unreadable[tb] = table
                 continue
-            props, schema = table
-            states.append(LeaderAndIsrItem(tb, lai, replicas, props, tuple(b.adding_replicas), schema))
+            props, schema, num_buckets = table
+            states.append(LeaderAndIsrItem(tb, lai, replicas, props, tuple(b.adding_replicas), schema, num_buckets))
         self._apply_log_configs(states)
         servers = [convert.server_node_from_pb(s) for s in request.servers]
         try:
@@ -281,13 +297,14 @@ class ManagerReplicaLayer:
             log.warning("NotifyLeaderAndIsr: %d of %d buckets failed: %s", len(failed), len(errors), _brief(failed))
         return tablet_pb2.NotifyLeaderAndIsrResponse(error=convert.ok(), buckets=_failed_results(errors))
 
-    def _describe(self, table_id: int, info: Any) -> tuple[dict[str, str], TableSchema | None] | FlussError:
-        """A table's properties and schema: from the request's TableInfo, else from the last metadata view;
-        the error of a schema that does not check (its buckets are refused, the others applied)."""
+    def _describe(self, table_id: int, info: Any) -> tuple[dict[str, str], TableSchema | None, int] | FlussError:
+        """A table's properties, schema and bucket count: from the request's TableInfo, else from the last
+        metadata view; the error of a schema that does not check (its buckets are refused, the others applied)."""
         try:
             if info is not None:
-                return dict(info.descriptor.properties), table_schema_of(info)
-            return self.metadata.table_properties(table_id) or {}, self.metadata.table_schema(table_id)
+                return dict(info.descriptor.properties), table_schema_of(info), info.descriptor.num_buckets
+            md = self.metadata
+            return md.table_properties(table_id) or {}, md.table_schema(table_id), md.num_buckets(table_id) or 0
         except FlussError as e:
             log.error("NotifyLeaderAndIsr: %s", e)
             return e
@@ -328,8 +345,8 @@ class ManagerReplicaLayer:
             except FlussError as e:
                 log.error("UpdateMetadata: %s", e)
                 continue
-            if schema is not None:
-                self.replicas.schemas.update(tm.info.table_id, schema)
+            if schema is not None and self.replicas.schemas.update(tm.info.table_id, schema):
+                self.replicas.kv.schema_changed(tm.info.table_id, schema)  # the KVs of its primary-key buckets
 
     def _set_strays_aside(self) -> None:
         """Close the logs no longer assigned here (their table dropped, or their bucket moved away, while this

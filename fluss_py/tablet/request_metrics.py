@@ -22,7 +22,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-REQUESTS = ("produce", "fetch_client", "fetch_follower", "list_offsets", "offsets_for_leader_epoch")
+REQUESTS = (
+    "produce", "fetch_client", "fetch_follower", "list_offsets", "offsets_for_leader_epoch",
+    "lookup", "prefix_lookup", "scan_kv",  # primary-key tables
+)  # fmt: skip
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -83,3 +86,12 @@ class MeteredReplicaLayer:
 
     async def offsets_for_leader_epoch(self, request: Any) -> Any:
         return await self._timed("offsets_for_leader_epoch", self.inner.offsets_for_leader_epoch, request)
+
+    async def lookup(self, request: Any) -> Any:
+        return await self._timed("lookup", self.inner.lookup, request)
+
+    async def prefix_lookup(self, request: Any) -> Any:
+        return await self._timed("prefix_lookup", self.inner.prefix_lookup, request)
+
+    async def scan_kv(self, request: Any) -> Any:
+        return await self._timed("scan_kv", self.inner.scan_kv, request)

@@ -1,5 +1,6 @@
 """One pass of the tablet server's retention loop: ``table.log.ttl`` / ``table.log.retention-bytes`` and idle
-writer expiry, log by log on the loop (a ``LogTablet`` is single-owner).
+writer expiry, log by log on the loop (a ``LogTablet`` is single-owner). The log of a primary-key bucket only
+expires idle writers: it is the changelog its KV is rebuilt from (docs/primary-key-tables.md §1).
 
 A pass gives the loop back (``pause``) after every log that deleted segments (unlinks are real disk work)
 and otherwise every ``YIELD_EVERY`` logs: the pass before yielded after every log, 20,000 loop turns a
@@ -46,7 +47,10 @@ async def retention_pass(logs: Logs, now_ms: int, pause: Callable[[], Awaitable[
             continue
         n = 0
         try:
-            n = tablet.apply_retention(now_ms)
+            if tablet.holds_changelog:  # a primary-key bucket's log is its KV's only source: kept whole
+                tablet.expire_writers(now_ms)
+            else:
+                n = tablet.apply_retention(now_ms)
         except Exception:  # it stays visible in the log, and is tried again next pass
             log.exception("Retention of bucket %s failed", tb)
         deleted += n

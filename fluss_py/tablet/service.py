@@ -67,6 +67,12 @@ class ReplicaLayer(Protocol):
 
     async def get_metadata(self, request: Any) -> Any: ...
 
+    async def lookup(self, request: Any) -> Any: ...
+
+    async def prefix_lookup(self, request: Any) -> Any: ...
+
+    async def scan_kv(self, request: Any) -> Any: ...
+
     async def notify_leader_and_isr(self, request: Any) -> Any: ...
 
     async def stop_replica(self, request: Any) -> Any: ...
@@ -229,6 +235,16 @@ class TabletServicer(tablet_pb2_grpc.TabletServiceServicer):
 
     async def GetMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self.layer.get_metadata(request)
+
+    # ---------------------------------------------------------------- primary-key tables (docs/primary-key-tables.md)
+    async def Lookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self.layer.lookup(request)
+
+    async def PrefixLookup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self.layer.prefix_lookup(request)
+
+    async def ScanKv(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self.layer.scan_kv(request)
 
 
 def _peer(context: Any) -> str:

@@ -10,6 +10,7 @@ from fluss_py.log.manager import LogManager
 from fluss_py.replica.fetcher.state import FetchSettings
 from fluss_py.replica.manager import ReplicaManager, ReplicaSettings
 from fluss_py.replica.messages import LeaderAndIsrItem
+from fluss_py.schema.schema import TableSchema
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket
 from tests.unit.replica.fakes import Cluster, FakeClock
 
@@ -41,6 +42,7 @@ class ReplicaCluster(Cluster):
         self.coordinator_epoch = 1
         self.config = cfg.Config(cfg.TABLET)
         self.log_managers: dict[int, LogManager] = {}
+        self.schemas: dict[int, TableSchema] = {}  # table id -> schema (a primary-key table: KVs beside the logs)
         for i in range(1, n + 1):
             self.start_server(i)
 
@@ -86,7 +88,7 @@ class ReplicaCluster(Cluster):
             if i in self.managers:
                 out[i] = await self.managers[i].become_leader_or_follower(
                     self.coordinator_epoch,
-                    [LeaderAndIsrItem(tb, lai, replicas, props or {})],
+                    [LeaderAndIsrItem(tb, lai, replicas, props or {}, (), self.schemas.get(tb.table_id), 1)],
                     [node(r) for r in replicas],
                 )
         return out

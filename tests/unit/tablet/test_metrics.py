@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fluss_py.common.http import metrics_route
 from fluss_py.replica.manager import BucketStats, ReplicaStats
+from fluss_py.replica.stats import KvBucketStats
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.tablet.metrics import follower_lag, render, replica_metrics_text
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
@@ -96,6 +97,24 @@ def test_collector_renders_counts_and_per_bucket_series() -> None:
     # the per-server count and the per-bucket flags agree
     flags = [v for (n, _), v in s.items() if n == "fluss_replica_under_replicated"]
     assert sum(flags) == sample(s, "fluss_replica_under_replicated_buckets")
+
+
+def test_primary_key_replicas_report_their_kv() -> None:
+    kv = KvBucketStats(applied_offset=40, apply_lag=2, size_bytes=4096, memtable_bytes=512, rows=17, buffered_keys=3)
+    pk_leader = BucketStats(TableBucket(2, 0), True, 45, 42, 900, 3, False, (), kv)
+    log_follower = BucketStats(TableBucket(1, 0), False, 4, 4, 200)
+    stats = ReplicaStats(
+        1, 1, 0, 0, {pk_leader.table_bucket: 3}, (pk_leader, log_follower), kv_memory_bytes=1 << 20,
+        kv_applied_records=99, kv_apply_cpu_s=0.25,
+    )  # fmt: skip
+    s = rendered(stats)
+    assert sample(s, "fluss_kv_rocksdb_memory_bytes") == 1 << 20
+    assert sample(s, "fluss_kv_apply_records_total") == 99
+    assert sample(s, "fluss_kv_apply_cpu_seconds_total") == 0.25
+    for name, value in (("applied_offset", 40), ("apply_lag", 2), ("size_bytes", 4096), ("memtable_bytes", 512),
+                        ("rows", 17), ("buffered_keys", 3)):  # fmt: skip
+        assert sample(s, f"fluss_kv_{name}", table_id=2, bucket=0) == value
+        assert sample(s, f"fluss_kv_{name}", table_id=1, bucket=0) is None  # a log table has no KV
 
 
 def test_nothing_is_rendered_before_the_replica_manager_exists() -> None:

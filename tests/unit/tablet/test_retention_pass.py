@@ -48,3 +48,25 @@ async def test_a_pass_deletes_what_retention_allows_and_yields_per_batch_of_idle
     assert deleted == segments - 1 and len(big.segments) == 1
     logs = idle + 2 - 1  # the idle ones, the big one and the broken one, less the one deleted meanwhile
     assert pauses == logs // YIELD_EVERY + 1  # one per YIELD_EVERY logs, and one after the deleting log
+
+
+async def test_the_log_of_a_primary_key_bucket_keeps_every_segment(tmp_path: Path) -> None:
+    """Its log is the changelog its KV is rebuilt from (docs/primary-key-tables.md §3.5): only idle writers
+    expire."""
+    from fluss_py.record.batch import CHANGELOG, RecordBatchBuilder
+
+    lm = LogManager(tmp_path, cfg.Config(cfg.TABLET))
+    lm.load_logs()
+    config = dataclasses.replace(SMALL, segment_bytes=1024, retention_bytes=1, writer_expiration_s=1)
+    pk = lm.get_or_create(TableBucket(4, 0), config)
+    pk.holds_changelog = True
+    for i in range(40):
+        b = RecordBatchBuilder(writer_id=7, writer_epoch=0, base_sequence=i, attributes=CHANGELOG)
+        b.append(b"\x03", b"k", 1_000 + i)
+        pk.append_as_leader(b.build(), 0)
+    pk.update_high_watermark(pk.log_end_offset)
+    segments = len(pk.segments)
+    assert segments > 2 and pk.writer_state(7) is not None
+    assert await retention_pass(lm, 10_000_000) == 0
+    assert len(pk.segments) == segments and pk.log_start_offset == 0
+    assert pk.writer_state(7) is None  # idle for longer than writer.expiration
