@@ -30,9 +30,9 @@ from typing import Any
 from fluss_py import config as cfg
 from fluss_py.cli.common import CliError, client_settings, emit_table, local_cluster
 from fluss_py.errors import ConfigError
-from fluss_py.security.acl import CLUSTER_NAME, Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, delete_user, list_acls, list_users, put_user, remove_acls
+from fluss_py.security_types import CLUSTER_NAME, Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.testing.layout import DEFAULT_DIR
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.credentials import zk_credentials

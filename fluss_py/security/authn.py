@@ -31,7 +31,7 @@ from typing import NamedTuple, Protocol
 from fluss_py.errors import AuthenticationFailedError
 from fluss_py.security import scram
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
-from fluss_py.security.scram import ScramCredential
+from fluss_py.security_types import ScramCredential
 
 ANONYMOUS = "ANONYMOUS"
 _MAX_REMEMBERED = 10_000

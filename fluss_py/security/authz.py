@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from fluss_py.security.acl import Acl, Operation, Resource, decide
+from fluss_py.security.acl import decide
+from fluss_py.security_types import Acl, Operation, Resource
 
 # not __name__: the runbook shows its lines by this name, docs/security.md (the audit lines)
 audit = logging.getLogger("fluss_py.security.audit")

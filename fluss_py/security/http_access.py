@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from fluss_py.common.http import Request, Response
 from fluss_py.errors import AuthenticationFailedError
 from fluss_py.security import operations
-from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType
 from fluss_py.security.authn import ANONYMOUS, Authenticated, Authenticator
 from fluss_py.security.authz import Authorizer
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
 from fluss_py.security.stream_grant import NO_TLS, GrantFactory, StreamGrant, StreamRevoked
+from fluss_py.security_types import CLUSTER, Operation, Resource, ResourceType
 
 REALM = 'Basic realm="fluss", charset="UTF-8"'
 

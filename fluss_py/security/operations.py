@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fluss_py.errors import UnknownTableOrBucketError
-from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType
+from fluss_py.security_types import CLUSTER, Operation, Resource, ResourceType
 
 PUBLIC = "public"
 INTERNAL = "internal"

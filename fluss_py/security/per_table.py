@@ -33,8 +33,8 @@ from typing import Any
 
 from fluss_py.errors import ErrorCode
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
-from fluss_py.security.acl import Operation, Resource, ResourceType
 from fluss_py.security.operations import TableName
+from fluss_py.security_types import Operation, Resource, ResourceType
 
 _C = "/fluss.v1.CoordinatorService/"
 

@@ -4,9 +4,10 @@
     ClientKey      = HMAC(SaltedPassword, "Client Key")      StoredKey = SHA-256(ClientKey)
     ServerKey      = HMAC(SaltedPassword, "Server Key")
 
-Only (salt, iterations, StoredKey, ServerKey) are kept (in ZooKeeper, see ``zk/paths.py``). A password
-presented over TLS is checked by deriving StoredKey again and comparing in constant time; whoever reads
-the znode cannot log in with what it holds. Pure functions; no I/O.
+Only (salt, iterations, StoredKey, ServerKey) are kept (``ScramCredential`` and its bounds in
+``fluss_py/security_types.py``; in ZooKeeper, see ``zk/paths.py``). A password presented over TLS is checked
+by deriving StoredKey again and comparing in constant time; whoever reads the znode cannot log in with what
+it holds. Pure functions; no I/O.
 """
 
 from __future__ import annotations
@@ -14,36 +15,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass
 
-MECHANISM = "SCRAM-SHA-256"
+from fluss_py.security_types import MIN_ITERATIONS, ScramCredential
+
 DEFAULT_ITERATIONS = 4096  # the RFC 7677 minimum; Kafka's default too
-MIN_ITERATIONS = 4096
-MAX_ITERATIONS = 1_000_000  # ~1 s of PBKDF2: a stored count above it would stall every login with it
-MIN_SALT_BYTES = 16
-KEY_BYTES = 32  # SHA-256
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    """One user's stored keys."""
-
-    salt: bytes
-    iterations: int
-    stored_key: bytes
-    server_key: bytes
-
-
-def checked(credential: ScramCredential) -> ScramCredential:
-    """``credential`` when its parameters are sound (read from ZooKeeper: input like any other); ValueError
-    naming what is not: too few or too many iterations, a short salt, keys of the wrong size."""
-    if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
-        raise ValueError(f"iterations {credential.iterations} outside [{MIN_ITERATIONS}, {MAX_ITERATIONS}]")
-    if len(credential.salt) < MIN_SALT_BYTES:
-        raise ValueError(f"salt of {len(credential.salt)} bytes (at least {MIN_SALT_BYTES})")
-    if len(credential.stored_key) != KEY_BYTES or len(credential.server_key) != KEY_BYTES:
-        raise ValueError(f"keys must be {KEY_BYTES} bytes")
-    return credential
 
 
 def _keys(password: str, salt: bytes, iterations: int) -> tuple[bytes, bytes]:

@@ -30,10 +30,10 @@ from fluss_py.security.authz import Authorizer
 from fluss_py.security.http_access import HttpAccess
 from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.interceptor import SecurityInterceptor
-from fluss_py.security.scram import ScramCredential
 from fluss_py.security.store import SecurityCache
 from fluss_py.security.stream_grant import NO_TLS, GrantFactory
 from fluss_py.security.tls import ServerTls, TlsFiles
+from fluss_py.security_types import ScramCredential
 from fluss_py.zk.client import ZkClient
 
 log = logging.getLogger(__name__)

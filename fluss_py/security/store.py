@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Protocol
 
-from fluss_py.security.acl import Acl, PatternType, ResourceType
-from fluss_py.security.scram import ScramCredential
+from fluss_py.security_types import Acl, PatternType, ResourceType, ScramCredential
 from fluss_py.zk.client import ZkClient, retry_session_lost
 from fluss_py.zk.paths import AclZNode, UserZNode
 from fluss_py.zk.values import BadVersionError, NodeExistsError, NoNodeError, ZnodeStat

@@ -46,7 +46,7 @@ from typing import Protocol
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from fluss_py.security.scram import ScramCredential
+from fluss_py.security_types import ScramCredential
 
 _MAX_CERTIFICATES = 1_000
 

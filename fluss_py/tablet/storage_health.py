@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.manager import ReplicaManager
-from fluss_py.security.acl import CLUSTER, Operation
+from fluss_py.security_types import CLUSTER, Operation
 
 
 def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any]:

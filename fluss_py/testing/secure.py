@@ -37,13 +37,13 @@ from typing import TypeVar
 
 import yaml
 
-from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.certs import CertificateAuthority, IssuedFiles
 from fluss_py.security.identity import read_properties
 from fluss_py.security.scram import make_credential
 from fluss_py.security.server_names import server_uri
 from fluss_py.security.store import add_acls, put_user
 from fluss_py.security.tls import TlsFiles
+from fluss_py.security_types import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.zk.client import ZkClient
 
 T = TypeVar("T")

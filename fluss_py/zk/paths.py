@@ -25,8 +25,16 @@ Who may call: anyone (pure functions, no I/O).
 
 from __future__ import annotations
 
-from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
-from fluss_py.security.scram import MECHANISM, ScramCredential, checked
+from fluss_py.security_types import (
+    MECHANISM,
+    Acl,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    ScramCredential,
+    checked,
+)
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr
 from fluss_py.zk.codecs import (
     CoordinatorRegistration,

@@ -23,10 +23,10 @@ import pytest
 
 from fluss_py.client import SyncAdmin, SyncProducer
 from fluss_py.errors import ErrorCode, FlussError
-from fluss_py.security.acl import CLUSTER_NAME, Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user
+from fluss_py.security_types import CLUSTER_NAME, Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.fixtures import TEST_OVERRIDES

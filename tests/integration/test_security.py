@@ -31,12 +31,12 @@ from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2, tablet_pb2_grpc
-from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.certs import CertificateAuthority
 from fluss_py.security.identity import PeerIdentity
 from fluss_py.security.scram import make_credential
 from fluss_py.security.store import add_acls, put_user
 from fluss_py.security.tls import TlsFiles, client_ssl_context
+from fluss_py.security_types import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.cluster_file import COORDINATOR, TABLET_SERVER
 from fluss_py.testing.fixtures import secure_module_cluster

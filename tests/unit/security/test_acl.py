@@ -2,18 +2,8 @@
 
 import pytest
 
-from fluss_py.security.acl import (
-    CLUSTER,
-    Acl,
-    Operation,
-    PatternType,
-    Permission,
-    Resource,
-    ResourceType,
-    decide,
-    enclosing,
-    table,
-)
+from fluss_py.security.acl import decide, enclosing
+from fluss_py.security_types import CLUSTER, Acl, Operation, PatternType, Permission, Resource, ResourceType, table
 
 pytestmark = pytest.mark.unit
 

@@ -5,11 +5,11 @@ import logging
 import pytest
 
 from fluss_py.errors import AuthenticationFailedError
-from fluss_py.security.acl import CLUSTER, Acl, Operation, PatternType, Permission, ResourceType, table
 from fluss_py.security.authn import ANONYMOUS, Authenticator
 from fluss_py.security.authz import Authorizer
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
 from fluss_py.security.scram import make_credential
+from fluss_py.security_types import CLUSTER, Acl, Operation, PatternType, Permission, ResourceType, table
 
 pytestmark = pytest.mark.unit
 

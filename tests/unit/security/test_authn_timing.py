@@ -10,7 +10,8 @@ from fluss_py.errors import AuthenticationFailedError
 from fluss_py.security import scram
 from fluss_py.security.authn import Authenticator
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
-from fluss_py.security.scram import ScramCredential, make_credential
+from fluss_py.security.scram import make_credential
+from fluss_py.security_types import ScramCredential
 
 pytestmark = pytest.mark.unit
 

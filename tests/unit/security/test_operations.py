@@ -6,7 +6,7 @@ from fluss_py.coordinator.tables import ClusterView, TableRegistration
 from fluss_py.errors import UnknownTableOrBucketError
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2
 from fluss_py.security import acl, operations
-from fluss_py.security.acl import CLUSTER, Operation, Resource, ResourceType, table
+from fluss_py.security_types import CLUSTER, Acl, Operation, PatternType, Permission, Resource, ResourceType, table
 from fluss_py.types import TablePath
 
 pytestmark = pytest.mark.unit
@@ -100,10 +100,10 @@ def test_a_heartbeat_naming_a_table_unknown_to_the_coordinator_still_needs_the_g
 def test_a_fetch_of_a_partition_is_refused_by_a_deny_on_its_table() -> None:
     """The tablet server names a partition's id ``db.payroll$20261201`` (its metadata cache): the check that
     follows must still meet a DENY on ``db.payroll``."""
-    literal, allow, deny = acl.PatternType.LITERAL, acl.Permission.ALLOW, acl.Permission.DENY
+    literal, allow, deny = PatternType.LITERAL, Permission.ALLOW, Permission.DENY
     acls = [
-        acl.Acl("alice", ResourceType.DATABASE, literal, "db", Operation.READ, allow),
-        acl.Acl("alice", ResourceType.TABLE, literal, "db.payroll", Operation.READ, deny),
+        Acl("alice", ResourceType.DATABASE, literal, "db", Operation.READ, allow),
+        Acl("alice", ResourceType.TABLE, literal, "db.payroll", Operation.READ, deny),
     ]
     fetch = tablet_pb2.FetchLogRequest(
         replica_id=-1, buckets=[tablet_pb2.FetchBucket(table_bucket=common_pb2.TableBucket(table_id=9))]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fluss_py.errors import ErrorCode
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2
-from fluss_py.security.acl import Operation, Resource
 from fluss_py.security.per_table import Access, narrow
+from fluss_py.security_types import Operation, Resource
 
 _C = "/fluss.v1.CoordinatorService/"
 NAMES = {1: "db.open", 2: "db.secret", 3: "db.listed"}  # 9: an id the leader's view does not hold

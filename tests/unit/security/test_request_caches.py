@@ -11,11 +11,11 @@ import pytest
 
 from fluss_py.rpc.pb import tablet_pb2
 from fluss_py.rpc.peer import REPLICA_TOKEN_KEY, presented
-from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType, table
 from fluss_py.security.authn import Authenticator
 from fluss_py.security.authz import MAX_DECISIONS, Authorizer
 from fluss_py.security.interceptor import SecurityInterceptor, current_principal
 from fluss_py.security.server_names import ServerName, peer_server
+from fluss_py.security_types import Acl, Operation, PatternType, Permission, ResourceType, table
 
 pytestmark = pytest.mark.unit
 

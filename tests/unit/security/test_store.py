@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from fluss_py.security.acl import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.security.scram import make_credential, verify
 from fluss_py.security.store import SecurityCache
+from fluss_py.security_types import Acl, Operation, PatternType, Permission, ResourceType
 from fluss_py.zk.paths import AclZNode, UserZNode
 from fluss_py.zk.values import SessionLostError, ZnodeStat
 

@@ -20,9 +20,10 @@ from fluss_py.security.authz import Authorizer
 from fluss_py.security.certs import CertificateAuthority
 from fluss_py.security.identity import PASSWORD_HEADER, USER_HEADER
 from fluss_py.security.interceptor import SecurityInterceptor
-from fluss_py.security.scram import ScramCredential, make_credential
+from fluss_py.security.scram import make_credential
 from fluss_py.security.stream_grant import NO_TLS, GrantFactory, StreamRevoked
 from fluss_py.security.tls import ca_certificates
+from fluss_py.security_types import ScramCredential
 
 pytestmark = pytest.mark.unit
 
