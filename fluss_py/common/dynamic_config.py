@@ -22,9 +22,9 @@ from typing import Any
 
 from fluss_py import config as cfg
 from fluss_py.errors import ConfigError, InvalidConfigError
-from fluss_py.zk.paths import DynamicConfigZNode
 
-CLUSTER, TABLET_SERVER, TABLE = DynamicConfigZNode.ENTITY_TYPES
+# the entity types, as named in requests and in the znode paths (``zk/paths.py`` DynamicConfigZNode)
+CLUSTER, TABLET_SERVER, TABLE = ENTITY_TYPES = ("cluster", "tablet-server", "table")
 TABLE_MIN_ISR = "min.insync.replicas"  # the table property (the server-wide key is tablet-server.min.insync...)
 
 _SERVER_LEVELS = frozenset({CLUSTER, TABLET_SERVER})
@@ -63,7 +63,7 @@ def validate(
     entity_type: str, changes: Mapping[str, str], deletions: Iterable[str] = (), replication_factor: int | None = None
 ) -> dict[str, str]:
     """Check an alter request; return the normalised changes. Raises InvalidConfigError (nothing stored)."""
-    if entity_type not in DynamicConfigZNode.ENTITY_TYPES:
+    if entity_type not in ENTITY_TYPES:
         raise InvalidConfigError(f"unknown entity type {entity_type!r} (cluster, tablet-server, table)")
     out: dict[str, str] = {}
     for key in [*changes, *deletions]:

@@ -25,6 +25,7 @@ Who may call: anyone (pure functions, no I/O).
 
 from __future__ import annotations
 
+from fluss_py.common import dynamic_config
 from fluss_py.security_types import (
     MECHANISM,
     Acl,
@@ -410,10 +411,7 @@ class DynamicConfigZNode:
     leader (fenced) after validation. JSON: ``{"version":1,"config":{"replica.lag.time.max.ms":"5s"}}``
     (values as given, already checked against the option registry)."""
 
-    CLUSTER = "cluster"
-    TABLET_SERVER = "tablet-server"
-    TABLE = "table"
-    ENTITY_TYPES = (CLUSTER, TABLET_SERVER, TABLE)
+    CLUSTER, TABLET_SERVER, TABLE = ENTITY_TYPES = dynamic_config.ENTITY_TYPES  # the rules: common/dynamic_config.py
 
     @staticmethod
     def parent(root: str) -> str:
