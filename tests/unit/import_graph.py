@@ -49,8 +49,17 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
+# units deeper than the first level: the generated gRPC code depends on nothing of fluss_py (the wire
+# vocabulary, under every package that handles a message), the rest of rpc/ sits above security/
+SEPARATE = ("fluss_py.rpc.pb",)
+
+
 def unit_of(module: str) -> str:
-    """The layering unit of a module: its first-level subpackage, or the top-level module itself."""
+    """The layering unit of a module: a SEPARATE subpackage, its first-level subpackage, or the top-level
+    module itself."""
+    for unit in SEPARATE:
+        if module == unit or module.startswith(unit + "."):
+            return unit
     parts = module.split(".")
     if len(parts) == 1:
         return module
