@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
 from fluss_py.client.transport import COORDINATOR_GET_METADATA, TABLET_GET_METADATA, Transport
-from fluss_py.common.auto_partition import routing_unit
 from fluss_py.config import split_host_port
 from fluss_py.errors import (
     REFUSED,
@@ -39,6 +38,7 @@ from fluss_py.errors import (
     RequestTimedOutError,
     TableNotExistError,
 )
+from fluss_py.partitioning import routing_unit
 from fluss_py.rpc.convert import schema_from_pb, to_client_exception
 from fluss_py.rpc.pb import common_pb2
 from fluss_py.schema.schema import TableSchema

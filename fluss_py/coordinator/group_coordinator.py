@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fluss_py.common.auto_partition import routing_unit
 from fluss_py.coordinator.events import ConsumerHeartbeat, DeleteGroup, DescribeGroup, Event, GroupSummaries
 from fluss_py.coordinator.group_members import (
     DEFAULT_REBALANCE_TIMEOUT_MS,
@@ -47,6 +46,7 @@ from fluss_py.errors import (
     TableNotExistError,
     UnknownMemberIdError,
 )
+from fluss_py.partitioning import routing_unit
 from fluss_py.types import TableBucket, split_partition, znode_name_problem
 from fluss_py.zk.paths import ConsumerOffsetZNode, GroupMembersZNode
 from fluss_py.zk.values import CreateOp, DeleteOp, EpochFence, Op, SetOp

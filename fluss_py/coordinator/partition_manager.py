@@ -1,5 +1,5 @@
 """The AutoPartitionManager: creates partitions ahead of time and drops expired ones (design:
-docs/partitioning.md; the rules are ``auto_partition.py``).
+docs/partitioning.md; the rules are ``fluss_py/partitioning.py``).
 
     tick (every coordinator.auto-partition.check-interval, and once the leadership's first reconciliation
     is done: ``on_started``; a tick before that is skipped, as no replica can be placed before the live
@@ -24,7 +24,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from fluss_py.common.auto_partition import (
+from fluss_py.coordinator.event_loop import Ticker
+from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
+from fluss_py.errors import ApiError
+from fluss_py.partitioning import (
     creation_lag,
     creation_lateness,
     expired,
@@ -32,9 +35,6 @@ from fluss_py.common.auto_partition import (
     spec_of,
     wanted,
 )
-from fluss_py.coordinator.event_loop import Ticker
-from fluss_py.coordinator.events import AutoPartitionCheck, CreateTable, DropTable
-from fluss_py.errors import ApiError
 from fluss_py.types import PARTITION_SEPARATOR, TablePath
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from fluss_py import config as cfg
-from fluss_py.common.auto_partition import check_partition, spec_of
 from fluss_py.common.schema_rules import check_new_table, keep_changelog
 from fluss_py.coordinator import election
 from fluss_py.coordinator.assignment import assign_replicas
@@ -75,6 +74,7 @@ from fluss_py.errors import (
     TableAlreadyExistError,
     TableNotExistError,
 )
+from fluss_py.partitioning import check_partition, spec_of
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import common_pb2, tablet_pb2
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath, split_partition

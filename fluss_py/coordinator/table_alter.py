@@ -41,7 +41,6 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
-from fluss_py.common.auto_partition import routing_unit
 from fluss_py.common.schema_rules import check_schema_size
 from fluss_py.config import MAX_BUCKETS
 from fluss_py.coordinator import election
@@ -54,6 +53,7 @@ from fluss_py.errors import (
     InvalidRequestError,
     TableNotExistError,
 )
+from fluss_py.partitioning import routing_unit
 from fluss_py.schema.schema import Column
 from fluss_py.types import LeaderAndIsr, TablePath
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode, TableZNode

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 import pytest
 
 from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
-from fluss_py.common.auto_partition import TimeUnit, partition_name, shift, slot_start, wanted
 from fluss_py.errors import InvalidRequestError, PartitionNotExistError
+from fluss_py.partitioning import TimeUnit, partition_name, shift, slot_start, wanted
 from fluss_py.testing.faults import kill9
 from fluss_py.testing.health import fetch_text
 from tests.fault.replication_support import bootstrap, consume, metric_value, produce

@@ -28,7 +28,7 @@ import pytest
 
 from fluss_py.client import ProducerOptions, SyncAdmin, SyncProducer
 from fluss_py.client.groups import GroupMembers
-from fluss_py.common.auto_partition import TimeUnit, partition_name, shift, slot_start
+from fluss_py.partitioning import TimeUnit, partition_name, shift, slot_start
 from fluss_py.testing.cluster import LocalCluster
 from fluss_py.testing.procs import wait_until
 from fluss_py.types import TableBucket

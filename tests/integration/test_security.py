@@ -26,9 +26,9 @@ from kazoo.exceptions import NoAuthError
 from fluss_py.client import Admin, ConsumerOptions, ProducerOptions, SyncAdmin, SyncConsumer, SyncProducer
 from fluss_py.client.groups import commit_offsets, fetch_offsets, raise_refused
 from fluss_py.client.transport import CONSUMER_HEARTBEAT
-from fluss_py.common.auto_partition import TimeUnit, partition_name, slot_start
 from fluss_py.common.cross_site import REQUEST_HEADER
 from fluss_py.errors import ErrorCode, FlussError
+from fluss_py.partitioning import TimeUnit, partition_name, slot_start
 from fluss_py.record import RecordBatchBuilder
 from fluss_py.rpc.pb import common_pb2, coordinator_pb2, tablet_pb2, tablet_pb2_grpc
 from fluss_py.security.certs import CertificateAuthority

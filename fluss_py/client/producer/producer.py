@@ -33,7 +33,6 @@ from fluss_py.client.producer.accumulator import (
 from fluss_py.client.producer.idempotence import WriterIdSource
 from fluss_py.client.producer.sender import Sender
 from fluss_py.client.transport import GrpcTransport, Transport
-from fluss_py.common.auto_partition import TimeUnit, partition_for, routing_unit
 from fluss_py.errors import (
     FlussError,
     InvalidRequestError,
@@ -41,6 +40,7 @@ from fluss_py.errors import (
     RequestTimedOutError,
     TableNotExistError,
 )
+from fluss_py.partitioning import TimeUnit, partition_for, routing_unit
 from fluss_py.security.identity import PLAINTEXT, PeerIdentity
 from fluss_py.types import TableBucket, TablePath
 

@@ -492,7 +492,7 @@ async def test_a_partitioned_table_routes_each_record_to_the_partition_of_its_ti
 async def test_a_record_without_a_timestamp_goes_to_the_current_slot() -> None:
     import time as _time
 
-    from fluss_py.common.auto_partition import partition_for, routing_unit
+    from fluss_py.partitioning import partition_for, routing_unit
 
     cluster = FakeCluster()
     cluster.create_table("fluss", "events", properties=DAY_SPEC)

@@ -5,7 +5,11 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from fluss_py.common.auto_partition import (
+from fluss_py.coordinator.events import CreateTable, DropTable
+from fluss_py.coordinator.partition_manager import AutoPartitionManager
+from fluss_py.coordinator.tables import ClusterView, TableRegistration
+from fluss_py.errors import InvalidReplicationFactorError, InvalidRequestError, InvalidTableNameError
+from fluss_py.partitioning import (
     PartitionSpec,
     TimeUnit,
     check_partition,
@@ -21,10 +25,6 @@ from fluss_py.common.auto_partition import (
     spec_of,
     wanted,
 )
-from fluss_py.coordinator.events import CreateTable, DropTable
-from fluss_py.coordinator.partition_manager import AutoPartitionManager
-from fluss_py.coordinator.tables import ClusterView, TableRegistration
-from fluss_py.errors import InvalidReplicationFactorError, InvalidRequestError, InvalidTableNameError
 from fluss_py.types import TablePath, split_partition
 
 NOW = datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
