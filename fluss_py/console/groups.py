@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fluss_py.coordinator.group_members import GroupMembers, Member
+from fluss_py.console.leader_view import GroupView, MemberView
 from fluss_py.types import TableBucket
 
 LAG_WINDOW_S = 300.0
@@ -23,7 +23,7 @@ LAG_POINTS = 60  # one per offsets read (every 5 s): the last 5 minutes
 
 
 def groups_view(
-    members: Mapping[str, GroupMembers],
+    members: Mapping[str, GroupView],
     committed: Mapping[str, Mapping[TableBucket, int]],
     hw: Callable[[TableBucket], int],
 ) -> list[dict[str, Any]]:
@@ -46,7 +46,7 @@ def groups_view(
     return out
 
 
-def _member(m: Member) -> dict[str, Any]:
+def _member(m: MemberView) -> dict[str, Any]:
     return {"id": m.member_id, "host": m.client_host, "b": [[tb.table_id, tb.bucket] for tb in sorted(m.assigned)]}
 
 

@@ -41,9 +41,9 @@ from aiohttp import web
 
 from fluss_py.common.http import Response, peer_certificate_pem, request_of, web_response
 from fluss_py.console.groups import LagHistory
+from fluss_py.console.leader_view import LeaderView
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.console.visibility import Viewer, visible
-from fluss_py.coordinator.tables import ClusterView
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class ConsoleFeed:
         interval: float = 1.0,
         scheme: str = "http",
         refresh: Callable[[], Awaitable[None]] | None = None,
-        view: Callable[[], ClusterView | None] | None = None,
+        view: Callable[[], LeaderView | None] | None = None,
         access: Access | None = None,
     ) -> None:
         """``refresh``: an async read the ``read`` callable's source depends on (ZooKeeper), run every
@@ -120,7 +120,7 @@ class ConsoleFeed:
         self._filtered: dict[str, bytes] = {}  # principal -> its view of the latest sample (console/visibility.py)
         self._read = read
         self._view = view
-        self._attached: ClusterView | None = None  # the view whose changes feed the timeline
+        self._attached: LeaderView | None = None  # the view whose changes feed the timeline
         self._refresh = refresh
         self._leader = leader
         self.interval = interval

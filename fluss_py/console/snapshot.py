@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fluss_py.console.groups import groups_view
-from fluss_py.coordinator.group_members import GroupMembers
-from fluss_py.coordinator.state import BucketState
-from fluss_py.coordinator.tables import ClusterView
+from fluss_py.console.leader_view import GroupView, LeaderView
 from fluss_py.types import CoordinatorLeaderInfo, LeaderAndIsr, TableBucket
 from fluss_py.zk.codecs import CoordinatorRegistration, TabletServerRegistration
 
@@ -35,7 +33,7 @@ class ConsoleSource:
     """One read of the leader's state. ``view`` is None on a coordinator that is not the serving leader."""
 
     coordinator: dict[str, Any]
-    view: ClusterView | None = None
+    view: LeaderView | None = None
     live: set[int] = field(default_factory=set)
     servers: Mapping[int, TabletServerRegistration] = field(default_factory=dict)
     sizes: Mapping[TableBucket, int] = field(default_factory=dict)
@@ -43,7 +41,7 @@ class ConsoleSource:
     rebalance: dict[str, Any] | None = None
     coordinators: list[dict[str, Any]] = field(default_factory=list)
     disk: Mapping[int, tuple[int, list[tuple[str, int, int]]]] = field(default_factory=dict)  # per server
-    groups: Mapping[str, GroupMembers] = field(default_factory=dict)  # the leader's in-memory membership
+    groups: Mapping[str, GroupView] = field(default_factory=dict)  # the leader's in-memory membership
     committed: Mapping[str, Mapping[TableBucket, int]] = field(default_factory=dict)  # last read from ZooKeeper
     committed_at: float | None = None  # when (wall clock) that read finished; None: never
 
@@ -101,7 +99,7 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
         lai = bucket.leader_and_isr
         leader = lai.leader if lai is not None else -1
         isr = list(lai.isr) if lai is not None else []
-        offline = leader not in source.live or view.bucket_states.get(tb) is BucketState.OFFLINE
+        offline = leader not in source.live or view.is_offline(tb)
         under = not offline and len(isr) < len(bucket.replicas)
         size = int(source.sizes.get(tb, 0))
         hw, leo = source.offsets.get(leader, {}).get(tb, (-1, -1))  # the current leader's last report

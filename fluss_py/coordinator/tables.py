@@ -206,6 +206,10 @@ class ClusterView:
         if self.on_leader_and_isr is not None and old is not lai:
             self.on_leader_and_isr(tb, old, lai)
 
+    def is_offline(self, tb: TableBucket) -> bool:
+        """The bucket's state is OFFLINE: its leader died and no live ISR member could take over yet."""
+        return self.bucket_states.get(tb) is BucketState.OFFLINE
+
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
         return self.failed_replicas.on(tb)

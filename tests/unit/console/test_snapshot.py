@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
+from fluss_py.console.leader_view import LeaderView
 from fluss_py.console.snapshot import ConsoleSource, Rates, Timeline, build_snapshot
 from fluss_py.coordinator.state import BucketState
 from fluss_py.coordinator.tables import ClusterView, TableRegistration
@@ -23,7 +26,7 @@ def _view(leaders: dict[int, tuple[int, tuple[int, ...]]], epoch: int = 0) -> Cl
     return view
 
 
-def _source(view: ClusterView, live: set[int], sizes: dict[TableBucket, int] | None = None) -> ConsoleSource:
+def _source(view: LeaderView, live: set[int], sizes: dict[TableBucket, int] | None = None) -> ConsoleSource:
     servers = {s: TabletServerRegistration("127.0.0.1", 9000 + s, rack=f"r{s}") for s in (1, 2, 3)}
     return ConsoleSource({"id": 0, "state": "Leader"}, view, live, servers, sizes or {})
 
@@ -41,6 +44,54 @@ def test_buckets_are_marked_under_replicated_and_offline():
     assert [servers[s]["alive"] for s in (1, 2, 3)] == [True, True, False]
     assert (servers[1]["leaders"], servers[2]["leaders"], servers[2]["under_replicated"]) == (1, 1, 1)
     assert all(s["replicas"] == 3 for s in servers.values())
+
+
+def test_a_bucket_the_state_machine_holds_offline_is_offline_though_its_last_leader_is_live():
+    view = _view({0: (1, (1, 2, 3)), 1: (2, (2, 3))})
+    view.bucket_states.force(TableBucket(7, 1), BucketState.OFFLINE)  # ClusterView.is_offline
+    rows = {b["bucket"]: b for b in build_snapshot(_source(view, live={1, 2, 3}), now=1.0)["buckets"]}
+    assert (rows[0]["offline"], rows[1]["offline"], rows[1]["under_replicated"]) == (False, True, False)
+
+
+@dataclass
+class _Table:
+    path: TablePath
+    num_buckets: int
+    replication_factor: int
+
+
+@dataclass
+class _Bucket:
+    replicas: tuple[int, ...]
+    leader_and_isr: LeaderAndIsr | None
+
+
+@dataclass
+class _PlainView:
+    """Not a ClusterView: the console reads the leader only through console/leader_view.py's LeaderView."""
+
+    tables: dict[int, _Table]
+    buckets: dict[TableBucket, _Bucket]
+    offline: set[TableBucket] = field(default_factory=set)
+    on_leader_and_isr: object = None
+
+    def is_offline(self, tb: TableBucket) -> bool:
+        return tb in self.offline
+
+
+def test_any_view_of_the_leader_view_shape_builds_the_snapshot():
+    tb0, tb1 = TableBucket(3, 0), TableBucket(3, 1)
+    view = _PlainView(
+        {3: _Table(TablePath("db", "t"), 2, 2)},
+        {tb0: _Bucket((1, 2), LeaderAndIsr(1, 4, (1, 2), 1, 0)), tb1: _Bucket((2, 1), None)},
+        offline={tb1},
+    )
+    snap = build_snapshot(_source(view, live={1, 2}), now=1.0)  # type: ignore[arg-type]
+    assert [(b["bucket"], b["leader"], b["leader_epoch"], b["offline"]) for b in snap["buckets"]] == [
+        (0, 1, 4, False),
+        (1, -1, -1, True),
+    ]
+    assert [(t["name"], t["buckets"], t["offline"]) for t in snap["tables"]] == [("db.t", 2, 1)]
 
 
 def test_a_dead_unregistered_server_with_replicas_is_shown_not_alive():
