@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/fluss_py/rpc/pb/*.proto)
 
-.PHONY: install install-run zookeeper fuse netns-tools browser docker-tools wheels compose-test bench-tools up down test test-unit chaos lint format proto proto-check config-doc bench clean
+.PHONY: install install-run zookeeper fuse netns-tools browser docker-tools wheels compose-test bench-tools up down test test-unit chaos lint format proto proto-check config-doc metrics-doc bench clean
 
 # What running a cluster needs (`make up`): the venv, ZooKeeper and FUSE. The test tools (network-namespace
 # tools, chromium, docker, prometheus) come with `make install`, which `make test` runs.
@@ -89,6 +89,10 @@ proto-check: $(VENV)/.installed
 # docs/configuration.md from the config registry (a unit test fails when it is stale)
 config-doc: $(VENV)/.installed
 	$(BIN)/fluss-py config --markdown > docs/configuration.md
+
+# docs/observability.md's metric list from fluss_py/metric_catalogue.py (a unit test fails when it is stale)
+metrics-doc: $(VENV)/.installed
+	$(BIN)/fluss-py metrics --update-doc docs/observability.md
 
 # Debian's nats-server, the benchmarks' peer (without it the peer columns stay empty)
 bench-tools:

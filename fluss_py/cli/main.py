@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "fluss_py.cli.security",  # user add/list/remove, acl add/list/remove
     "fluss_py.cli.demo",  # demo failover
     "fluss_py.cli.config_cmd",  # config (every key, default and range); config describe/alter (dynamic)
+    "fluss_py.cli.metrics_cmd",  # metrics (every Prometheus metric, from the catalogue)
     "fluss_py.cli.verify",  # verify (a Jepsen-style check under faults)
 )
 

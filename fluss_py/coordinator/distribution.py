@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from fluss_py import metric_catalogue as mc
 from fluss_py.coordinator.tables import ClusterView
+from fluss_py.metric_spec import Family
 from fluss_py.types import NO_LEADER
 
-NAME = "fluss_tablet_distribution"
+NAME = mc.TABLET_DISTRIBUTION.name
 
 
 def distribution(view: ClusterView, live: Iterable[int]) -> dict[int, tuple[int, int]]:
@@ -44,15 +45,13 @@ class TabletDistributionCollector(Collector):
     def __init__(self, source: Callable[[], tuple[ClusterView, Iterable[int]] | None]) -> None:
         self._source = source
 
-    def describe(self) -> list[GaugeMetricFamily]:
+    def describe(self) -> list[Family]:
         return [self._family()]
 
-    def _family(self) -> GaugeMetricFamily:
-        return GaugeMetricFamily(
-            NAME, "Replicas and leaders per tablet server (coordinator leader's view)", labels=["server", "kind"]
-        )
+    def _family(self) -> Family:
+        return mc.TABLET_DISTRIBUTION.family()
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Family]:
         family = self._family()
         got = self._source()
         if got is not None:

@@ -30,11 +30,10 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
-from prometheus_client import Enum as EnumMetric
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client import CollectorRegistry
 
 from fluss_py import config as cfg
+from fluss_py import metric_catalogue as mc
 from fluss_py.common.http import HttpServer, Request, Response, json_response, metrics_route
 from fluss_py.console.routes import MAX_GROUPS, ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource, coordinators_view
@@ -120,42 +119,28 @@ class CoordinatorServer(CoordinatorLifecycle):
         self._run_task: asyncio.Task | None = None
         self._in_lifecycle = False
         self.metrics = CollectorRegistry()
-        self._state_metric = EnumMetric(
-            "fluss_coordinator_state",
-            "Coordinator lifecycle state",
-            states=["Starting"] + [s.value for s in CoordinatorState],
-            registry=self.metrics,
-        )
+        self._state_metric = mc.COORDINATOR_STATE.enum(self.metrics, ["Starting"] + [s.value for s in CoordinatorState])
         self._state_metric.state("Starting")
-        Gauge("fluss_coordinator_epoch", "Coordinator epoch of the leader as known here", registry=self.metrics
-              ).set_function(lambda: self.coordinator_epoch)  # fmt: skip
-        Gauge("fluss_coordinator_is_leader", "1 on the coordinator leader", registry=self.metrics).set_function(
-            lambda: 1 if self.state.current is CoordinatorState.LEADER else 0
-        )
-        Gauge("fluss_coordinator_live_tablet_servers", "Live tablet servers (leader's view)", registry=self.metrics
-              ).set_function(lambda: len(self._leader.context.tablet_servers) if self._leader else 0)  # fmt: skip
-        Gauge("fluss_coordinator_liveness_streams", "Tablet servers whose liveness stream answered in the last 2 s",
-              registry=self.metrics).set_function(lambda: self._liveness_stat("fresh"))  # fmt: skip
-        Gauge("fluss_coordinator_proofs_of_death", "Tablet-server deaths proven during this leadership "
-              "(failed over before their session expired)", registry=self.metrics
-              ).set_function(lambda: self._liveness_stat("proofs"))  # fmt: skip
-        Gauge("fluss_coordinator_offline_buckets", "Buckets without a live leader (leader's view)",
-              registry=self.metrics).set_function(self._offline_buckets)  # fmt: skip
+        for spec, read in (
+            (mc.COORDINATOR_EPOCH, lambda: self.coordinator_epoch),
+            (mc.COORDINATOR_IS_LEADER, lambda: 1 if self.state.current is CoordinatorState.LEADER else 0),
+            (
+                mc.COORDINATOR_LIVE_TABLET_SERVERS,
+                lambda: len(self._leader.context.tablet_servers) if self._leader else 0,
+            ),
+            (mc.COORDINATOR_LIVENESS_STREAMS, lambda: self._liveness_stat("fresh")),
+            (mc.COORDINATOR_PROOFS_OF_DEATH, lambda: self._liveness_stat("proofs")),
+            (mc.COORDINATOR_OFFLINE_BUCKETS, self._offline_buckets),
+            (mc.COORDINATOR_PARTITIONS, lambda: self._partition_stat("count")),
+            (mc.COORDINATOR_PARTITIONS_CREATED, lambda: self._partition_stat("created")),
+            (mc.COORDINATOR_PARTITIONS_DROPPED, lambda: self._partition_stat("dropped")),
+            (mc.COORDINATOR_PARTITION_CREATION_LAG, lambda: self._partition_stat("lag")),
+            (mc.COORDINATOR_PARTITION_LAST_CREATION_LATE, lambda: self._partition_stat("late")),
+        ):
+            spec.gauge(self.metrics).set_function(read)
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
-        Gauge("fluss_coordinator_partitions", "Partitions of partitioned tables (leader's view)", registry=self.metrics
-              ).set_function(lambda: self._partition_stat("count"))  # fmt: skip
-        Gauge("fluss_coordinator_partitions_created", "Partitions created ahead by this leadership",
-              registry=self.metrics).set_function(lambda: self._partition_stat("created"))  # fmt: skip
-        Gauge("fluss_coordinator_partitions_dropped", "Partitions dropped (expired) by this leadership",
-              registry=self.metrics).set_function(lambda: self._partition_stat("dropped"))  # fmt: skip
-        Gauge("fluss_coordinator_partition_creation_lag_seconds", "Seconds the oldest started slot of a "
-              "partitioned table has had no partition (0: on schedule)", registry=self.metrics
-              ).set_function(lambda: self._partition_stat("lag"))  # fmt: skip
-        Gauge("fluss_coordinator_partition_last_creation_late_seconds", "Seconds after its slot started that "
-              "this leadership's last partition creation was made (0: made ahead)", registry=self.metrics
-              ).set_function(lambda: self._partition_stat("late"))  # fmt: skip
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)
         set_server_keepalive(Keepalive.from_config(config))  # rpc.keepalive.*: its server and its channels
@@ -406,10 +391,7 @@ class _RefusalCollector:
         self._servicer = servicer
 
     def collect(self) -> Any:
-        family = CounterMetricFamily(
-            "fluss_coordinator_peer_refusals", "Requests refused because the peer did not prove who it is",
-            labels=["kind"],
-        )  # fmt: skip
+        family = mc.COORDINATOR_PEER_REFUSALS.family()
         servicer = self._servicer()
         counts = servicer.refusals.counts if servicer is not None else {}
         family.add_metric(["replica_not_authenticated"], counts.get("replica_not_authenticated", 0))

@@ -22,8 +22,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
+from fluss_py import metric_catalogue as mc
 from fluss_py.security.acl import decide
 from fluss_py.security_types import Acl, Operation, Resource
 
@@ -56,15 +57,8 @@ class Authorizer:
         self._last_audit: dict[tuple[str, str], float] = {}
         self._snapshot: object = None  # the ACL tuple the decisions below were made with
         self._decisions: dict[tuple[str, Operation, Resource], bool] = {}
-        self.denials = Counter(
-            "fluss_authorization_denials",
-            "requests refused because no ACL allowed them (or one denied them)",
-            ["operation", "resource_type"],
-            registry=registry,
-        )
-        self.authentication_failures = Counter(
-            "fluss_authentication_failures", "requests refused for missing or bad credentials", registry=registry
-        )
+        self.denials = mc.AUTHORIZATION_DENIALS.counter(registry)
+        self.authentication_failures = mc.AUTHENTICATION_FAILURES.counter(registry)
 
     def is_internal(self, principal: str) -> bool:
         return principal in self.internal_principals

@@ -1,7 +1,7 @@
 """Replica metrics of a tablet server, rendered at scrape time from one ``ReplicaManager.stats()`` call.
 
 Nothing is updated per request or per record: a scrape of ``/metrics`` calls ``stats()`` once (one pass
-over the replicas) and renders (docs/observability.md has the full list)
+over the replicas) and renders (declared in ``fluss_py/metric_catalogue.py``, listed in docs/observability.md)
 
     fluss_replica_leader_count                       buckets this server leads
     fluss_replica_follower_count                     buckets this server follows
@@ -43,8 +43,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily
-
+from fluss_py import metric_catalogue as mc
+from fluss_py.metric_spec import Family
 from fluss_py.replica.stats import ReplicaStats
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED
@@ -52,82 +52,39 @@ from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED
 if TYPE_CHECKING:
     from fluss_py.tablet.server import TabletServer
 
-# name, type, help
+# the unlabelled families, in the order of their values in ``render``
 _COUNTS = (
-    ("fluss_replica_leader_count", "gauge", "Buckets this server leads"),
-    ("fluss_replica_follower_count", "gauge", "Buckets this server follows"),
-    (
-        "fluss_replica_under_replicated_buckets",
-        "gauge",
-        "Led buckets whose ISR is smaller than their assignment (sum of fluss_replica_under_replicated)",
-    ),
-    ("fluss_replica_under_min_isr", "gauge", "Led buckets whose ISR is below min.insync.replicas"),
-    ("fluss_replica_isr_shrinks_total", "counter", "ISR shrinks of buckets led here (since start)"),
-    ("fluss_replica_isr_expands_total", "counter", "ISR expansions of buckets led here (since start)"),
-    (
-        "fluss_rebalance_throttled_bytes_total",
-        "counter",
-        "Bytes served as leader to followers being added, within the throttle (docs/rebalance.md §6)",
-    ),
-    (
-        "fluss_rebalance_throttle_deferred_total",
-        "counter",
-        "Reads of followers being added answered empty for want of throttle budget",
-    ),
-    ("fluss_replica_fetch_sessions", "gauge", "Incremental fetch sessions (followers', consumers') held here"),
-    (
-        "fluss_replica_fetch_sessions_opened_total",
-        "counter",
-        "Fetch sessions opened here (each by a full request naming every bucket), since start",
-    ),
-    (
-        "fluss_replica_group_flush_rounds_total",
-        "counter",
-        "fsync rounds of log.flush.on-ack logs (one round covers every batch appended meanwhile), since start",
-    ),
-    (
-        "fluss_replica_group_flush_failures_total",
-        "counter",
-        "log.flush.on-ack fsync rounds that failed (the produces waiting on them got STORAGE_ERROR)",
-    ),
+    mc.REPLICA_LEADER_COUNT,
+    mc.REPLICA_FOLLOWER_COUNT,
+    mc.REPLICA_UNDER_REPLICATED_BUCKETS,
+    mc.REPLICA_UNDER_MIN_ISR,
+    mc.REPLICA_ISR_SHRINKS,
+    mc.REPLICA_ISR_EXPANDS,
+    mc.REBALANCE_THROTTLED_BYTES,
+    mc.REBALANCE_THROTTLE_DEFERRED,
+    mc.REPLICA_FETCH_SESSIONS,
+    mc.REPLICA_FETCH_SESSIONS_OPENED,
+    mc.REPLICA_GROUP_FLUSH_ROUNDS,
+    mc.REPLICA_GROUP_FLUSH_FAILURES,
+    mc.KV_ROCKSDB_MEMORY_BYTES,
+    mc.KV_APPLY_RECORDS,
+    mc.KV_APPLY_CPU_SECONDS,
 )
-ISR_COUNT = ("fluss_replica_isr_count", "ISR size of each bucket this server leads")
-UNDER_REPLICATED = (
-    "fluss_replica_under_replicated",
-    "1 while a bucket led here has an ISR smaller than its assignment, else 0",
-)
-FOLLOWER_LAG = (
-    "fluss_replica_follower_lag",
-    "Leader LEO minus the follower's LEO as of its last fetch (messages), per follower of a led bucket",
-)
-LOG_END_OFFSET = ("fluss_log_end_offset", "Log end offset of each replica hosted here")
-HIGH_WATERMARK = ("fluss_log_high_watermark", "High watermark of each replica hosted here")
-LOG_SIZE = ("fluss_log_size_bytes", "Segment bytes of each replica hosted here")
-_KV_COUNTS = (
-    ("fluss_kv_rocksdb_memory_bytes", "gauge", "RocksDB block cache and memtables of every KV here (kv.memory)"),
-    ("fluss_kv_apply_records_total", "counter", "Changelog records applied to the KVs here since start"),
-    ("fluss_kv_apply_cpu_seconds_total", "counter", "CPU time of the KV apply rounds since start"),
-)
-# per primary-key replica: name, help, the KvBucketStats field
+# per primary-key replica: the family and the KvBucketStats field it reads
 _KV_BUCKET = (
-    ("fluss_kv_applied_offset", "Every change below this offset is in the replica's KV", "applied_offset"),
-    ("fluss_kv_apply_lag", "Committed changes not yet in the KV: HW minus applied offset", "apply_lag"),
-    ("fluss_kv_size_bytes", "Bytes of the KV's live SST files", "size_bytes"),
-    ("fluss_kv_memtable_bytes", "Bytes of the KV's memtables", "memtable_bytes"),
-    ("fluss_kv_rows", "Rows in the KV (RocksDB's estimate)", "rows"),
-    ("fluss_kv_buffered_keys", "Keys in the leader's pre-write buffer (changes appended, not yet applied)",
-     "buffered_keys"),
-)  # fmt: skip
+    (mc.KV_APPLIED_OFFSET, "applied_offset"),
+    (mc.KV_APPLY_LAG, "apply_lag"),
+    (mc.KV_SIZE_BYTES, "size_bytes"),
+    (mc.KV_MEMTABLE_BYTES, "memtable_bytes"),
+    (mc.KV_ROWS, "rows"),
+    (mc.KV_BUFFERED_KEYS, "buffered_keys"),
+)
 
 
 def follower_lag(leader_leo: int, follower_leo: int) -> int:
     """Messages the follower is behind; a follower that has not fetched in this leader term (LEO unknown,
     -1) counts as holding nothing, so a frozen follower shows its full lag instead of hiding."""
     return max(leader_leo - max(follower_leo, 0), 0)
-
-
-def _head(lines: list[str], name: str, help_: str, kind: str = "gauge") -> None:
-    lines.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n")
 
 
 def render(stats: ReplicaStats | None) -> bytes:
@@ -140,8 +97,8 @@ def render(stats: ReplicaStats | None) -> bytes:
               s.throttled_bytes, s.throttle_deferred, s.fetch_sessions, s.fetch_sessions_opened,
               s.group_flush_rounds, s.group_flush_failures)  # fmt: skip
     kv_values = (s.kv_memory_bytes, s.kv_applied_records, round(s.kv_apply_cpu_s, 6))
-    for (name, kind, help_), v in zip((*_COUNTS, *_KV_COUNTS), (*values, *kv_values), strict=True):
-        out.append(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n{name} {v}\n")
+    for spec, v in zip(_COUNTS, (*values, *kv_values), strict=True):
+        out.append(f"{spec.head()}{spec.name} {v}\n")
     isr: list[str] = []
     under: list[str] = []
     lag: list[str] = []
@@ -149,34 +106,34 @@ def render(stats: ReplicaStats | None) -> bytes:
     hw: list[str] = []
     size: list[str] = []
     kv: list[list[str]] = [[] for _ in _KV_BUCKET]
+    leo_name, hw_name, size_name = mc.LOG_END_OFFSET.name, mc.LOG_HIGH_WATERMARK.name, mc.LOG_SIZE.name
+    isr_name, under_name = mc.REPLICA_ISR_COUNT.name, mc.REPLICA_UNDER_REPLICATED.name
+    lag_name = mc.REPLICA_FOLLOWER_LAG.name
     for b in s.buckets:
         tb = b.table_bucket
         labels = f'bucket="{tb.bucket}",table_id="{tb.table_id}"'
         if b.kv is not None:
-            for lines, (name, _, field) in zip(kv, _KV_BUCKET, strict=True):
-                lines.append(f"{name}{{{labels}}} {getattr(b.kv, field)}\n")
-        leo.append(f"fluss_log_end_offset{{{labels}}} {b.log_end_offset}\n")
-        hw.append(f"fluss_log_high_watermark{{{labels}}} {b.high_watermark}\n")
-        size.append(f"fluss_log_size_bytes{{{labels}}} {b.size_bytes}\n")
+            for lines, (spec, field) in zip(kv, _KV_BUCKET, strict=True):
+                lines.append(f"{spec.name}{{{labels}}} {getattr(b.kv, field)}\n")
+        leo.append(f"{leo_name}{{{labels}}} {b.log_end_offset}\n")
+        hw.append(f"{hw_name}{{{labels}}} {b.high_watermark}\n")
+        size.append(f"{size_name}{{{labels}}} {b.size_bytes}\n")
         if b.is_leader:
-            isr.append(f"fluss_replica_isr_count{{{labels}}} {b.isr_size}\n")
-            under.append(f"fluss_replica_under_replicated{{{labels}}} {1 if b.under_replicated else 0}\n")
+            isr.append(f"{isr_name}{{{labels}}} {b.isr_size}\n")
+            under.append(f"{under_name}{{{labels}}} {1 if b.under_replicated else 0}\n")
             for follower, follower_leo in b.follower_leos:
                 n = follower_lag(b.log_end_offset, follower_leo)
-                lag.append(
-                    f'fluss_replica_follower_lag{{bucket="{tb.bucket}",follower="{follower}",'
-                    f'table_id="{tb.table_id}"}} {n}\n'
-                )
-    for (name, help_), lines in (
-        (ISR_COUNT, isr),
-        (UNDER_REPLICATED, under),
-        (FOLLOWER_LAG, lag),
-        (LOG_END_OFFSET, leo),
-        (HIGH_WATERMARK, hw),
-        (LOG_SIZE, size),
-        *(((name, help_), lines) for (name, help_, _), lines in zip(_KV_BUCKET, kv, strict=True)),
+                lag.append(f'{lag_name}{{bucket="{tb.bucket}",follower="{follower}",table_id="{tb.table_id}"}} {n}\n')
+    for spec, lines in (
+        (mc.REPLICA_ISR_COUNT, isr),
+        (mc.REPLICA_UNDER_REPLICATED, under),
+        (mc.REPLICA_FOLLOWER_LAG, lag),
+        (mc.LOG_END_OFFSET, leo),
+        (mc.LOG_HIGH_WATERMARK, hw),
+        (mc.LOG_SIZE, size),
+        *((spec, lines) for (spec, _), lines in zip(_KV_BUCKET, kv, strict=True)),
     ):
-        _head(out, name, help_)
+        out.append(spec.head())
         out.extend(lines)
     return "".join(out).encode()
 
@@ -201,11 +158,8 @@ class PeerRefusalCollector:
     def __init__(self, server: TabletServer) -> None:
         self._server = server
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            "fluss_tablet_peer_refusals", "Requests refused because the peer did not prove who it is",
-            labels=["kind"],
-        )  # fmt: skip
+    def collect(self) -> Iterator[Family]:
+        family = mc.TABLET_PEER_REFUSALS.family()
         servicer, rm = self._server.servicer, self._server.replica_manager
         counts = dict(servicer.refusals.counts) if servicer is not None else {}
         for kind in REFUSAL_KINDS:

@@ -20,13 +20,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+
+from fluss_py import metric_catalogue as mc
 
 REQUESTS = (
     "produce", "fetch_client", "fetch_follower", "list_offsets", "offsets_for_leader_epoch",
     "lookup", "prefix_lookup", "scan_kv",  # primary-key tables
 )  # fmt: skip
-LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class RequestMetrics:
@@ -34,16 +35,8 @@ class RequestMetrics:
     per request)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        latency = Histogram(
-            "fluss_tablet_request_latency_seconds",
-            "Time a data-path request spent in the tablet server (long polls and acks=all waits included)",
-            ["request"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        )
-        errors = Counter(
-            "fluss_tablet_request_errors", "Data-path requests that failed as a whole", ["request"], registry=registry
-        )
+        latency = mc.TABLET_REQUEST_LATENCY.histogram(registry)
+        errors = mc.TABLET_REQUEST_ERRORS.counter(registry)
         self.latency = {r: latency.labels(r) for r in REQUESTS}
         self.errors = {r: errors.labels(r) for r in REQUESTS}
 

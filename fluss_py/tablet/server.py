@@ -40,9 +40,10 @@ import logging
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from fluss_py import config as cfg
+from fluss_py import metric_catalogue as mc
 from fluss_py.common.http import HttpServer, Request, Response, json_response, metrics_route
 from fluss_py.errors import ServerIdConflictError
 from fluss_py.log.dirs import LogDirs, data_dirs_of
@@ -144,10 +145,8 @@ class TabletServer:
         self._retention_failure: BaseException | None = None
         self._dynamic: DynamicConfigWatcher | None = None
         self.metrics = CollectorRegistry()
-        Gauge("fluss_tablet_server_registered", "1 while registered in ZooKeeper", registry=self.metrics
-              ).set_function(lambda: 1 if self.registered else 0)  # fmt: skip
-        Gauge("fluss_tablet_server_coordinator_epoch", "Highest coordinator epoch seen", registry=self.metrics
-              ).set_function(lambda: self.fence.highest)  # fmt: skip
+        mc.TABLET_SERVER_REGISTERED.gauge(self.metrics).set_function(lambda: 1 if self.registered else 0)
+        mc.TABLET_SERVER_COORDINATOR_EPOCH.gauge(self.metrics).set_function(lambda: self.fence.highest)
         self.metrics.register(ZkSessionCollector(self.zk))
         self.metrics.register(PeerRefusalCollector(self))
         self.request_metrics = RequestMetrics(self.metrics)

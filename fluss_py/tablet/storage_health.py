@@ -29,9 +29,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from fluss_py import metric_catalogue as mc
 from fluss_py.log.dirs import LogDirs
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.security_types import CLUSTER, Operation
@@ -101,11 +101,8 @@ class StorageCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         offline = self.log_dirs.offline
-        online = GaugeMetricFamily("fluss_log_dir_online", "1 while the data directory serves", labels=["dir"])
-        failures = CounterMetricFamily("fluss_log_dir_failures", "Times the data directory failed", labels=["dir"])
-        logs = GaugeMetricFamily("fluss_log_dir_logs", "Logs held in the data directory", labels=["dir"])
-        free = GaugeMetricFamily("fluss_log_dir_free_bytes", "Bytes free on the directory's filesystem", labels=["dir"])
-        capacity = GaugeMetricFamily("fluss_log_dir_capacity_bytes", "Size of its filesystem", labels=["dir"])
+        online, failures, logs = mc.LOG_DIR_ONLINE.family(), mc.LOG_DIR_FAILURES.family(), mc.LOG_DIR_LOGS.family()
+        free, capacity = mc.LOG_DIR_FREE_BYTES.family(), mc.LOG_DIR_CAPACITY_BYTES.family()
         counts = self.log_dirs.log_counts()
         for path, n in self.log_dirs.failure_counts().items():
             online.add_metric([str(path)], 0 if path in offline else 1)
@@ -117,26 +114,14 @@ class StorageCollector(Collector):
                 capacity.add_metric([str(path)], usage[1])
         yield from (online, failures, logs, free, capacity)
         faults = self.rm.faults
-        for name, doc, value in (
-            ("fluss_log_corrupt_segments", "Corrupt segments found", faults.corrupt_segments),
-            ("fluss_log_corruption_repairs", "Corrupt logs refetched from the leader", faults.repairs),
-            ("fluss_log_scrubbed_bytes", "Bytes the scrubber CRC-checked", faults.scrubbed_bytes),
-            ("fluss_log_scrub_passes", "Scrubbing passes finished", faults.scrub_passes),
-            (
-                "fluss_replica_checkpoint_failures",
-                "Flush/checkpoint rounds failed (not a disk)",
-                self.rm.checkpoint_failures,
-            ),
+        for spec, value in (
+            (mc.LOG_CORRUPT_SEGMENTS, faults.corrupt_segments),
+            (mc.LOG_CORRUPTION_REPAIRS, faults.repairs),
+            (mc.LOG_SCRUBBED_BYTES, faults.scrubbed_bytes),
+            (mc.LOG_SCRUB_PASSES, faults.scrub_passes),
+            (mc.REPLICA_CHECKPOINT_FAILURES, self.rm.checkpoint_failures),
+            (mc.LOG_RECOVERY_VERIFIED_BYTES, self.log_dirs.verified_bytes),
+            (mc.LOG_RECOVERY_SECONDS, self.recovery_seconds),
+            (mc.REPLICA_OFFLINE_COUNT, len(self.rm.offline)),
         ):
-            yield CounterMetricFamily(name, doc, value=value)
-        yield GaugeMetricFamily(
-            "fluss_log_recovery_verified_bytes",
-            "Bytes CRC-checked at the last start",
-            value=self.log_dirs.verified_bytes,
-        )
-        yield GaugeMetricFamily(
-            "fluss_log_recovery_seconds", "Time to load the logs at start", value=self.recovery_seconds
-        )
-        yield GaugeMetricFamily(
-            "fluss_replica_offline_count", "Replicas offline (failed directory)", value=len(self.rm.offline)
-        )
+            yield spec.family(value)

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fluss_py import metric_catalogue as mc
+from fluss_py.metric_spec import Family
 from fluss_py.zk.client import ZkClient
 from fluss_py.zk.values import SessionEvent, SessionState
 
@@ -43,17 +44,13 @@ class ZkSessionCollector(Collector):
     def _on_event(self, event: SessionEvent) -> None:
         self.events[event_name(event)] += 1
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         current = self._zk.session_state
-        state = GaugeMetricFamily(
-            "fluss_zookeeper_session_state", "ZooKeeper session state of this process (1 = current)", labels=["state"]
-        )
+        state = mc.ZOOKEEPER_SESSION_STATE.family()
         for s in SessionState:
             state.add_metric([s.value.lower()], 1 if s is current else 0)
         yield state
-        events = CounterMetricFamily(
-            "fluss_zookeeper_session_events", "ZooKeeper session changes seen by this process", labels=["event"]
-        )
+        events = mc.ZOOKEEPER_SESSION_EVENTS.family()
         for name in EVENTS:
             events.add_metric([name], self.events[name])
         yield events

@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from fluss_py import metric_catalogue as mc
 from fluss_py.coordinator.rebalance.progress import MoveStatus
+from fluss_py.metric_spec import Family
 
 STATES = ("idle", "rebalancing", "completed", "failed", "canceled")
 
@@ -36,11 +37,11 @@ class RebalanceCollector(Collector):
     def __init__(self, executor: Callable[[], Any]) -> None:
         self._executor = executor
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Family]:
         ex = self._executor()
         progress = ex.progress if ex is not None else None
         current = progress.status.value.lower() if progress is not None else "idle"
-        state = GaugeMetricFamily("fluss_rebalance_state", "Rebalance state (1 = current)", labels=["state"])
+        state = mc.REBALANCE_STATE.family()
         for s in STATES:
             state.add_metric([s], 1.0 if s == current else 0.0)
         yield state
@@ -48,25 +49,19 @@ class RebalanceCollector(Collector):
             return
         if progress is not None:
             done_batches = progress.batch if progress.running else len(progress.plan.batches)
-            for name, value, doc in (
-                ("batches_total", len(progress.plan.batches), "Batches of the current or last plan"),
-                ("batches_done", done_batches, "Finished batches"),
-                ("moves_total", len(progress.plan.moves), "Moves of the current or last plan"),
-                ("moves_done", progress.count(MoveStatus.DONE), "Finished moves"),
-                ("moves_in_flight", progress.count(MoveStatus.ADDING) if progress.running else 0, "Moves in flight"),
-                ("moves_rolled_back", progress.count(MoveStatus.ROLLED_BACK), "Moves rolled back"),
-                ("bytes_planned", progress.plan.moved_bytes, "Bytes the plan moves"),
-                ("bytes_moved", progress.bytes_moved, "Bytes moved so far"),
+            for spec, value in (
+                (mc.REBALANCE_BATCHES_TOTAL, len(progress.plan.batches)),
+                (mc.REBALANCE_BATCHES_DONE, done_batches),
+                (mc.REBALANCE_MOVES_TOTAL, len(progress.plan.moves)),
+                (mc.REBALANCE_MOVES_DONE, progress.count(MoveStatus.DONE)),
+                (mc.REBALANCE_MOVES_IN_FLIGHT, progress.count(MoveStatus.ADDING) if progress.running else 0),
+                (mc.REBALANCE_MOVES_ROLLED_BACK, progress.count(MoveStatus.ROLLED_BACK)),
+                (mc.REBALANCE_BYTES_PLANNED, progress.plan.moved_bytes),
+                (mc.REBALANCE_BYTES_MOVED, progress.bytes_moved),
             ):
-                yield GaugeMetricFamily(f"fluss_rebalance_{name}", doc, value=float(value))
-        per_server = GaugeMetricFamily(
-            "fluss_rebalance_server_migrations", "In-flight moves touching a server", labels=["server"]
-        )
+                yield spec.family(float(value))
+        per_server = mc.REBALANCE_SERVER_MIGRATIONS.family()
         for server, n in sorted(ex.migrations_per_server().items()):
             per_server.add_metric([str(server)], float(n))
         yield per_server
-        yield GaugeMetricFamily(
-            "fluss_rebalance_server_migrations_peak",
-            "Most in-flight moves seen touching one server",
-            value=float(ex.peak_server_migrations),
-        )
+        yield mc.REBALANCE_SERVER_MIGRATIONS_PEAK.family(float(ex.peak_server_migrations))
