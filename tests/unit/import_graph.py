@@ -28,7 +28,7 @@ ROOT_NAME = "fluss_py"
 @dataclass(frozen=True)
 class Edge:
     importer: str  # dotted module name
-    imported: str  # dotted module name (a module or a package's __init__)
+    imported: str  # a fluss_py module (dotted; a package is its __init__), or an outside top-level name
     line: int
     kind: str  # "top" | "function" | "typing"
     path: str  # the importer's file, relative to the repository
