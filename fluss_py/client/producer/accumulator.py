@@ -64,6 +64,7 @@ class ProducerBatch:
     __slots__ = (
         "ambiguous",
         "attempts",
+        "attributes",
         "base_sequence",
         "builder",
         "created",
@@ -83,10 +84,18 @@ class ProducerBatch:
     )
 
     def __init__(
-        self, table_bucket: TableBucket, batch_size: int, compression: CompressionType, delivery_timeout: float
+        self,
+        table_bucket: TableBucket,
+        batch_size: int,
+        compression: CompressionType,
+        delivery_timeout: float,
+        attributes: int = 0,
     ) -> None:
         self.table_bucket = table_bucket
-        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=compression, max_bytes=batch_size)
+        self.attributes = attributes  # a KV batch's bit (docs/primary-key-tables.md §3.3), else 0
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(
+            compression=compression, max_bytes=batch_size, attributes=attributes
+        )
         self.futures: list[asyncio.Future[RecordMetadata]] = []
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.created = time.monotonic()
@@ -247,21 +256,29 @@ class RecordAccumulator:
         self.filled = False
 
     def append(
-        self, tb: TableBucket, key: bytes | None, value: bytes | None, timestamp_ms: int | None, size: int
+        self,
+        tb: TableBucket,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int | None,
+        size: int,
+        attributes: int = 0,
     ) -> tuple[asyncio.Future[RecordMetadata], ProducerBatch]:
+        """Append to the bucket's open batch, or to a new one when it is full or of other ``attributes`` (a
+        batch is all KV records or none)."""
         queue = self.queues.get(tb)
         if queue is None:
             queue = self.queues[tb] = deque()
         if queue:
             last = queue[-1]
-            fut = last.try_append(key, value, timestamp_ms, size)
+            fut = last.try_append(key, value, timestamp_ms, size) if last.attributes == attributes else None
             if fut is not None:
                 if last.is_full(self.batch_size):
                     self.filled = True
                     self.wakeup.set()
                 return fut, last
-            self.filled = True  # ``last`` could not take the record: it is complete
-        batch = ProducerBatch(tb, self.batch_size, self.compression, self.delivery_timeout)
+            self.filled = True  # ``last`` could not take the record: it is complete (only the last takes any)
+        batch = ProducerBatch(tb, self.batch_size, self.compression, self.delivery_timeout, attributes)
         fut = batch.try_append(key, value, timestamp_ms, size)
         assert fut is not None  # an empty batch takes any record
         queue.append(batch)

@@ -110,8 +110,13 @@ class Producer:
         key: bytes | None = None,
         bucket: int | None = None,
         timestamp_ms: int | None = None,
+        attributes: int = 0,
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future of ``RecordMetadata(bucket, offset)``.
+
+        ``attributes``: the attribute bits of the record's batch besides compression (``KV_BATCH`` for the
+        upserts and deletes of ``client.kv.Upserter``, docs/primary-key-tables.md §3.3); records of other
+        attributes never share a batch.
 
         Waits only for table metadata and buffer room (up to ``max_block``, then REQUEST_TIMED_OUT).
         The future fails with the record's error once it cannot be delivered (a non-retriable error, or
@@ -154,7 +159,7 @@ class Producer:
         tbs = self._buckets.get(info.table_id)
         if tbs is None or len(tbs) != n:
             tbs = self._buckets[info.table_id] = tuple(TableBucket(info.table_id, b) for b in range(n))
-        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size)
+        fut, batch = acc.append(tbs[bucket], key, value, timestamp_ms, size, attributes)
         if key is None:
             self._sticky[info.table_id] = (bucket, batch)
         return fut
@@ -167,11 +172,12 @@ class Producer:
         key: bytes | None = None,
         bucket: int | None = None,
         timestamp_ms: int | None = None,
+        attributes: int = 0,
     ) -> RecordMetadata:
         """``send`` and wait for the answer. A record sent while nothing of this producer is on the wire has its
         request started in this loop turn (no batch can form behind it: this caller sends nothing more until the
         answer): ``send`` returns in the turn it appended the record, so the sender is still as it found it."""
-        fut = await self.send(table, value, key=key, bucket=bucket, timestamp_ms=timestamp_ms)
+        fut = await self.send(table, value, key=key, bucket=bucket, timestamp_ms=timestamp_ms, attributes=attributes)
         if self._sender.idle:
             self._sender.send_now()
         return await fut

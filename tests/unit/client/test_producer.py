@@ -8,6 +8,7 @@ import pytest
 
 from fluss_py.client.options import ProducerOptions, RetryOptions
 from fluss_py.client.producer import Producer
+from fluss_py.client.producer.accumulator import RecordAccumulator
 from fluss_py.errors import (
     ErrorCode,
     OutOfOrderSequenceError,
@@ -16,6 +17,8 @@ from fluss_py.errors import (
     RequestTimedOutError,
     TableNotExistError,
 )
+from fluss_py.record import CompressionType, iter_batches
+from fluss_py.record.batch import KV_BATCH
 from fluss_py.types import TableBucket
 from tests.unit.client.fake_cluster import FakeCluster
 
@@ -505,3 +508,16 @@ async def test_a_record_without_a_timestamp_goes_to_the_current_slot() -> None:
     async with make(cluster) as p:
         r = await p.send_and_wait("events", b"now")
     assert r.bucket.table_id == tid or partition_for("events", int(_time.time() * 1000), unit) != today
+
+
+async def test_records_of_other_attributes_never_share_a_batch() -> None:
+    acc = RecordAccumulator(1 << 20, 1.0, CompressionType.NONE, 60.0)
+    tb = TableBucket(1, 0)
+    _, plain = acc.append(tb, b"k", b"v", None, 20)
+    _, kv1 = acc.append(tb, b"k", b"\x01", None, 20, KV_BATCH)
+    _, kv2 = acc.append(tb, b"k2", b"\x01", None, 20, KV_BATCH)
+    _, plain2 = acc.append(tb, b"k", b"v", None, 20)
+    assert kv1 is kv2 and len({id(plain), id(kv1), id(plain2)}) == 3
+    built = [acc.pop_head(tb).payload for _ in range(3)]
+    assert [next(iter_batches(bytes(p))).attributes for p in built] == [0, KV_BATCH, 0]  # type: ignore[arg-type]
+    assert [next(iter_batches(bytes(p))).record_count for p in built] == [1, 2, 1]  # type: ignore[arg-type]
