@@ -171,6 +171,43 @@ class ConsumerOptions:
         return _build(cls, base, overrides)
 
 
+@dataclass(frozen=True, slots=True)
+class LookupOptions:
+    """Settings of ``client.kv.Lookuper`` (lookups, prefix lookups and scans of primary-key tables).
+
+    request_timeout           a lookup fails with REQUEST_TIMED_OUT once this long has passed since it was
+                              asked, retries included; a leader whose KV is behind waits at most the rest
+    max_keys_per_request      keys of one Lookup request (one request per leader server carries many buckets)
+    max_in_flight_per_server  Lookup requests on the wire to one server; keys asked meanwhile wait and travel
+                              together in the next one (the batching)
+    """
+
+    request_timeout: float = 30.0
+    retry: RetryOptions = DEFAULT_RETRY
+    max_keys_per_request: int = 1024
+    max_in_flight_per_server: int = 2
+    keepalive: Keepalive = DEFAULT_KEEPALIVE
+
+    def __post_init__(self) -> None:
+        if not self.request_timeout > 0:
+            raise ConfigError("request_timeout", "must be > 0")
+        if not 1 <= self.max_keys_per_request <= 65536:
+            raise ConfigError("max_keys_per_request", "must be 1..65536")
+        if not 1 <= self.max_in_flight_per_server <= 64:
+            raise ConfigError("max_in_flight_per_server", "must be 1..64")
+
+    @classmethod
+    def from_config(cls, config: cfg.Config | None = None, **overrides: Any) -> LookupOptions:
+        base: dict[str, Any] = {}
+        if config is not None:
+            base = {
+                "request_timeout": config[cfg.CLIENT_REQUEST_TIMEOUT],
+                "retry": _retry(config),
+                "keepalive": Keepalive.from_config(config),
+            }
+        return _build(cls, base, overrides)
+
+
 def _retry(config: cfg.Config) -> RetryOptions:
     return RetryOptions(config[cfg.CLIENT_RETRY_BACKOFF], config[cfg.CLIENT_RETRY_BACKOFF_MAX])
 

@@ -16,11 +16,12 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from fluss_py.client.admin import Admin
 from fluss_py.client.consumer import Consumer
+from fluss_py.client.kv import Deleter, Lookuper, Upserter
 from fluss_py.client.producer import Producer, RecordMetadata
 
 T = TypeVar("T")
@@ -86,6 +87,26 @@ class _SyncProxy:
         finally:
             self._lt.stop()
 
+    def _queued(self, queue: Coroutine[Any, Any, asyncio.Future[T]]) -> concurrent.futures.Future[T]:
+        """Run ``queue`` (an async send that returns the future of its acknowledgement) on the loop; the
+        acknowledgement as a ``concurrent.futures.Future``."""
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def relay(fut: asyncio.Future[T]) -> None:
+            if fut.cancelled():
+                result.cancel()
+            elif fut.exception() is not None:
+                result.set_exception(fut.exception())  # type: ignore[arg-type]
+            else:
+                result.set_result(fut.result())
+
+        async def go() -> None:
+            fut = await queue
+            fut.add_done_callback(relay)
+
+        self._lt.run(go())
+        return result
+
     def __enter__(self) -> Any:
         return self
 
@@ -100,22 +121,50 @@ class SyncProducer(_SyncProxy):
         super().__init__(lambda: Producer(bootstrap_servers, *args, **kwargs), "fluss-sync-producer")
 
     def send(self, table: Any, value: bytes | None, **kwargs: Any) -> concurrent.futures.Future[RecordMetadata]:
-        result: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        return self._queued(self._client.send(table, value, **kwargs))
 
-        def relay(fut: asyncio.Future[RecordMetadata]) -> None:
-            if fut.cancelled():
-                result.cancel()
-            elif fut.exception() is not None:
-                result.set_exception(fut.exception())  # type: ignore[arg-type]
-            else:
-                result.set_result(fut.result())
 
-        async def go() -> None:
-            fut = await self._client.send(table, value, **kwargs)
-            fut.add_done_callback(relay)
+class SyncDeleter(_SyncProxy):
+    """``Deleter`` for threads: ``delete`` returns a ``concurrent.futures.Future[RecordMetadata]``;
+    ``delete_and_wait`` and ``flush`` block."""
 
-        self._lt.run(go())
-        return result
+    def __init__(self, bootstrap_servers: str | None, table: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: self._writer(bootstrap_servers, table, *args, **kwargs), "fluss-sync-kv-writer")
+
+    @staticmethod
+    def _writer(*args: Any, **kwargs: Any) -> Deleter:
+        return Deleter(*args, **kwargs)
+
+    def delete(self, key: Any) -> concurrent.futures.Future[RecordMetadata]:
+        return self._queued(self._client.delete(key))
+
+
+class SyncUpserter(SyncDeleter):
+    """``Upserter`` for threads: ``upsert``/``delete`` return a ``concurrent.futures.Future[RecordMetadata]``;
+    ``upsert_and_wait``, ``delete_and_wait`` and ``flush`` block."""
+
+    @staticmethod
+    def _writer(*args: Any, **kwargs: Any) -> Upserter:
+        return Upserter(*args, **kwargs)
+
+    def upsert(self, row: Any) -> concurrent.futures.Future[RecordMetadata]:
+        return self._queued(self._client.upsert(row))
+
+
+class SyncLookuper(_SyncProxy):
+    """``Lookuper`` for threads: ``lookup``, ``lookup_many``, ``prefix_lookup``, ``scan_bucket`` block;
+    ``scan`` returns a plain iterator fetching one page at a time."""
+
+    def __init__(self, bootstrap_servers: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(lambda: Lookuper(bootstrap_servers, *args, **kwargs), "fluss-sync-lookuper")
+
+    def scan(self, table: Any, bucket: int, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        async def open_scan() -> Any:
+            return self._client.scan(table, bucket, **kwargs)
+
+        cursor = self._lt.run(open_scan())
+        while (page := self._lt.run(cursor.next_page())) is not None:
+            yield from page
 
 
 class SyncConsumer(_SyncProxy):

@@ -75,6 +75,9 @@ FETCH_LOG = Rpc(TABLET_SERVICE, "FetchLog", tablet_pb2.FetchLogResponse)
 CONSUMER_FETCH_STREAM_PATH = f"/fluss.v1.{TABLET_SERVICE}/ConsumerFetchStream"  # a consumer's FETCH_LOG stream
 LIST_OFFSETS = Rpc(TABLET_SERVICE, "ListOffsets", tablet_pb2.ListOffsetsResponse)
 TABLET_GET_METADATA = Rpc(TABLET_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
+LOOKUP = Rpc(TABLET_SERVICE, "Lookup", tablet_pb2.LookupResponse)  # primary-key tables (client/kv/)
+PREFIX_LOOKUP = Rpc(TABLET_SERVICE, "PrefixLookup", tablet_pb2.PrefixLookupResponse)
+SCAN_KV = Rpc(TABLET_SERVICE, "ScanKv", tablet_pb2.ScanKvResponse)
 # Coordinator service (admin, writer ids, metadata).
 COORDINATOR_GET_METADATA = Rpc(COORDINATOR_SERVICE, "GetMetadata", common_pb2.MetadataResponse)
 GET_COORDINATOR_INFO = Rpc(COORDINATOR_SERVICE, "GetCoordinatorInfo", coordinator_pb2.GetCoordinatorInfoResponse)
