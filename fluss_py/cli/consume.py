@@ -2,7 +2,7 @@
 
     fluss-py consume TABLE [--from-beginning | --from-latest | --from-offset N | --from-timestamp MS]
                            [--bucket B ...] [--group G [--instance-id ID] [--session-timeout S]]
-                           [--max-records N] [--timeout S] [--print-offsets]
+                           [--max-records N] [--timeout S] [--print-offsets] [--json]
 
 Where reading starts, per bucket: with ``--group`` the group's committed offset when it has one; else
 ``--from-offset``/``--from-timestamp`` (these two also override committed offsets), ``--from-beginning``,
@@ -10,6 +10,13 @@ or by default the end (``--from-latest``: only records produced from now on, as 
 Output: each value on its own line; with ``--print-offsets`` ``<bucket>\\t<offset>\\t<value>``. Exits 0
 after ``--max-records`` records or ``--timeout`` seconds without a new record (default: run until
 interrupted); ``Processed a total of N records`` goes to stderr.
+
+A primary-key table's records are its changelog (docs/primary-key-tables.md §3.4): each is shown as its change
+type and row, ``+I {"id": 1, ...}`` (insert), ``-U`` and ``+U`` (the old and the new row of an update, at the same
+offset), ``-D`` (delete); a write that changed nothing shows nothing. A log table with a schema shows each value
+as its row in JSON. ``--json`` prints one JSON object per line: ``{"change": "+U", "row": {...}, "offset": N,
+"bucket": B}`` for a primary-key table, ``{"row": {...}, ...}`` for a log table with a schema, and ``{"key": ...,
+"value": ..., ...}`` (text, undecodable bytes escaped) otherwise.
 
 With ``--group`` the positions are committed after the records were written and flushed (at-least-once:
 a crash between writing and committing prints those records again next time, never skips any).
@@ -46,7 +53,8 @@ from fluss_py.cli.common import (
     client_command,
     table_path,
 )
-from fluss_py.client import Consumer, ConsumerOptions, ConsumerRecord
+from fluss_py.cli.record_text import RecordText
+from fluss_py.client import Consumer, ConsumerOptions
 from fluss_py.config import MAX_BUCKETS
 from fluss_py.errors import ErrorCode, FlussError
 from fluss_py.types import TableBucket
@@ -74,14 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=finite(0.0, 10 * 365 * 86400.0, lo_open=False), metavar="S",
                    help="exit after S seconds without a new record")  # fmt: skip
     p.add_argument("--print-offsets", action="store_true", help="print <bucket>\\t<offset>\\t<value>")
+    p.add_argument("--json", action="store_true", help="one JSON object per record (per change row)")
     p.set_defaults(func=client_command(cmd_consume))
 
 
-def _write(out: object, records: list[ConsumerRecord], print_offsets: bool) -> None:
-    lines = [
-        b"%d\t%d\t%s\n" % (r.bucket.bucket, r.offset, r.value or b"") if print_offsets else (r.value or b"") + b"\n"
-        for r in records
-    ]
+def _write(out: object, lines: list[bytes]) -> None:
     out.write(b"".join(lines))  # type: ignore[attr-defined]
     out.flush()  # type: ignore[attr-defined]
 
@@ -139,6 +144,7 @@ async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
     elif args.from_timestamp is not None:
         consumer.seek_to_timestamp(args.from_timestamp)
 
+    shown = RecordText(info, print_offsets=args.print_offsets, as_json=args.json)
     out = sys.stdout.buffer
     total = 0
     loop = asyncio.get_running_loop()
@@ -152,7 +158,7 @@ async def cmd_consume(args: argparse.Namespace, ctx: Context) -> int:
             left = None if args.max_records is None else args.max_records - total
             records = await consumer.poll(timeout=wait, max_records=left)
             if records:
-                _write(out, records, args.print_offsets)
+                _write(out, await shown.lines(records, consumer.metadata))
                 total += len(records)
                 if args.group:
                     await _commit(consumer)  # after the records are out: at-least-once

@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "fluss_py.cli.table",  # table create/drop/list/describe
     "fluss_py.cli.produce",  # produce
     "fluss_py.cli.consume",  # consume
+    "fluss_py.cli.kv",  # upsert, delete, lookup, scan (primary-key tables)
     "fluss_py.cli.group",  # group list/describe/reset
     "fluss_py.cli.admin",  # admin rebalance
     "fluss_py.cli.console",  # console (the web console's URL)

@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=client_command(cmd_produce))
 
 
-class _Tally:
+class Tally:
     """Counts, latencies and the --print-offsets output of one produce run (callbacks on the loop)."""
 
     def __init__(self, print_offsets: bool) -> None:
@@ -118,7 +118,7 @@ async def cmd_produce(args: argparse.Namespace, ctx: Context) -> int:
     ctx.own(producer.close)
     await ctx.connect(producer.metadata)
     await producer.metadata.wait_for_table(path, ctx.connect_timeout)
-    tally = _Tally(args.print_offsets)
+    tally = Tally(args.print_offsets)
     pending: set[asyncio.Future[RecordMetadata]] = set()
     try:
         async for line in _lines(sys.stdin.fileno()):
