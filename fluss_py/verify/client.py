@@ -6,6 +6,8 @@
     client.acked()                                 # acknowledgements so far (from history.jsonl)
     client.stop()                                  # producers flush (every send answered), process exits
     final = client.final()                         # {"table_id", "hw", "log"} read after healing
+    # WorkloadClient(..., workload="kv", keys=300): the primary-key workload; final() is then
+    # {"table_id", "hw", "final": {key: (p, s) | None}, "committed": {(p, s), ...}}
 
 On a cluster on test hosts every process runs under ``ip netns exec <prefix>-client``.
 Who calls: the thread that owns the cluster.
@@ -29,8 +31,18 @@ from fluss_py.verify.history import ACK, decode_lines
 class WorkloadClient:
     """Owns the workload process of one run and its files in ``out``."""
 
-    def __init__(self, cluster: LocalCluster, out: Path, table: str = "fluss.verify", timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        out: Path,
+        table: str = "fluss.verify",
+        timeout: float = 180.0,
+        workload: str = "log",
+        keys: int = 300,
+    ) -> None:
         self.cluster = cluster
+        self.workload = workload  # "log", or "kv": the primary-key workload (kv_workload.py) on ``keys`` keys
+        self.keys = keys
         self.out = out.absolute()
         self.table = table
         self.timeout = timeout
@@ -43,7 +55,8 @@ class WorkloadClient:
         prefix = c.net.exec_prefix(CLIENT) if c.net is not None else []
         servers = ",".join(c.get(n).rpc_address for n in c.names(TABLET_SERVER) + c.names(COORDINATOR))
         base = [sys.executable, "-m", "fluss_py.verify.workload", mode, "--bootstrap", servers, "--table", self.table]
-        return [*prefix, *base, *extra]
+        kind = ["--workload", self.workload, "--keys", str(self.keys)]
+        return [*prefix, *base, *kind, *extra]
 
     def run_once(self, mode: str, *extra: str) -> None:
         r = subprocess.run(self.argv(mode, *extra), capture_output=True, text=True, timeout=self.timeout)
@@ -93,6 +106,13 @@ class WorkloadClient:
         path = self.out / "final.json"
         self.run_once("final", "--out", str(path))
         data = json.loads(path.read_text())
+        if self.workload == "kv":
+            return {
+                "table_id": int(data["table_id"]),
+                "hw": {int(b): int(h) for b, h in data["hw"].items()},
+                "final": {int(k): None if w is None else (int(w[0]), int(w[1])) for k, w in data["final"].items()},
+                "committed": {(int(p), int(s)) for p, s in data["committed"]},
+            }
         return {
             "table_id": int(data["table_id"]),
             "hw": {int(b): int(h) for b, h in data["hw"].items()},

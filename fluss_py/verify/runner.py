@@ -2,7 +2,8 @@
 
     report = Verify(VerifyOptions(time=120, seed=7), Path("verify-out")).run()   # report.ok
 
-Steps: start a cluster on test hosts (or attach to one: ``cluster_dir``); create the table; start the
+Steps (``workload="kv"``: a primary-key table, kv_workload.py, judged by kv_checker.py against every replica's
+KV and its log's replay): start a cluster on test hosts (or attach to one: ``cluster_dir``); create the table; start the
 workload process on the client host; inject the scheduled faults one after another, each undone at its end
 (restart, SIGCONT, heal); then heal everything, restart what is down, wait until the cluster is ready and
 every bucket's ISR is full again; stop the workload (its producers flush: every send is answered); read
@@ -35,6 +36,8 @@ from fluss_py.types import TableBucket
 from fluss_py.verify.checker import Report, check
 from fluss_py.verify.client import WorkloadClient
 from fluss_py.verify.history import FAULT, Fault
+from fluss_py.verify.kv_checker import as_send_events, check_kv
+from fluss_py.verify.kv_replicas import replica_kvs
 from fluss_py.verify.plot import timeline_svg
 from fluss_py.verify.schedule import KINDS, Planned, make_schedule
 from fluss_py.zk.paths import LeaderIsrZNode, TableAssignmentZNode
@@ -69,6 +72,8 @@ class VerifyOptions:
     fault_s: tuple[float, float] = (2.0, 6.0)  # each fault lasts this long (min, max) ...
     gap_s: tuple[float, float] = (1.0, 3.0)  # ... then this long healed
     overrides: dict[str, str] = field(default_factory=dict)
+    workload: str = "log"  # or "kv": upserts, deletes and lookups of a primary-key table (kv_workload.py)
+    keys: int = 300  # keys of the kv workload
 
 
 class Verify:
@@ -91,7 +96,9 @@ class Verify:
             cluster = self.cluster = self._cluster()
             if cluster.net is None and set(self.o.faults) & set(NETWORK_KINDS):
                 raise ValueError(f"faults {NETWORK_KINDS} need a cluster on test hosts (--netns)")
-            client = self.client = WorkloadClient(cluster, self.out, self.o.table, self.o.recovery_timeout)
+            client = self.client = WorkloadClient(
+                cluster, self.out, self.o.table, self.o.recovery_timeout, self.o.workload, self.o.keys
+            )
             client.create(self.o.buckets, self.o.rf)
             self.t0 = time.monotonic()
             client.start(self.o.producers, self.o.rate, self.o.buckets, self.t0)
@@ -230,8 +237,12 @@ class Verify:
     # ---------------------------------------------------------------- verdict
     def _verdict(self, cluster: LocalCluster, final: dict[str, Any], events: list[dict]) -> Report:
         hw = final["hw"]
-        replicas = replica_logs(cluster, final["table_id"], hw)
-        report = check(events, final["log"], replicas, hw)
+        if self.o.workload == "kv":
+            replicas = replica_kvs(cluster, final["table_id"], hw, self.o.keys)
+            report = check_kv(events, final["final"], final["committed"], replicas)
+            events = as_send_events(events)  # the writes' latencies, for the stalls and the timeline
+        else:
+            report = check(events, final["log"], replica_logs(cluster, final["table_id"], hw), hw)
         stalls = stalls_by_kind(events, self.faults)
         result = {
             **report.to_dict(),
@@ -240,6 +251,7 @@ class Verify:
             "faults_by_kind": _count_by_kind(self.faults),
             "longest_stall_s_by_kind": stalls,
             "crashes": self.crashes,
+            "workload": self.o.workload,
         }
         (self.out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
         history = [*events, *({"k": FAULT, **f.__dict__} for f in self.faults)]

@@ -12,6 +12,10 @@
                                                                      "log": {b: [[o, v], ...]}}: every
                                                                      record below each bucket's HW
 
+``--workload kv`` runs the primary-key workload instead (kv_workload.py): ``--producers`` writers upserting and
+deleting ``--keys`` keys one write at a time, one reader looking them up; ``create`` makes a primary-key table;
+``final`` writes ``{"table_id", "hw", "final": {key: [p, s] | null}, "committed": [[p, s], ...]}``.
+
 Every event goes to the history as one JSON line (history.py), written as it happens, so a history of a
 workload that was killed is still readable. Times are ``time.monotonic() - t0`` (CLOCK_MONOTONIC is
 shared by every process of the machine, namespaces included).
@@ -32,6 +36,7 @@ from typing import IO, Any
 from fluss_py.client import Admin, Consumer, ConsumerOptions, Producer, ProducerOptions, RecordMetadata
 from fluss_py.client.admin import OffsetSpec
 from fluss_py.verify.history import ACK, FAIL, READ, SEND, encode, value_of
+from fluss_py.verify.kv_workload import create_kv, final_kv, run_kv
 
 POLL = 0.2
 
@@ -93,6 +98,12 @@ async def run(args: argparse.Namespace) -> int:
     history = History(Path(args.out), args.t0)
     stop = Path(args.stop)
     done = asyncio.Event()
+    if args.workload == "kv":
+        try:
+            await run_kv(args, history, stop)
+        finally:
+            history.close()
+        return 0
     try:
         consumer = asyncio.create_task(tail(args, history, done))
         await asyncio.gather(*(produce(args, n, history, stop) for n in range(args.producers)))
@@ -104,6 +115,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def create(args: argparse.Namespace) -> int:
+    if args.workload == "kv":
+        await create_kv(args)
+        return 0
     async with Admin(args.bootstrap, request_timeout=args.request_timeout) as admin:
         await admin.create_table(
             args.table, num_buckets=args.buckets, replication_factor=args.rf, ignore_if_exists=True
@@ -114,6 +128,9 @@ async def create(args: argparse.Namespace) -> int:
 
 async def final(args: argparse.Namespace) -> int:
     """Read every bucket from the start up to its high watermark (asked once, after healing)."""
+    if args.workload == "kv":
+        Path(args.out).write_text(json.dumps(await final_kv(args)))
+        return 0
     async with Admin(args.bootstrap, request_timeout=args.request_timeout) as admin:
         offsets = await admin.list_offsets(args.table, spec=OffsetSpec.LATEST, timeout=args.request_timeout)
     hw = {b: o.high_watermark for b, o in offsets.items()}
@@ -147,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="history.jsonl")
     p.add_argument("--request-timeout", type=float, default=10.0)
     p.add_argument("--delivery-timeout", type=float, default=60.0)
+    p.add_argument("--workload", choices=["log", "kv"], default="log", help="log table, or primary-key table")
+    p.add_argument("--keys", type=int, default=300, help="keys of the kv workload")
     args = p.parse_args(argv)
     if args.t0 is None:
         args.t0 = time.monotonic()
