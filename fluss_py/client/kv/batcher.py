@@ -6,7 +6,13 @@ leader are on the wire, travel together: one ``LookupRequest`` per server carryi
 server it has keys for (at most ``max_keys_per_request`` keys), so batching costs no latency when the
 client is idle and grows with the load.
 
-Retries (docs/client.md "Lookups"): a bucket's error that invalidates metadata (NOT_LEADER_OR_FOLLOWER,
+A request unanswered for ``_STALL_S`` (a leader paused or cut off) refreshes metadata (throttled as the
+producer's and consumer's refreshes are); once the metadata names another leader for a bucket, its keys on the
+wire are abandoned (their late answer is ignored) and sent to the new leader at once — as the producer abandons
+batches in flight to a moved leader. Without it a lookup would wait out its whole deadline at a paused leader
+and, worse, be answered by it once it resumed, from a KV it no longer leads.
+
+Retries (docs/client.md "Primary-key tables"): a bucket's error that invalidates metadata (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TABLE_OR_BUCKET, ...) moves its keys to the leader the error names, else refreshes metadata;
 KV_NOT_READY (a new leader whose KV has not yet applied everything committed, docs/primary-key-tables.md §1.5)
 and network errors back off (``retry.backoff`` doubling to ``retry.backoff_max``) and retry, refreshing
@@ -42,6 +48,7 @@ from fluss_py.types import TableBucket
 log = logging.getLogger(__name__)
 
 _RPC_GRACE = 2.0  # the RPC deadline leaves the server this long to answer KV_NOT_READY itself
+_STALL_S = 1.0  # a request unanswered this long refreshes metadata (has the leader moved?)
 
 
 class LookupClosedError(FlussError):
@@ -51,7 +58,9 @@ class LookupClosedError(FlussError):
 class _Key:
     """One submitted key until its future is resolved."""
 
-    __slots__ = ("attempts", "bucket", "deadline", "future", "key", "last_error", "retry_at")
+    __slots__ = (
+        "attempts", "bucket", "deadline", "future", "key", "last_error", "retry_at", "send_id", "sent_at", "sent_to",
+    )  # fmt: skip
 
     def __init__(self, bucket: TableBucket, key: bytes, future: asyncio.Future[bytes | None], deadline: float) -> None:
         self.bucket = bucket
@@ -61,6 +70,9 @@ class _Key:
         self.attempts = 0
         self.retry_at = 0.0
         self.last_error: FlussError | None = None
+        self.send_id = 0  # bumped per send and per abandonment: an answer to an older send is ignored
+        self.sent_to = -1
+        self.sent_at = 0.0
 
 
 class LookupBatcher:
@@ -71,6 +83,7 @@ class LookupBatcher:
         self._transport = transport
         self._options = options
         self._queue: list[_Key] = []  # waiting to be sent (some backing off until their retry_at)
+        self._on_wire: set[_Key] = set()  # sent and not yet answered nor abandoned
         self._in_flight: dict[int, int] = defaultdict(int)  # server id -> Lookup requests on the wire
         self._tasks = TaskSet(on_error=self._task_failed, on_done=self._schedule)
         self._refresh = RefreshThrottle(metadata, options.retry, self._schedule)
@@ -93,9 +106,10 @@ class LookupBatcher:
         if self._handle is not None:
             self._handle.cancel()
         await self._tasks.cancel_all()
-        for k in self._queue:
+        for k in [*self._queue, *self._on_wire]:
             _fail(k, LookupClosedError("the lookuper was closed before the lookup was answered"))
         self._queue.clear()
+        self._on_wire.clear()
 
     # ---------------------------------------------------------------- dispatch
     def _schedule(self, at: float | None = None) -> None:
@@ -120,6 +134,7 @@ class LookupBatcher:
         ready: dict[int, list[_Key]] = defaultdict(list)
         wake: list[float] = []
         missing_leader = False
+        stalled = self._abandon_moved(now, wake)
         for k in self._queue:
             if k.future.done():
                 continue  # cancelled by its caller
@@ -144,16 +159,46 @@ class LookupBatcher:
                 batch, keys = keys[:limit], keys[limit:]
                 self._in_flight[server_id] += 1
                 self.requests += 1
-                self._tasks.spawn(self._request(server_id, batch), name="kv-lookup")
+                for k in batch:
+                    k.send_id += 1
+                    k.sent_to, k.sent_at = server_id, now
+                    self._on_wire.add(k)
+                    wake.append(now + _STALL_S)
+                sends = [(k, k.send_id) for k in batch]
+                self._tasks.spawn(self._request(server_id, sends), name="kv-lookup")
             waiting.extend(keys)  # sent when one of that server's requests is answered (on_done)
         self._queue = waiting
-        if missing_leader:
+        if missing_leader or stalled:
             wake.append(self._refresh.request(now))
-        if wake and self._queue:
+        if wake and (self._queue or self._on_wire):
             self._schedule(min(wake))
 
+    def _abandon_moved(self, now: float, wake: list[float]) -> bool:
+        """Keys on the wire to a server the metadata no longer names as their bucket's leader go back to the
+        queue (sent to the new leader in this round; the old request's answer is ignored). True when a
+        request has been unanswered for ``_STALL_S``: the caller refreshes metadata to learn whether it moved."""
+        stalled = False
+        for k in list(self._on_wire):
+            leader = self._metadata.leader_for(k.bucket)
+            if leader is not None and leader.id != k.sent_to:
+                k.send_id += 1
+                k.last_error = NetworkExceptionError(f"leader of {k.bucket} moved to {leader.id} while a lookup waited")
+                self._on_wire.discard(k)
+                self._queue.append(k)
+            elif now - k.sent_at >= _STALL_S:
+                stalled = True
+                node = self._metadata.servers.get(k.sent_to)
+                if node is not None:
+                    self._metadata.note_failure(node.address)  # the refresh must not wait on it either
+            else:
+                wake.append(k.sent_at + _STALL_S)
+        return stalled
+
     # ---------------------------------------------------------------- one request
-    async def _request(self, server_id: int, keys: list[_Key]) -> None:
+    async def _request(self, server_id: int, sends: list[tuple[_Key, int]]) -> None:
+        """One Lookup request of ``sends`` (each key with the send id it was sent under) to ``server_id``; an
+        answer for a key abandoned meanwhile (its send id moved on) is ignored."""
+        keys = [k for k, _ in sends]
         try:
             by_bucket: dict[TableBucket, list[_Key]] = defaultdict(list)
             for k in keys:
@@ -181,22 +226,37 @@ class LookupBatcher:
                 if node is not None and isinstance(e, NetworkExceptionError):
                     self._metadata.note_failure(node.address)
                 for ks in by_bucket.values():
-                    self._retry_or_fail(ks, e, server_id)
+                    if current := self._current(ks, sends):
+                        self._retry_or_fail(current, e, server_id)
                 return
             answered = {(r.table_bucket.table_id, r.table_bucket.bucket): r for r in response.buckets}
-            for tb, ks in by_bucket.items():
+            for tb, all_ks in by_bucket.items():
+                ks = self._current(all_ks, sends)
+                if not ks:
+                    continue  # every key of the bucket was abandoned meanwhile (sent to a new leader)
                 r = answered.get((tb.table_id, tb.bucket))
-                if r is None or (r.error.code == ErrorCode.NONE and len(r.values) != len(ks)):
+                if r is None or (r.error.code == ErrorCode.NONE and len(r.values) != len(all_ks)):
                     error = NetworkExceptionError(f"server {server_id} answered no value for some keys of {tb}")
                     self._retry_or_fail(ks, error, server_id)
                 elif r.error.code != ErrorCode.NONE:
                     self._retry_or_fail(ks, to_client_exception(r.error), server_id)
                 else:
-                    for k, v in zip(ks, r.values, strict=True):
+                    values = dict(zip(map(id, all_ks), r.values, strict=True))
+                    for k in ks:
+                        v = values[id(k)]
                         if not k.future.done():
                             k.future.set_result(v.row if v.found else None)
         finally:
             self._in_flight[server_id] -= 1
+            for k, send_id in sends:
+                if k.send_id == send_id:
+                    self._on_wire.discard(k)
+
+    @staticmethod
+    def _current(keys: list[_Key], sends: list[tuple[_Key, int]]) -> list[_Key]:
+        """``keys`` still awaiting this request's answer (not abandoned since it was sent)."""
+        sent = {id(k): send_id for k, send_id in sends}
+        return [k for k in keys if k.send_id == sent[id(k)]]
 
     def _retry_or_fail(self, keys: list[_Key], error: FlussError, server_id: int) -> None:
         """Judge one bucket's failed keys: fail them (not retriable), or queue them again after a backoff, or at

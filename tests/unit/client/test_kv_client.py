@@ -232,3 +232,23 @@ async def test_keys_asked_while_a_request_is_on_the_wire_travel_together_in_the_
         rows = await asyncio.gather(first, *later)
     assert [r["id"] for r in rows] == list(range(1, 10))  # type: ignore[index]
     assert [sum(len(b.keys) for b in req.buckets) for req in calls(cluster, "Lookup")] == [1, 8]
+
+
+async def test_a_lookup_stuck_at_a_paused_leader_goes_to_the_new_one() -> None:
+    """The leader stops answering (SIGSTOP) and the bucket moves: after the stall check's metadata refresh the key
+    is sent to the new leader and answered there, long before its deadline (it waited out the deadline before)."""
+    cluster = FakeKvCluster()
+    tid = cluster.create_kv_table("users", USERS)
+    async with upserter(cluster) as up, lookuper(cluster, request_timeout=20.0) as lk:
+        await up.upsert_and_wait({"id": 1, "name": "ada"})
+        await lk.lookup("users", 1)
+        cluster.paused.add(cluster.servers[0])
+        started = asyncio.get_running_loop().time()
+        task = asyncio.create_task(lk.lookup("users", 1))
+        await asyncio.sleep(0.2)
+        cluster.move_leader(TableBucket(tid, 0), 1)
+        row = await asyncio.wait_for(task, 5.0)
+        elapsed = asyncio.get_running_loop().time() - started
+    assert row is not None and row["name"] == "ada"
+    assert elapsed < 3.0
+    assert [a for a, n, _ in cluster.calls if n == "Lookup"][-2:] == [cluster.servers[0], cluster.servers[1]]
