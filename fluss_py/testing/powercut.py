@@ -8,6 +8,7 @@
 
     fs.fail_fsync("ENOSPC", "tablet-server-2/*.log")   # its next fsync of a segment fails (fsyncgate)
     fs.lose_fsync("tablet-server-2/*.log")             # ... or succeeds without writing anything
+    fs.fail_write("EIO", "tablet-server-2/*/kv/*.log")  # its next write of a KV's WAL fails
 
 ``unavailable_reason()`` says why FUSE cannot be used here (no /dev/fuse, no fusermount3 or libfuse3, no
 mfusepy), or None; tests skip with that reason. Install: ``deploy/install-fuse.sh`` (Debian's fuse3) and
@@ -130,8 +131,12 @@ class PowerCutFs:
         """The next ``count`` fsyncs of matching paths report success and write nothing (a lying disk)."""
         self._command(f"lose-fsync {count} {glob}")
 
+    def fail_write(self, error: str, glob: str, count: int = 1) -> None:
+        """The next ``count`` writes to files matching ``glob`` fail with ``error`` and change nothing."""
+        self._command(f"fail-write {error} {count} {glob}")
+
     def pending(self) -> int:
-        """Faulty fsyncs armed and not yet consumed."""
+        """Faulty fsyncs and writes armed and not yet consumed."""
         (n,) = self._command("pending")
         return n
 

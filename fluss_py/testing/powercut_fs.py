@@ -19,6 +19,9 @@ files or directories whose path below the mount matches a glob):
 A later successful fsync of the file writes its size and its pages dirtied since: the lost pages then read
 as zeros (or their older bytes) after a power cut, below the offset that fsync covered.
 
+Failing writes (``fail-write``): the next ``count`` writes to files matching a glob fail with the given errno
+and change nothing (a disk that is full, or failing, when the write reaches it).
+
 What is modelled, and what is simplified (enough for the log, checkpoints and indexes; no mmap is used):
 
 - open/create (O_APPEND and O_TRUNC honoured), read, write, ftruncate/truncate, fsync and fdatasync (the
@@ -37,8 +40,9 @@ one line on stdout::
     powercut                         ->  ok <files reverted> <bytes of unsynced writes dropped>
     stats                            ->  ok <files> <bytes in memory> <fsyncs>
     fail-fsync <ERRNO> <count> <glob>  ->  ok     (e.g. "fail-fsync ENOSPC 1 tablet-server-2/*/*.log")
+    fail-write <ERRNO> <count> <glob>  ->  ok     (e.g. "fail-write EIO 1 tablet-server-2/*/kv/*.log")
     lose-fsync <count> <glob>        ->  ok
-    pending                          ->  ok <armed faulty fsyncs not yet consumed>
+    pending                          ->  ok <armed faulty fsyncs and writes not yet consumed>
     (EOF)                            ->  unmounts and exits
 
 Single-threaded FUSE loop (``-s``) plus the control thread; one lock serialises them.
@@ -117,6 +121,7 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
         self._fhs = itertools.count(1)
         self.fsyncs = 0
         self.faults: list[FsyncFault] = []
+        self.write_faults: list[FsyncFault] = []  # (the same fields: the next ``count`` writes fail)
 
     # ------------------------------------------------------------ helpers
     def _lookup(self, path: str) -> Node:
@@ -232,6 +237,9 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
         with self._mutex:
             n = self._node(path, fh)
+            fault = self._fault_for(path, self.write_faults)
+            if fault is not None:
+                raise mfusepy.FuseOSError(fault.error)
             if fh in self.handles and self.handles[fh][1] & os.O_APPEND:
                 offset = len(n.data)  # without writeback caching, O_APPEND is the filesystem's job
             if offset > len(n.data):
@@ -278,11 +286,11 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
                 raise mfusepy.FuseOSError(fault.error)
             return 0
 
-    def _fault_for(self, path: str | None) -> FsyncFault | None:
-        """The armed fault that this fsync of ``path`` consumes, if any."""
+    def _fault_for(self, path: str | None, faults: list[FsyncFault] | None = None) -> FsyncFault | None:
+        """The armed fault that this fsync (or write: ``faults``) of ``path`` consumes, if any."""
         if path is None:
             return None
-        for fault in self.faults:
+        for fault in self.faults if faults is None else faults:
             if fault.count > 0 and fnmatch.fnmatchcase(path.lstrip("/"), fault.glob):
                 fault.count -= 1
                 return fault
@@ -371,13 +379,13 @@ class PowerCutOperations(mfusepy.Operations if mfusepy is not None else object):
             files = self._files()
             return len(files), sum(len(f.data) for f in files), self.fsyncs
 
-    def arm(self, glob: str, count: int, error: int) -> None:
+    def arm(self, glob: str, count: int, error: int, *, write: bool = False) -> None:
         with self._mutex:
-            self.faults.append(FsyncFault(glob, count, error))
+            (self.write_faults if write else self.faults).append(FsyncFault(glob, count, error))
 
     def pending(self) -> int:
         with self._mutex:
-            return sum(f.count for f in self.faults)
+            return sum(f.count for f in (*self.faults, *self.write_faults))
 
 
 def _control(ops: PowerCutOperations, mountpoint: str) -> None:
@@ -392,6 +400,9 @@ def _control(ops: PowerCutOperations, mountpoint: str) -> None:
             reply = f"ok {ops.pending()}"
         elif cmd == "fail-fsync" and len(args) == 3 and hasattr(errno, args[0]) and args[1].isdigit():
             ops.arm(args[2], int(args[1]), getattr(errno, args[0]))
+            reply = "ok"
+        elif cmd == "fail-write" and len(args) == 3 and hasattr(errno, args[0]) and args[1].isdigit():
+            ops.arm(args[2], int(args[1]), getattr(errno, args[0]), write=True)
             reply = "ok"
         elif cmd == "lose-fsync" and len(args) == 2 and args[0].isdigit():
             ops.arm(args[1], int(args[0]), 0)

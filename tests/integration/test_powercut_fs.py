@@ -73,6 +73,27 @@ def test_a_power_cut_keeps_exactly_what_was_fsynced(fs: PowerCutFs) -> None:
     assert fs.power_cut() == (0, 0)
 
 
+def test_an_armed_write_fails_and_changes_nothing(fs: PowerCutFs) -> None:
+    """``fail_write``: the next writes of the matching files fail with the errno (a disk full or failing when
+    the write reaches it), nothing of them lands; other files and later writes are not affected."""
+    wal, other = fs.mountpoint / "kv" / "000008.log", fs.mountpoint / "seg.log"
+    wal.parent.mkdir()
+    fs.fail_write("EIO", "kv/*.log", count=2)
+    fd, od = os.open(wal, os.O_WRONLY | os.O_CREAT | os.O_APPEND), os.open(other, os.O_WRONLY | os.O_CREAT)
+    try:
+        for _ in range(2):
+            with pytest.raises(OSError) as failed:
+                os.write(fd, b"lost")
+            assert failed.value.errno == errno.EIO
+        assert os.write(od, b"kept") == 4 and fs.pending() == 0
+        assert wal.read_bytes() == b""
+        assert os.write(fd, b"after") == 5  # the fault is used up
+    finally:
+        os.close(fd)
+        os.close(od)
+    assert wal.read_bytes() == b"after" and other.read_bytes() == b"kept"
+
+
 def test_a_failed_fsync_leaves_its_pages_readable_but_never_written(fs: PowerCutFs) -> None:
     """fsyncgate as Linux has it: the failed fsync reports the error once, the pages it could not write stay
     readable (clean) in the page cache, the next fsync succeeds without them; after a power cut they read as
