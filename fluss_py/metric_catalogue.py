@@ -142,6 +142,17 @@ KV_BUFFERED_KEYS = _declare(
     *BUCKET,
     doc="keys in the leader's pre-write buffer: changes appended, not yet applied (0 on followers)",
 )
+KV_STATE = _declare(
+    "fluss_kv_state",
+    "gauge",
+    "The KV's state: 0 applying, 1 rebuilding (replaying its log from empty), 2 stopped (its replica is offline "
+    "here: /health says why)",
+    TABLET,
+    *BUCKET,
+    doc="the KV's state (docs/primary-key-tables.md §9): 0 applying, 1 rebuilding (it started empty over a log "
+    "that holds changes and replays it), 2 stopped (it stopped applying; its replica is offline on this server, "
+    "`/health` `kv_replicas` says why); also for a replica offline because its KV stopped",
+)
 KV_ROCKSDB_MEMORY_BYTES = _declare(
     "fluss_kv_rocksdb_memory_bytes",
     "gauge",

@@ -10,6 +10,11 @@ the rows and the applied offset agree, whatever RocksDB kept of its (unsynced) W
 offset is unreadable (wrong length) or absent while rows exist is reported as such (``applied_offset`` None);
 the ``KvTablet`` rebuilds it (invariant 4).
 
+Failures (docs/primary-key-tables.md §9): every method that calls RocksDB raises a ``KvStoreError`` (its disk
+failed, or the store is broken: ``kv/store_errors.py``) and tells ``KvResources.on_error`` first. A store that
+RocksDB cannot open because it is corrupt or misses a file is emptied and made again (``recreated``): the log
+rebuilds it (invariant 4).
+
 Memory: every store of a server shares one ``KvResources``: one block cache, and one write-buffer manager that
 charges the memtables to that cache, so all KV tablets of a server stay under ``kv.memory`` together however
 many buckets it hosts.
@@ -22,11 +27,13 @@ from __future__ import annotations
 import logging
 import shutil
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import rocksdict
+
+from fluss_py.kv.store_errors import KvStoreError, classify, failure, rocksdb_call
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +50,13 @@ _SYNCED.sync = True
 
 class KvResources:
     """The RocksDB memory shared by every KV store of one tablet server: a block cache of ``memory_bytes``
-    that also pays for the memtables (``WriteBufferManager``), so the whole budget is one number."""
+    that also pays for the memtables (``WriteBufferManager``), so the whole budget is one number.
+    ``on_error`` (the replica layer's) is told of every failed RocksDB call of these stores, with the store's
+    directory."""
 
     def __init__(self, memory_bytes: int) -> None:
         self.memory_bytes = memory_bytes
+        self.on_error: Callable[[Path, KvStoreError], None] | None = None
         self.cache = rocksdict.Cache(memory_bytes)
         self._write_buffers = rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(
             memory_bytes, False, self.cache
@@ -90,12 +100,35 @@ class KvStore:
         self.path = Path(path)
         self._resources = resources
         self._db: rocksdict.Rdict | None = rocksdict.Rdict(str(self.path), resources.options())
+        self.recreated: str | None = None  # why ``open`` emptied and made it again (RocksDB's text)
 
     @classmethod
     def open(cls, path: Path, resources: KvResources) -> KvStore:
-        """Open (creating if needed) the store in ``path``."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return cls(path, resources)
+        """Open (creating if needed) the store in ``path``; one RocksDB finds corrupt or missing a file is
+        made again, empty. Raises ``KvStoreError`` (told to ``on_error``) when that cannot be done."""
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return cls(path, resources)
+        except Exception as e:
+            broken = classify(e)
+            if broken is None or not broken.missing_or_corrupt:
+                error = failure(e, path, resources.on_error)
+                raise error from error.__cause__
+        log.warning("%s: RocksDB cannot open the KV store (%s); emptied, the log rebuilds it", path, broken.rocksdb)
+        try:
+            rocksdict.Rdict.destroy(str(path), resources.options())
+            shutil.rmtree(path, ignore_errors=True)
+            store = cls(path, resources)
+        except Exception as e:
+            error = failure(e, path, resources.on_error)
+            raise error from error.__cause__
+        store.recreated = broken.rocksdb
+        return store
+
+    @property
+    def resources(self) -> KvResources:
+        return self._resources
 
     @property
     def db(self) -> rocksdict.Rdict:
@@ -108,6 +141,7 @@ class KvStore:
         return self._db is None
 
     # ------------------------------------------------------------------ the applied offset
+    @rocksdb_call
     def applied_offset(self) -> int | None:
         """The stored applied offset; 0 for an empty store; None when it cannot be trusted (unreadable, or
         rows without one: the store was not written by ``write``)."""
@@ -123,11 +157,15 @@ class KvStore:
         it = self.db.iter()
         try:
             it.seek(ROW_PREFIX)
-            return it.key() if it.valid() and it.key().startswith(ROW_PREFIX) else None
+            if not it.valid():
+                it.status()  # raises when it stopped on an error (a read the disk failed), not at the end
+                return None
+            return it.key() if it.key().startswith(ROW_PREFIX) else None
         finally:
             del it
 
     # ------------------------------------------------------------------ writes
+    @rocksdb_call
     def write(self, changes: Mapping[bytes, bytes | None], applied_offset: int, *, sync: bool = False) -> None:
         """Put (row) or delete (None) each key and set the applied offset, in one atomic ``WriteBatch``.
 
@@ -143,6 +181,7 @@ class KvStore:
         batch.put(APPLIED_KEY, _OFFSET.pack(applied_offset))
         self.db.write(batch, _SYNCED if sync else _UNSYNCED)
 
+    @rocksdb_call
     def reset(self, applied_offset: int) -> None:
         """Drop every row (the directory is destroyed and made again: the space comes back at once) and start
         at ``applied_offset``."""
@@ -153,9 +192,11 @@ class KvStore:
         self.write({}, applied_offset, sync=True)
 
     # ------------------------------------------------------------------ reads
+    @rocksdb_call
     def get(self, key: bytes) -> bytes | None:
         return self.db.get(ROW_PREFIX + key)
 
+    @rocksdb_call
     def multi_get(self, keys: Iterable[bytes]) -> list[bytes | None]:
         wanted = [ROW_PREFIX + k for k in keys]
         return list(self.db.get(wanted)) if wanted else []
@@ -172,6 +213,7 @@ class KvStore:
         skip = start if after_key is not None else None
         return self._range(start, lambda k: k.startswith(ROW_PREFIX), limit, skip=skip)
 
+    @rocksdb_call
     def _range(self, start: bytes, inside, limit: int, skip: bytes | None) -> tuple[list[tuple[bytes, bytes]], bool]:
         out: list[tuple[bytes, bytes]] = []
         it = self.db.iter()
@@ -187,6 +229,7 @@ class KvStore:
                     return out, True
                 out.append((key[len(ROW_PREFIX) :], it.value()))
                 it.next()
+            it.status()  # raises when it stopped on an error, not at the end: never a short answer
             return out, False
         finally:
             del it
@@ -197,6 +240,7 @@ class KvStore:
         return rows
 
     # ------------------------------------------------------------------ accounting
+    @rocksdb_call
     def footprint(self) -> StoreFootprint:
         db = self.db
         rows = int(db.property_int_value("rocksdb.estimate-num-keys") or 0)
@@ -216,6 +260,7 @@ class KvStore:
         else:
             del db  # as a crash would: what is not in an SST file is in the WAL, replayed at the next open
 
+    @rocksdb_call
     def close(self) -> None:
         self._close_db(flush=True)
 

@@ -104,8 +104,14 @@ def disk_io(method: _F) -> _F:
         try:
             return method(self, *args, **kwargs)
         except (OSError, StorageError) as e:
-            if self.io_error is not None and (not self.closed or fsync_failure_in(e)):
-                self.io_error(self, e)
+            report_io_error(self, e)
             raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def report_io_error(tablet: LogTablet, error: BaseException) -> None:
+    """Tell ``tablet``'s ``io_error`` hook of a disk error in its bucket directory (its own, or its KV's:
+    docs/primary-key-tables.md §9), unless the log is closed already and the error is no failed fsync."""
+    if tablet.io_error is not None and (not tablet.closed or fsync_failure_in(error)):
+        tablet.io_error(tablet, error)

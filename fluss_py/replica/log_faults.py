@@ -9,6 +9,8 @@
   directory is probed every ``log.dir.recovery-check-interval``; once it is back, its replicas are reported
   REPLICA_RECOVERED and the coordinator tells this server their roles again (followers that catch up). One
   whose fsync failed is never probed: it stays offline until the process restarts (``LogDirs``).
+- **A replica whose KV stopped** (``replica_failed``, from ``KvApplier.stop``): offline and reported as above,
+  alone; nothing brings it back but a restart of the process.
 - **Corruption** (the unclean-start check or the ``Scrubber``): the replica reports REPLICA_CORRUPT first,
   always; a follower stops fetching the bucket until then. Once the coordinator has answered (it applied the
   report: this replica is out of the ISR, and out of leadership when another ISR member can lead), a follower
@@ -107,9 +109,24 @@ class LogFaultHandler:
         rm = self.rm
         reason = f"data directory {failure.path} failed: {failure.reason} ({failure.code})"
         tbs = set(failure.buckets) | {tb for tb, r in rm.replicas.items() if Path(r.log.dir).parent == failure.path}
+        for tb in tbs:
+            self._offline_in[tb] = failure.path
+        await self._go_offline(tbs, reason)
+
+    def replica_failed(self, tb: TableBucket, reason: str) -> None:
+        """One replica cannot serve while its directory can (its KV stopped applying: docs/primary-key-tables.md
+        §9): offline here as a failed directory's replicas are, and reported, until the process restarts (no
+        directory brings it back). Any call stack on the loop: the handler's own task does it."""
+        self.rm.spawn(f"offline-{tb.table_id}-{tb.bucket}", lambda: self._replica_offline(tb, reason), once=True)
+
+    async def _replica_offline(self, tb: TableBucket, reason: str) -> None:
+        if self.rm.replica(tb) is not None:  # (not stopped, nor taken with its directory, meanwhile)
+            await self._go_offline({tb}, reason)
+
+    async def _go_offline(self, tbs: set[TableBucket], reason: str) -> None:
+        rm = self.rm
         for tb in sorted(tbs):
             rm.offline[tb] = reason
-            self._offline_in[tb] = failure.path
             replica = rm.replica(tb)
             if replica is not None:
                 log.error("bucket %s: replica offline (%s; was %s)", tb, reason, replica.state.value)

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fluss_py.errors import StorageError
+from fluss_py.kv.store import StoreFootprint
+from fluss_py.replica.kv_health import KvHealth, KvState
 from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.types import TableBucket
 
@@ -18,7 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class KvBucketStats:
-    """The KV of a primary-key replica (leader or follower): apply lag = HW - applied offset."""
+    """The KV of a primary-key replica (leader or follower): apply lag = HW - applied offset; its state
+    (``replica/kv_health.py``) and why (stopped: what failed; rebuilding: the offsets it replays)."""
 
     applied_offset: int
     apply_lag: int
@@ -26,6 +30,12 @@ class KvBucketStats:
     memtable_bytes: int
     rows: int  # RocksDB's estimate
     buffered_keys: int = 0  # leader: keys in the pre-write buffer
+    state: KvState = KvState.APPLYING
+    reason: str = ""
+
+    @property
+    def state_code(self) -> int:
+        return self.state.code
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,16 +75,23 @@ class ReplicaStats:
     kv_memory_bytes: int = 0  # RocksDB block cache and memtables of every KV here (one shared budget: kv.memory)
     kv_applied_records: int = 0  # changelog records applied to KVs since start (leaders and followers)
     kv_apply_cpu_s: float = 0.0  # CPU time of those apply rounds
+    kv_stopped: tuple[tuple[TableBucket, str], ...] = ()  # offline here because their KV stopped: why
 
 
-def _kv_stats(r: Replica) -> KvBucketStats | None:
+def _kv_stats(r: Replica, health: KvHealth) -> KvBucketStats | None:
     kv = r.kv
     if kv is None or kv.closed:
         return None
-    f = kv.footprint()
+    try:
+        f = kv.footprint()
+    except StorageError:  # its store failed (being taken offline): no sizes
+        f = StoreFootprint(-1, -1, -1)
     buffered = len(kv.buffer) if kv.buffer is not None else 0
     lag = max(r.log.high_watermark - kv.applied_offset, 0)
-    return KvBucketStats(kv.applied_offset, lag, f.sst_bytes, f.memtable_bytes, f.rows_estimate, buffered)
+    status = health.state(r.table_bucket, kv, r.log)
+    return KvBucketStats(
+        kv.applied_offset, lag, f.sst_bytes, f.memtable_bytes, f.rows_estimate, buffered, status.state, status.reason
+    )
 
 
 def collect_stats(
@@ -89,7 +106,7 @@ def collect_stats(
     isr_sizes: dict[TableBucket, int] = {}
     buckets: list[BucketStats] = []
     for tb, r in replicas.items():
-        lg = r.log
+        lg, kvs = r.log, _kv_stats(r, kv.health)
         if r.state is LocalReplicaState.LEADER:
             leaders += 1
             isr = len(r.isr)
@@ -99,17 +116,14 @@ def collect_stats(
             isr_sizes[tb] = isr
             leos = tuple((f, p.log_end_offset) for f, p in r.followers.items())
             buckets.append(
-                BucketStats(
-                    tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos, _kv_stats(r)
-                )
+                BucketStats(tb, True, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, isr, lagging, leos, kvs)
             )
         else:
             followers += r.state is LocalReplicaState.FOLLOWER
-            kvs = _kv_stats(r)
             buckets.append(BucketStats(tb, False, lg.log_end_offset, lg.high_watermark, lg.size_in_bytes, kv=kvs))
     return ReplicaStats(
         leaders, followers, under, under_min, isr_sizes, tuple(buckets), isr_changes.shrinks, isr_changes.expands,
         reads.throttle.bytes_total, reads.throttle.deferred_total, len(reads.fetch_sessions),
         reads.fetch_sessions.opened_total, group_flush.rounds, group_flush.failures,
-        kv.resources.usage_bytes, kv.applied_records, kv.apply_cpu_s,
+        kv.resources.usage_bytes, kv.applied_records, kv.apply_cpu_s, tuple(sorted(kv.stopped_offline().items())),
     )  # fmt: skip

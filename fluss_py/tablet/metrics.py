@@ -24,7 +24,8 @@ over the replicas) and renders (declared in ``fluss_py/metric_catalogue.py``, li
     fluss_kv_rocksdb_memory_bytes                    block cache + memtables of every KV here (kv.memory)
     fluss_kv_apply_records_total / _cpu_seconds_total  changelog records applied to KVs, and the CPU it took
     per primary-key replica {bucket,table_id}: fluss_kv_applied_offset, fluss_kv_apply_lag (HW - applied),
-    fluss_kv_size_bytes (SST files), fluss_kv_memtable_bytes, fluss_kv_rows (estimate), fluss_kv_buffered_keys
+    fluss_kv_size_bytes (SST files), fluss_kv_memtable_bytes, fluss_kv_rows (estimate), fluss_kv_buffered_keys,
+    fluss_kv_state (0 applying, 1 rebuilding, 2 stopped: also for a replica offline here because its KV stopped)
 
 The text is written directly in the Prometheus exposition format (labels sorted by name, integer values)
 instead of through prometheus-client's ``Metric``/``Sample`` objects: with 2000 led buckets (14 000
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from fluss_py import metric_catalogue as mc
 from fluss_py.metric_spec import Family
+from fluss_py.replica.kv_health import KvState
 from fluss_py.replica.stats import ReplicaStats
 from fluss_py.tablet import coordinator_fence
 from fluss_py.tablet.service import REPLICA_NOT_AUTHENTICATED
@@ -78,7 +80,9 @@ _KV_BUCKET = (
     (mc.KV_MEMTABLE_BYTES, "memtable_bytes"),
     (mc.KV_ROWS, "rows"),
     (mc.KV_BUFFERED_KEYS, "buffered_keys"),
+    (mc.KV_STATE, "state_code"),
 )
+_STATE = [spec for spec, _ in _KV_BUCKET].index(mc.KV_STATE)
 
 
 def follower_lag(leader_leo: int, follower_leo: int) -> int:
@@ -124,6 +128,9 @@ def render(stats: ReplicaStats | None) -> bytes:
             for follower, follower_leo in b.follower_leos:
                 n = follower_lag(b.log_end_offset, follower_leo)
                 lag.append(f'{lag_name}{{bucket="{tb.bucket}",follower="{follower}",table_id="{tb.table_id}"}} {n}\n')
+    stopped = KvState.STOPPED.code  # replicas offline because their KV stopped: no other KV family has them
+    kv[_STATE].extend(f'{mc.KV_STATE.name}{{bucket="{tb.bucket}",table_id="{tb.table_id}"}} {stopped}\n'
+                      for tb, _ in s.kv_stopped)  # fmt: skip
     for spec, lines in (
         (mc.REPLICA_ISR_COUNT, isr),
         (mc.REPLICA_UNDER_REPLICATED, under),

@@ -67,7 +67,14 @@ from fluss_py.tablet.replica_layer import ManagerReplicaLayer
 from fluss_py.tablet.request_metrics import MeteredReplicaLayer, RequestMetrics
 from fluss_py.tablet.retention import retention_pass
 from fluss_py.tablet.service import ReplicaLayer, TabletServicer
-from fluss_py.tablet.storage_health import HEALTH_DETAILS, StorageCollector, disk_use, health_fields, hide_table_details
+from fluss_py.tablet.storage_health import (
+    HEALTH_DETAILS,
+    StorageCollector,
+    disk_use,
+    health_fields,
+    hide_table_details,
+    replica_fields,
+)
 from fluss_py.types import CoordinatorLeaderInfo
 from fluss_py.zk.client import retry_session_lost
 from fluss_py.zk.codecs import TabletServerRegistration
@@ -186,18 +193,9 @@ class TabletServer:
             "coordinator_epoch": self.fence.highest,
             "coordinator_leader": self.coordinator_leader.server_id if self.coordinator_leader else -1,
         }
-        if self.replica_manager is not None:
-            stats = self.replica_manager.stats()
-            body["leaders"], body["followers"] = stats.leader_count, stats.follower_count
-            body["under_replicated"] = stats.under_replicated
-            try:
-                self.replica_manager.check_health()
-                body["replica_manager"] = "ok"
-            except RuntimeError as e:
-                body["replica_manager"] = str(e)
         problems: list[str] = []
-        if body.get("replica_manager", "ok") != "ok":
-            problems.append(body["replica_manager"])
+        if self.replica_manager is not None:
+            problems += replica_fields(body, self.replica_manager)  # counts, tasks, KVs (tablet/storage_health.py)
         if self._retention_failure is not None:
             problems.append(f"retention loop failed: {self._retention_failure!r}")
         if self.log_manager is not None:

@@ -1,4 +1,5 @@
-"""The storage part of a tablet server's /health and /metrics: data directories, their failures, scrubbing.
+"""The replica and storage parts of a tablet server's /health and /metrics: data directories, their failures,
+scrubbing, the replicas' counts and KVs.
 
 /metrics (``StorageCollector``; docs/observability.md)::
 
@@ -16,8 +17,13 @@
     fluss_replica_offline_count              replicas offline here because their directory failed
     fluss_replica_checkpoint_failures_total  flush/checkpoint rounds that failed for another reason (retried)
 
-/health adds ``log_dirs`` ({dir: "online" | "offline: <reason> (<ERRNO>) since <time>"}) and ``offline_replicas``;
-the server adds ``status`` ("ok" | "degraded") and ``problems`` (offline dirs, dead background loops).
+/health adds ``log_dirs`` ({dir: "online" | "offline: <reason> (<ERRNO>) since <time>"}) and ``offline_replicas``
+(``health_fields``); ``leaders``, ``followers``, ``under_replicated``, ``replica_manager`` ("ok" or the first
+dead background task), ``kv_states`` ({"applying": n, "rebuilding": n, "stopped": n}) and ``kv_replicas`` ({bucket:
+{"state", "applied_offset", "apply_lag", "reason"?}}, every primary-key replica here and each offline because its
+KV stopped: docs/primary-key-tables.md §9) (``replica_fields``, with its problems: the dead task, each stopped
+KV); the server adds ``status`` ("ok" | "degraded") and ``problems`` (offline dirs, dead background loops,
+stopped KVs). Without DESCRIBE_CONFIGS ``hide_table_details`` leaves out what names a bucket.
 ``disk_use`` is the liveness heartbeat's disk report (``tablet/liveness.py``).
 Who may call: the tablet server's HTTP handlers and its liveness streams, on its loop.
 """
@@ -33,6 +39,7 @@ from prometheus_client.registry import Collector
 
 from fluss_py import metric_catalogue as mc
 from fluss_py.log.dirs import LogDirs
+from fluss_py.replica.kv_health import KvState
 from fluss_py.replica.manager import ReplicaManager
 from fluss_py.security_types import CLUSTER, Operation
 
@@ -54,6 +61,33 @@ def health_fields(log_dirs: LogDirs, rm: ReplicaManager | None) -> dict[str, Any
     return body
 
 
+def replica_fields(body: dict[str, Any], rm: ReplicaManager) -> list[str]:
+    """Add the replica manager's part to ``body`` (one ``stats()`` pass); returns its problems."""
+    stats = rm.stats()
+    body["leaders"], body["followers"] = stats.leader_count, stats.follower_count
+    body["under_replicated"] = stats.under_replicated
+    problems = []
+    try:
+        rm.check_health()
+        body["replica_manager"] = "ok"
+    except RuntimeError as e:
+        body["replica_manager"] = str(e)
+        problems.append(str(e))
+    kvs: dict[str, dict[str, Any]] = {}
+    for b in stats.buckets:
+        kv = b.kv
+        if kv is not None:
+            entry: dict[str, Any] = {"state": kv.state.value, "applied_offset": kv.applied_offset}
+            entry["apply_lag"] = kv.apply_lag
+            kvs[str(b.table_bucket)] = {**entry, "reason": kv.reason} if kv.reason else entry
+    for tb, why in stats.kv_stopped:
+        kvs[str(tb)] = {"state": KvState.STOPPED.value, "reason": why}
+    body["kv_states"] = {state.value: sum(k["state"] == state for k in kvs.values()) for state in KvState}
+    body["kv_replicas"] = kvs
+    problems += [f"KV stopped: bucket {tb}: {k['reason']}" for tb, k in kvs.items() if k["state"] == KvState.STOPPED]
+    return problems
+
+
 # on a secure cluster /health names tables (offline replicas, failures) only to a principal allowed this
 HEALTH_DETAILS = (Operation.DESCRIBE_CONFIGS, CLUSTER)
 _HIDDEN = "details need DESCRIBE_CONFIGS on the cluster"
@@ -61,8 +95,10 @@ _HIDDEN = "details need DESCRIBE_CONFIGS on the cluster"
 
 def hide_table_details(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` (a /health answer, changed in place) without what names a table: the offline replicas (their
-    count stays) and the text of a failure (its kind stays); data directories' states stay."""
+    count stays), the KVs of each replica (the count per state stays) and the text of a failure (its kind
+    stays); data directories' states stay."""
     body.pop("offline_replicas", None)
+    body.pop("kv_replicas", None)
     if body.get("replica_manager", "ok") != "ok":
         body["replica_manager"] = f"failed ({_HIDDEN})"
     body["problems"] = [

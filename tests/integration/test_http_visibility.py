@@ -172,5 +172,6 @@ def test_health_is_open_but_names_no_table_without_describe_configs(cluster: Loc
     health = json.loads(body)
     assert status == 200 and health["registered"] and health["server_id"] == 1
     assert "offline_replicas" not in health and health["offline_replica_count"] == 0
+    assert "kv_replicas" not in health and health["kv_states"] == {"applying": 0, "rebuilding": 0, "stopped": 0}
     status, body = get(cluster, name, "/health", basic(SCRAPER))
-    assert status == 200 and json.loads(body)["offline_replicas"] == []
+    assert status == 200 and json.loads(body)["offline_replicas"] == [] and json.loads(body)["kv_replicas"] == {}

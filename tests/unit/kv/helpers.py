@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import rocksdict
+
 from fluss_py.kv.changes import read_all_changes
 from fluss_py.kv.store import KvResources
 from fluss_py.kv.tablet import KvTable, KvTablet
@@ -86,3 +88,37 @@ def replay(log: LogTablet, end: int) -> dict[bytes, bytes]:
 
 def kv_contents(kv: KvTablet) -> dict[bytes, bytes]:
     return dict(kv.store.items())
+
+
+# RocksDB's own texts (rocksdict raises Exception(text)): a write a full disk refused, one a failing disk
+# refused, a sync the disk failed, a block that reads back wrong
+ENOSPC_WRITE = "IO error: No space left on device: While appending to file: {}/000008.log: No space left on device"
+EIO_WRITE = "IO error: While appending to file: {}/000008.log: Input/output error"
+ENOSPC_FSYNC = "IO error: No space left on device: While fdatasync: {}/000008.log: No space left on device"
+CORRUPT_BLOCK = "Corruption: block checksum mismatch: stored = 1, computed = 2 in {}/000011.sst offset 0 size 93"
+
+
+class FailingDb:
+    """Stands for a store's RocksDB handle on a failing disk: each method named in ``failing`` raises what
+    rocksdict raises (``Exception`` with RocksDB's text) and changes nothing; the rest go to the real one.
+    Hold no reference to it once the store is closed (it holds the real RocksDB, and RocksDB's lock)."""
+
+    def __init__(self, db: rocksdict.Rdict, **failing: str) -> None:
+        self._db = db
+        self.failing = failing
+
+    def __getattr__(self, name: str):
+        text = self.failing.get(name)
+        if text is None:
+            return getattr(self._db, name)
+
+        def fail(*args, **kwargs):
+            raise Exception(text)
+
+        return fail
+
+
+def fail_store(kv: KvTablet, **failing: str) -> None:
+    """From now on, the named RocksDB calls of ``kv``'s store fail with the given texts (``{}``: its path)."""
+    store = kv.store
+    store._db = FailingDb(store.db, **{m: t.format(store.path) for m, t in failing.items()})  # type: ignore[assignment]
