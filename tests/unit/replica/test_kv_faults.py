@@ -7,6 +7,7 @@ or stopped and why. The failing RocksDB calls go through ``FailingDb`` (RocksDB'
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -198,5 +199,25 @@ async def test_a_kv_rebuilding_from_its_log_says_so_until_it_caught_up(clock, tm
         await _applied(m, TB, 3)
         status = m.stats().buckets[0].kv
         assert (status.state, status.apply_lag, status.reason) == (KvState.APPLYING, 0, "")
+    finally:
+        await c.close()
+
+
+async def test_a_kv_that_cannot_be_opened_takes_its_data_directory_offline(clock, tmp_path) -> None:
+    c, m, dirs = await _cluster(clock, tmp_path)
+    path = tmp_path / "server-2"
+    try:
+        await _write(c, TB, 1)
+        await _applied(m, TB, 1)
+        kv_dir = Path(m.replica(TB).log.dir) / "kv"
+        await m.shutdown()
+        dirs.shutdown()  # server 2 stops cleanly (its KV closed, its directory unlocked)
+        shutil.rmtree(kv_dir)
+        kv_dir.write_bytes(b"in the way")  # real RocksDB, really refused: "File exists (os error 17)"
+        m, dirs = await c.restart_on_dirs(2, [path], DIRS_CONFIG)
+        errors = await c.notify(TB, R3)
+        assert errors[2][TB] is not None and errors[2][TB].code.name == "STORAGE_ERROR"
+        await wait_until(lambda: (2, OFFLINE, [TB, TB2]) in c.coordinator.faults, message="the dir's replicas reported")
+        assert dirs.offline[path].code == "EEXIST" and m.replica(TB) is None and TB in m.offline and TB2 in m.offline
     finally:
         await c.close()
