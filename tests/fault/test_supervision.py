@@ -136,7 +136,12 @@ def test_a_crash_loop_is_given_up_at_the_limit_and_start_runs_it_again(cluster_f
         taken.bind(("127.0.0.1", rec.rpc_port))
         taken.listen()
         cluster.start_process(name)
-        cluster.wait_until(lambda: _state(cluster, name) == "given-up", 120, f"{name} given up")
+        # the supervisor writes its state, then exits: wait for both (it may still be exiting when the state is read)
+        cluster.wait_until(
+            lambda: _state(cluster, name) == "given-up" and not cluster.supervision(name)["supervisor_alive"],
+            120,
+            f"{name} given up and its supervisor gone",
+        )
     s = cluster.supervision(name)
     assert (s["restarts"], s["last_exit"], s["supervisor_alive"]) == (3, "exited with code 1", False)
     assert "crash loop (3 restarts within 120 s)" in s["reason"]
