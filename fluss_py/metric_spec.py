@@ -13,6 +13,7 @@ Who may call: anyone (pure constructors; no I/O).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -81,3 +82,18 @@ class MetricSpec:
     def _expect(self, *kinds: str) -> None:
         if self.kind not in kinds:
             raise TypeError(f"{self.name} is declared a {self.kind}, not a {' or '.join(kinds)}")
+
+
+_DECLARED: list[MetricSpec] = []
+
+
+def declare(name: str, kind: str, help_: str, section: str, *labels: str, **more: Any) -> MetricSpec:
+    """Declare one metric: its spec, kept in declaration order (only the catalogue modules call it)."""
+    spec = MetricSpec(name, kind, help_, section, labels, **more)
+    _DECLARED.append(spec)
+    return spec
+
+
+def declared() -> tuple[MetricSpec, ...]:
+    """Every metric declared so far, in declaration order (``metric_catalogue.CATALOGUE``)."""
+    return tuple(_DECLARED)

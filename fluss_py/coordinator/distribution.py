@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.registry import Collector
 
-from fluss_py import metric_catalogue as mc
+from fluss_py import metric_catalogue_coordinator as mc
 from fluss_py.coordinator.tables import ClusterView
 from fluss_py.metric_spec import Family
 from fluss_py.types import NO_LEADER

@@ -33,7 +33,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from fluss_py import config as cfg
-from fluss_py import metric_catalogue as mc
+from fluss_py import metric_catalogue_coordinator as mc
 from fluss_py.common.http import HttpServer, Request, Response, json_response, metrics_route
 from fluss_py.console.routes import MAX_GROUPS, ConsoleFeed
 from fluss_py.console.snapshot import ConsoleSource, coordinators_view

@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
-from fluss_py import metric_catalogue as mc
+from fluss_py import metric_catalogue_coordinator as mc
 from fluss_py.coordinator.rebalance.progress import MoveStatus
 from fluss_py.metric_spec import Family
 
