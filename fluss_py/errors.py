@@ -89,6 +89,9 @@ class ErrorCode(IntEnum):
     TABLE_TYPE_MISMATCH = 61
     KV_NOT_READY = 62
     UNKNOWN_SCHEMA_ID = 63
+    # server tags (docs/rebalance.md §12)
+    TABLET_SERVER_NOT_EXIST = 70
+    INVALID_SERVER_TAG = 71
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,10 @@ _SPECS: dict[ErrorCode, _Spec] = {
     ErrorCode.KV_NOT_READY: _Spec(True, False, "the bucket's KV has not yet applied every committed change"),
     # a row written with a schema id the server has not learned yet (an ALTER racing the metadata update)
     ErrorCode.UNKNOWN_SCHEMA_ID: _Spec(True, True, "the server does not know this schema id yet"),
+    # a server tag names an id that is not registered, hosts no replica and has no tag
+    ErrorCode.TABLET_SERVER_NOT_EXIST: _Spec(False, False, "no such tablet server"),
+    # a server tag that would leave no live server, or a bucket below its min ISR: nothing was written
+    ErrorCode.INVALID_SERVER_TAG: _Spec(False, False, "the server tag was refused"),
 }
 
 
@@ -295,6 +302,8 @@ InvalidRowError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_ROW]
 TableTypeMismatchError: type[ApiError] = _BY_CODE[ErrorCode.TABLE_TYPE_MISMATCH]
 KvNotReadyError: type[ApiError] = _BY_CODE[ErrorCode.KV_NOT_READY]
 UnknownSchemaIdError: type[ApiError] = _BY_CODE[ErrorCode.UNKNOWN_SCHEMA_ID]
+TabletServerNotExistError: type[ApiError] = _BY_CODE[ErrorCode.TABLET_SERVER_NOT_EXIST]
+InvalidServerTagError: type[ApiError] = _BY_CODE[ErrorCode.INVALID_SERVER_TAG]
 
 
 # The caller's credentials, certificate or permissions were refused: trying another server cannot help, so

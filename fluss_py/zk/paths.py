@@ -17,6 +17,7 @@ compact UTF-8 JSON carrying ``"version"`` so the format can evolve; ``decode`` t
     <root>/consumers/<group>/offsets/<table_id>/<bucket> persistent     ConsumerOffsetZNode
     <root>/consumers/<group>/members                     persistent     GroupMembersZNode
     <root>/cluster/rebalance                             persistent     RebalanceZNode
+    <root>/cluster/server_tags                           persistent     ServerTagsZNode
     <root>/security/users/<name>                         persistent     UserZNode (salted SCRAM keys)
     <root>/security/acls/<type>:<pattern>:<name>         persistent     AclZNode (the ACLs of one resource)
 
@@ -24,6 +25,8 @@ Who may call: anyone (pure functions, no I/O).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fluss_py.common import dynamic_config
 from fluss_py.security_types import (
@@ -324,6 +327,28 @@ class RebalanceZNode:
 
     encode = staticmethod(versioned_encode)
     decode = staticmethod(versioned_decode)
+
+
+class ServerTagsZNode:
+    """``<root>/cluster/server_tags``: persistent, every tablet server's tag (docs/rebalance.md §12), written only
+    by the coordinator leader (fenced, at the version it last read or wrote). JSON ``{"version":1,"tags":{"3":
+    {"tag":"permanent-offline","since_ms":...,"by":"operator"|"auto","reason":"..."}}}``; the entries' codec
+    (tag names checked) is ``coordinator/server_tags.py``'s ``encode_tags``/``decode_tags``."""
+
+    @staticmethod
+    def path(root: str) -> str:
+        return f"{root}/cluster/server_tags"
+
+    @staticmethod
+    def encode(tags: dict[str, Any]) -> bytes:
+        return versioned_encode({"tags": tags})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        tags = versioned_decode(data).get("tags", {})
+        if not isinstance(tags, dict):
+            raise ValueError("server tags: expected an object")
+        return tags
 
 
 # ---------------------------------------------------------------- security (docs/security.md)

@@ -427,10 +427,13 @@ def _leader_moves(state: _State, threshold: float, notes: list[str]) -> list[Mov
     return moves
 
 
-def make_batches(moves: Sequence[Move], batch_ratio: float, max_concurrent: int) -> tuple[tuple[int, ...], ...]:
+def make_batches(
+    moves: Sequence[Move], batch_ratio: float, max_concurrent: int, sources: Sequence[int] | None = None
+) -> tuple[tuple[int, ...], ...]:
     """Group moves (indices) into batches of at most ``ceil(batch_ratio x len(moves))``; in a batch no server
     is touched by more than ``max_concurrent`` moves and no bucket twice; a bucket's moves keep their order
-    (each lands in a later batch than the bucket's previous move). First fit, in plan order."""
+    (each lands in a later batch than the bucket's previous move). First fit, in plan order. ``sources``: per
+    move the server its copy comes from (default: ``from_server``; a replacement's is the bucket's leader)."""
     if not moves:
         return ()
     size = max(1, math.ceil(batch_ratio * len(moves)))
@@ -439,6 +442,7 @@ def make_batches(moves: Sequence[Move], batch_ratio: float, max_concurrent: int)
     buckets: list[set[TableBucket]] = []
     last_batch: dict[TableBucket, int] = {}
     for i, move in enumerate(moves):
+        source = move.from_server if sources is None else sources[i]
         start = last_batch.get(move.bucket, -1) + 1
         for b in range(start, len(batches) + 1):
             if b == len(batches):
@@ -448,12 +452,12 @@ def make_batches(moves: Sequence[Move], batch_ratio: float, max_concurrent: int)
             t = touched[b]
             if (
                 len(batches[b]) < size
-                and t[move.from_server] < max_concurrent
+                and t[source] < max_concurrent
                 and t[move.to_server] < max_concurrent
                 and move.bucket not in buckets[b]
             ):
                 batches[b].append(i)
-                t[move.from_server] += 1
+                t[source] += 1
                 t[move.to_server] += 1
                 buckets[b].add(move.bucket)
                 last_batch[move.bucket] = b
