@@ -133,6 +133,11 @@ REBALANCE_THROTTLE = option(
     "tablet-server.rebalance.throttle-bytes-per-second", "size", 10 * MiB, _SERVERS,
     "per-server budget for replicas being added by a rebalance (bytes/s, 0: unlimited)", Range(0),
 )  # fmt: skip
+REPLACE_DEAD_AFTER = option(
+    "tablet-server.replace-dead-after", "duration", 0.0, [COORDINATOR],
+    "tag a tablet server dead this long permanent-offline, so its replicas are rebuilt on the others (0: never; "
+    "set it above the longest planned restart; docs/rebalance.md section 12)", Range(0.0, 365 * DAY),
+)  # fmt: skip
 DEFAULT_REPLICATION_FACTOR = option("default.replication.factor", "int", 3, [COORDINATOR],
                                     "replication factor of tables that do not set one",
                                     Range(1, MAX_REPLICATION_FACTOR))  # fmt: skip

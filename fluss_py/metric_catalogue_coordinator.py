@@ -1,8 +1,8 @@
 """The coordinator's Prometheus metrics, declared once: the coordinator section of the catalogue.
 
 Split from ``metric_catalogue.py`` (which imports it, so every declaration here is in its ``CATALOGUE`` and in
-docs/observability.md's list) when that module reached the 500-line bound: the coordinator process and its
-rebalance executor export these; the coordinator's modules build them from here
+docs/observability.md's list) when that module reached the 500-line bound: the coordinator process, its
+rebalance executor and its server-tag room export these; the coordinator's modules build them from here
 (``from fluss_py import metric_catalogue_coordinator as mc``). To add a coordinator metric: declare it here,
 in its section.
 
@@ -126,4 +126,37 @@ REBALANCE_SERVER_MIGRATIONS = _declare(
 )
 REBALANCE_SERVER_MIGRATIONS_PEAK = _declare(
     "fluss_rebalance_server_migrations_peak", "gauge", "Most in-flight moves seen touching one server", COORDINATOR
+)
+
+# ---------------------------------------------------------------- server tags (coordinator/tag_metrics.py)
+SERVER_TAG = _declare(
+    "fluss_server_tag",
+    "gauge",
+    "1 per tagged tablet server",
+    COORDINATOR,
+    "server",
+    "tag",
+    doc="1 per tagged tablet server, `tag` = `permanent-offline` or `temporary-offline` (leader only; "
+    "docs/rebalance.md §12)",
+)
+SERVER_TAG_REPLICAS_TO_REPLACE = _declare(
+    "fluss_server_tag_replicas_to_replace",
+    "gauge",
+    "Replicas still assigned to permanent-offline servers",
+    COORDINATOR,
+    doc="replicas still assigned to permanent-offline servers: 0 once the replacements have emptied them",
+)
+SERVER_TAGS_AUTO = _declare(
+    "fluss_server_tags_auto_total",
+    "counter",
+    "Servers tagged permanent-offline by tablet-server.replace-dead-after in this leadership",
+    COORDINATOR,
+)
+SERVER_TAG_REPLACEMENT_RUNNING = _declare(
+    "fluss_server_tag_replacement_running",
+    "gauge",
+    "1 while the running rebalance replaces permanent-offline servers",
+    COORDINATOR,
+    doc="1 while the running rebalance is a replacement of permanent-offline servers (its moves and bytes: "
+    "the `fluss_rebalance_*` series)",
 )

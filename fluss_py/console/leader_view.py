@@ -49,6 +49,9 @@ class LeaderView(Protocol):
 
     def is_offline(self, tb: TableBucket) -> bool: ...  # the leader's state machine holds the bucket Offline
 
+    @property
+    def tagged(self) -> Mapping[int, str]: ...  # server -> its tag (docs/rebalance.md §12)
+
 
 class MemberView(Protocol):
     @property

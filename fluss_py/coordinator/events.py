@@ -298,3 +298,26 @@ class PreferredLeaderCheck(Event):
 @dataclass(eq=False)
 class AutoPartitionCheck(Event):
     """Periodic: bring every auto-partitioned table's partitions in line with the clock."""
+
+
+# ---- server tags: tag_room.ServerTagRoom (docs/rebalance.md §12)
+
+
+@dataclass(eq=False)
+class SetServerTag(Event):
+    """Set a tablet server's tag (``permanent-offline``, ``temporary-offline``; ``none`` removes it). Answers the
+    server's tag view (a dict); refused (TABLET_SERVER_NOT_EXIST, INVALID_SERVER_TAG) with nothing written."""
+
+    server_id: int
+    tag: str
+
+
+@dataclass(eq=False)
+class DescribeServerTags(Event):
+    """Every known server (registered, holding replicas or tagged) with its tag, and the last replacement."""
+
+
+@dataclass(eq=False)
+class ServerTagCheck(Event):
+    """Periodic (every second): tag servers dead for ``tablet-server.replace-dead-after``, move leaderships off
+    tagged servers, start the replacement of permanent-offline servers' replicas."""

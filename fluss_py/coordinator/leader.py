@@ -6,9 +6,10 @@
             -> event-processor (CoordinatorEventLoop with the database, table and rebalance handlers)
             -> rebalance-manager (tick task of the RebalanceExecutor, coordinator/rebalance/executor.py)
             -> leader-balancer (tick task of preferred-leader elections, coordinator/leader_balance.py)
+            -> server-tag-check (tick task of the server-tag room, coordinator/tag_room.py)
             -> auto-partition-manager (partitions ahead and expired, coordinator/partition_manager.py)
             then: load context, register <root>/coordinator/leader, create database `fluss`
-    stop:   auto-partition-manager -> leader-balancer -> rebalance-manager -> event-processor
+    stop:   auto-partition-manager -> server-tag-check -> leader-balancer -> rebalance-manager -> event-processor
             -> background-managers -> channel-manager -> rpc-channels
 
 Stopping makes no ZooKeeper write (a zombie leader tears down exactly like this): ephemeral nodes vanish
@@ -24,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fluss_py import config as cfg
 from fluss_py.coordinator.channel import GrpcTabletGateway, TabletChannel
 from fluss_py.coordinator.context import CoordinatorContext
 from fluss_py.coordinator.dynamic_config import DynamicConfigManager, apply_to_plan_options
@@ -45,6 +47,7 @@ from fluss_py.coordinator.processor import TableProcessor
 from fluss_py.coordinator.rebalance.executor import RebalanceExecutor
 from fluss_py.coordinator.rebalance.sizes import BucketSizes
 from fluss_py.coordinator.table_alter import TableAlter
+from fluss_py.coordinator.tag_room import ServerTagRoom, cluster_min_isr
 from fluss_py.rpc.channels import ChannelPool
 from fluss_py.rpc.peer import new_token
 from fluss_py.types import CoordinatorLeaderInfo, TableBucket
@@ -122,6 +125,7 @@ class LeaderServices:
         self.leader_balance: LeaderBalancer | None = None
         self.dynamic_config: DynamicConfigManager | None = None
         self.auto_partition: AutoPartitionManager | None = None
+        self.server_tags: ServerTagRoom | None = None
         self.bucket_sizes = BucketSizes()  # led-bucket sizes reported on liveness heartbeats
         self.disk_use: dict[int, tuple[int, list[tuple[str, int, int]]]] = {}  # per server, its last disk report
         # this term's secret: in the leader node and on every request to tablet servers (docs/peer-trust.md)
@@ -159,8 +163,14 @@ class LeaderServices:
         self.leader_balance = LeaderBalancer(self.tables, self._leader_balance_options, moving)
         self.leader_balance.install(self.event_loop)
         static = self._static_config
+        # server tags and the replacement of permanent-offline servers (coordinator/tag_room.py)
+        replace_after = float(static[cfg.REPLACE_DEAD_AFTER]) if static is not None else 0.0
+        tags = self.server_tags = ServerTagRoom(self.tables, rebalance, replace_dead_after=replace_after,
+                                                sizes=self.bucket_sizes)  # fmt: skip
+        tags.install(self.event_loop)
 
         def on_cluster_config(entries: dict[str, str]) -> None:  # on the event loop (dynamic-config.md)
+            tags.default_min_isr = cluster_min_isr(entries)
             if static is not None:
                 rebalance.options = apply_to_plan_options(rebalance.options, entries, static)
 
@@ -215,6 +225,11 @@ class LeaderServices:
             balancer.start(self.event_loop)
 
         await self.stack.push("leader-balancer", start_balance_ticks, balancer.close)
+
+        async def start_tag_checks() -> None:
+            tags.start(self.event_loop)
+
+        await self.stack.push("server-tag-check", start_tag_checks, tags.close)
         partitions = self.auto_partition
 
         async def start_partition_ticks() -> None:

@@ -4,8 +4,8 @@ After a failover the buckets a server led are led by other replicas; when it com
 Every ``leader.imbalance.check-interval`` the coordinator leader looks at each live server's *preferred*
 buckets (those whose first assigned replica it is) and, for a server where more than
 ``leader.imbalance.per-server.percentage`` of them are led by someone else, gives each such bucket back
-to it — only when it is live, in the ISR, not shutting down (``election.preferred_leader``), and never
-for a bucket a running rebalance batch is moving::
+to it — only when it is live, in the ISR, not shutting down and not tagged (``election.preferred_leader``;
+docs/rebalance.md §12), and never for a bucket a running rebalance batch is moving::
 
     tick ──▶ PreferredLeaderCheck (event loop) ──▶ imbalance per server ──▶ plan (pure) ──▶ fenced write
          ──▶ NotifyLeaderAndIsr to the replicas of the moved buckets (through the TableProcessor)
@@ -115,18 +115,27 @@ class LeaderBalancer:
     async def check(self, _event: PreferredLeaderCheck | None = None) -> int:
         """Make the elections ``plan`` asks for; returns how many were written."""
         p = self._p
-        changes = plan(
-            p.view.buckets, p.live(), p.view.shutting_down, self._busy(), self.options.threshold_percent, p.epoch
-        )
-        if not changes:
-            return 0
-        written = await p.store.write_leader_isr(changes)
-        batch = p.new_batch()
-        for tb, new in written:
-            p.notify(batch, tb)
-            p.refresh_states(tb)
-            log.info("Preferred leader election: bucket %s led by %d again", tb, new.leader)
-        batch.metadata_delta(p.live(), [tb for tb, _ in written])
-        p.send(batch)
+        excluded = p.view.shutting_down | p.view.tagged.keys()  # a tagged server gets no leadership back
+        changes = plan(p.view.buckets, p.live(), excluded, self._busy(), self.options.threshold_percent, p.epoch)
+        written = await write_leaders(p, changes, "Preferred leader election: bucket %s led by %d again")
         self.elections += len(written)
         return len(written)
+
+
+async def write_leaders(
+    p: Any, changes: list[tuple[TableBucket, LeaderAndIsr]], line: str, logger: logging.Logger = log
+) -> list[tuple[TableBucket, LeaderAndIsr]]:
+    """Write leadership changes of the TableProcessor ``p`` (fenced, conditional), tell each bucket's replicas
+    and every server's metadata, log ``line % (bucket, leader)`` per change; returns what was written. On the
+    event loop (the preferred-leader check, the tag room's moves off tagged servers)."""
+    if not changes:
+        return []
+    written = await p.store.write_leader_isr(changes)
+    batch = p.new_batch()
+    for tb, new in written:
+        p.notify(batch, tb)
+        p.refresh_states(tb)
+        logger.info(line, tb, new.leader)
+    batch.metadata_delta(p.live(), [tb for tb, _ in written])
+    p.send(batch)
+    return written

@@ -383,7 +383,7 @@ class TableProcessor(MembershipHandlers, ReplicaEventHandlers):
         properties = validate_properties(event.properties, rf)
         check_new_table(event.schema, properties)
         properties = keep_changelog(event.schema, properties)
-        servers = {s: r.rack for s, r in self.context.tablet_servers.items() if s not in self.view.shutting_down}
+        servers = self.view.placeable(self.context.tablet_servers)  # not shutting down, not tagged
         counter = TableIdCounterZNode.path(self._root)
         got = await self.store.get(counter)
         table_id = (TableIdCounterZNode.decode(got[0]) if got else 0) + 1

@@ -49,6 +49,7 @@ from fluss_py.coordinator.rebalance.metrics import RebalanceCollector
 from fluss_py.coordinator.rebalance.routes import leader_call, rebalance_routes
 from fluss_py.coordinator.service import CoordinatorServicer
 from fluss_py.coordinator.tables import ClusterView
+from fluss_py.coordinator.tag_metrics import ServerTagCollector
 from fluss_py.rpc.channels import set_server_identity, set_server_keepalive
 from fluss_py.rpc.keepalive import Keepalive
 from fluss_py.rpc.pb import coordinator_pb2_grpc
@@ -140,6 +141,7 @@ class CoordinatorServer(CoordinatorLifecycle):
             spec.gauge(self.metrics).set_function(read)
         self.metrics.register(TabletDistributionCollector(self._distribution_source))
         self.metrics.register(RebalanceCollector(lambda: self._leader.rebalance if self._leader else None))
+        self.metrics.register(ServerTagCollector(lambda: self._leader.server_tags if self._leader else None))
         self.metrics.register(ZkSessionCollector(self.zk))
         self.security = ServerSecurity(config, self.metrics)  # docs/security.md
         set_server_identity(self.security.identity)

@@ -205,7 +205,7 @@ class TableAlter:
     async def alter(self, event: AlterTableBuckets) -> None:
         p, info = self._p, self._table(event.path)
         table_id = info.table_id
-        servers = {s: r.rack for s, r in p.context.tablet_servers.items() if s not in p.view.shutting_down}
+        servers = p.view.placeable(p.context.tablet_servers)  # not shutting down, not tagged
         growth = plan_growth(info, event.num_buckets, servers, p.live(), p.epoch, p.store.max_ops)
         if growth.info == info:
             return  # already this count: a retry whose first answer was lost

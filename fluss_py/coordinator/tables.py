@@ -193,6 +193,9 @@ class ClusterView:
         # replicas a rebalance move is adding, per bucket: set by the rebalance executor from its progress
         # (durable in ZooKeeper), sent in every BucketLeaderAndIsr (docs/rebalance.md §6)
         self.adding_replicas: dict[TableBucket, tuple[int, ...]] = {}
+        # server -> its tag ("permanent-offline", "temporary-offline"): set by the tag room after every load and
+        # write of the tags node; nothing new is placed on these servers (docs/rebalance.md §12)
+        self.tagged: dict[int, str] = {}
         self._info_pb: dict[int, common_pb2.TableInfo] = {}  # table id -> its TableInfo message (table_info_pb)
         # tb -> (leader_and_isr, replicas, adding, message): the inputs it was built from, compared by identity
         self._bucket_pb: dict[TableBucket, tuple[Any, tuple[int, ...], tuple[int, ...], Any]] = {}
@@ -209,6 +212,10 @@ class ClusterView:
     def is_offline(self, tb: TableBucket) -> bool:
         """The bucket's state is OFFLINE: its leader died and no live ISR member could take over yet."""
         return self.bucket_states.get(tb) is BucketState.OFFLINE
+
+    def placeable(self, registrations: Mapping[int, Any]) -> dict[int, str]:
+        """id -> rack of the registered servers new replicas may go to: not shutting down, not tagged."""
+        return {s: r.rack for s, r in registrations.items() if s not in self.shutting_down and s not in self.tagged}
 
     def failed_on(self, tb: TableBucket) -> set[int]:
         """Servers whose replica of ``tb`` failed: they count as dead for ``tb`` until they re-register."""
@@ -246,6 +253,7 @@ class ClusterView:
         self.shutting_down.clear()
         self.failed_replicas.clear()
         self.adding_replicas.clear()
+        self.tagged.clear()
 
     def add_table(self, info: TableRegistration, assignment: Mapping[int, tuple[int, ...]]) -> None:
         self._forget_pb(info.table_id)

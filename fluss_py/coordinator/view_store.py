@@ -295,3 +295,13 @@ def leader_isr_create_op(root: str, tb: TableBucket, lai: LeaderAndIsr) -> Creat
 
 def delete_ops(paths: list[str]) -> list[Op]:
     return [DeleteOp(p) for p in paths]
+
+
+async def node_write_ops(store: Any, path: str, data: bytes, version: int) -> list[Op]:
+    """Ops writing one persistent node of the coordinator's own: a set at ``version`` (as last read or written),
+    or, at -1 (absent), its create, with its parent's when that is missing too (the rebalance progress node,
+    the server tags node)."""
+    if version >= 0:
+        return [SetOp(path, data, version)]
+    parent = path.rsplit("/", 1)[0]
+    return ([] if await store.exists(parent) else [CreateOp(parent)]) + [CreateOp(path, data)]

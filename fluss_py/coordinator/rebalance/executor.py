@@ -132,14 +132,19 @@ class RebalanceExecutor(RebalanceWrites):
         view = {"status": "PLANNED" if plan.moves else "BALANCED", **plan.to_json(), "summary": plan.summary()}
         if event.dry_run or not plan.moves:
             return view
-        problem = self.health()
+        return await self.run_plan(plan, event.reason) or view
+
+    async def run_plan(self, plan: Plan, reason: str, replacing: tuple[int, ...] = ()) -> dict[str, Any] | None:
+        """Start ``plan`` (no rebalance may run); ``replacing``: a replacement's servers, whose replicas the
+        health check ignores (docs/rebalance.md §12). Returns the progress view."""
+        problem = self.health(replacing)
         if problem is not None:
             raise InvalidRebalancePlanError(f"the cluster is not healthy ({problem}); nothing was moved")
-        progress = RebalanceProgress(uuid.uuid4().hex, plan, event.reason, int(time.time() * 1000))
+        progress = RebalanceProgress(uuid.uuid4().hex, plan, reason, int(time.time() * 1000), replacing=replacing)
         self._node_version = await self._read_node_version()
-        log.info("Rebalance %s starting (%s): %s", progress.id, event.reason, plan.summary().replace("\n", "; "))
+        log.info("Rebalance %s starting (%s): %s", progress.id, reason, plan.summary().replace("\n", "; "))
         await self._begin_batch(progress)
-        return self.progress.view() if self.progress else view
+        return self.progress.view() if self.progress else None
 
     def plan(self) -> Plan:
         """A plan for the current view (raises INVALID_REBALANCE_PLAN when none can be made)."""
@@ -149,13 +154,20 @@ class RebalanceExecutor(RebalanceWrites):
             lai = b.leader_and_isr
             if lai is None or lai.leader < 0:
                 raise InvalidRebalancePlanError(f"bucket {tb} has no leader; nothing was moved")
+            tagged = [s for s in b.replicas if s in view.tagged]
+            if tagged:  # a tagged server's replicas are the replacement's (or wait for its return)
+                raise InvalidRebalancePlanError(
+                    f"bucket {tb} has a replica on tablet server {tagged[0]}, tagged "
+                    f"{view.tagged[tagged[0]]} (docs/rebalance.md §12); nothing was moved"
+                )
             placement[tb] = BucketPlacement(b.replicas, lai.leader, lai.isr)
-        servers = {
-            s: reg.rack
-            for s, reg in self._p.context.tablet_servers.items()
-            if s in live and s not in view.shutting_down
-        }
+        servers = view.placeable({s: r for s, r in self._p.context.tablet_servers.items() if s in live})
         return plan_rebalance(placement, servers, self._sizes(), self.options)
+
+    async def abort(self, why: str) -> None:
+        """Roll back the running rebalance's open moves: CANCELED with ``why`` (the tag room, on the loop)."""
+        if self.running:
+            await self._rollback(why, RebalanceStatus.CANCELED)
 
     async def cancel_rebalance(self, _event: CancelRebalance) -> dict[str, Any]:
         if self.progress is None or not self.progress.running:
@@ -166,15 +178,19 @@ class RebalanceExecutor(RebalanceWrites):
     async def get_rebalance(self, _event: GetRebalance) -> dict[str, Any]:
         return self.progress.view() if self.progress else {"status": "NONE"}
 
-    def health(self) -> str | None:
-        """None when every bucket has a live leader and a full ISR; else what is wrong."""
+    def health(self, ignore: tuple[int, ...] = ()) -> str | None:
+        """None when every bucket has a live leader and a full ISR; else what is wrong. ``ignore``: servers a
+        replacement empties: their replicas need not be in sync, a bucket only on them is not checked."""
         live = self._p.live()
         for tb, b in sorted(self._p.view.buckets.items()):
             lai = b.leader_and_isr
+            keep = [r for r in b.replicas if r not in ignore]
+            if not keep:
+                continue
             if lai is None or lai.leader not in live:
                 return f"bucket {tb} is offline"
-            if len(lai.isr) < len(b.replicas):
-                return f"bucket {tb} is under-replicated (ISR {list(lai.isr)} of {list(b.replicas)})"
+            if not set(keep) <= set(lai.isr):
+                return f"bucket {tb} is under-replicated (ISR {list(lai.isr)} of {keep})"
         return None
 
     # ---------------------------------------------------------------- processor listener
@@ -231,7 +247,8 @@ class RebalanceExecutor(RebalanceWrites):
 
     async def _maybe_trigger(self) -> None:
         assignment = {tb: b.replicas for tb, b in self._p.view.buckets.items()}
-        trigger = decide(assignment, self._p.live(), self.options.threshold, auto=self.auto, running=self.running)
+        usable = self._p.live() - self._p.view.tagged.keys()  # a tagged server hosting replicas counts as down
+        trigger = decide(assignment, usable, self.options.threshold, auto=self.auto, running=self.running)
         if trigger is None:
             return
         log.info("Rebalance triggered: %s (%s)", trigger.reason.value, trigger.detail)
@@ -287,8 +304,8 @@ class RebalanceExecutor(RebalanceWrites):
                 changes[m.bucket] = (order, elected)
                 new.moves[i] = MoveStatus.DONE
                 continue
-            if m.from_server not in b.replicas or m.to_server in b.replicas:
-                new.moves[i] = MoveStatus.SKIPPED  # the placement changed since planning
+            if m.from_server not in b.replicas or m.to_server in b.replicas or m.to_server in self._p.view.tagged:
+                new.moves[i] = MoveStatus.SKIPPED  # the placement changed since planning, or the target was tagged
                 continue
             new.origin[i] = b.replicas
             changes[m.bucket] = ((*b.replicas, m.to_server), lai.with_isr(lai.isr, epoch))
@@ -397,7 +414,7 @@ class RebalanceExecutor(RebalanceWrites):
 
     async def _batch_finished(self) -> None:
         assert self.progress is not None
-        problem = self.health()
+        problem = self.health(self.progress.replacing)
         now = self._clock()
         if problem is not None:
             if self._unhealthy_since is None:

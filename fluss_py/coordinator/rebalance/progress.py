@@ -3,7 +3,11 @@
 JSON (``RebalanceZNode`` adds ``"version"``; format in ``docs/rebalance.md`` §5)::
 
     {"id": "...", "status": "REBALANCING", "reason": "...", "created_ms": 0, "plan": {...Plan.to_json()},
-     "batch": 0, "moves": ["adding", "pending"], "origin": {"0": [1, 2, 3]}, "bytes_moved": 0, "message": ""}
+     "batch": 0, "moves": ["adding", "pending"], "origin": {"0": [1, 2, 3]}, "bytes_moved": 0, "message": "",
+     "replacing": [3]}
+
+``replacing`` (only in a replacement, docs/rebalance.md §12): the permanent-offline servers it empties; the
+health check between batches ignores their replicas.
 
 Who may call: the executor (on the coordinator's event loop) and readers of the node (CLI, tests).
 """
@@ -52,6 +56,7 @@ class RebalanceProgress:
     origin: dict[int, tuple[int, ...]] = field(default_factory=dict)  # move index -> replicas before it
     bytes_moved: int = 0
     message: str = ""
+    replacing: tuple[int, ...] = ()  # a replacement: the servers it empties (docs/rebalance.md §12)
 
     def __post_init__(self) -> None:
         if not self.moves:
@@ -84,7 +89,9 @@ class RebalanceProgress:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        replacing = {"replacing": list(self.replacing)} if self.replacing else {}
         return {
+            **replacing,
             "id": self.id,
             "status": self.status.value,
             "reason": self.reason,
@@ -110,12 +117,15 @@ class RebalanceProgress:
             origin={int(i): tuple(int(s) for s in r) for i, r in dict(d.get("origin", {})).items()},
             bytes_moved=int(d.get("bytes_moved", 0)),
             message=str(d.get("message", "")),
+            replacing=tuple(int(s) for s in d.get("replacing", ())),
         )
 
     def view(self) -> dict[str, Any]:
         """What GET /rebalance and the CLI show: status, counts, spreads (no per-move detail)."""
         return {
             "id": self.id,
+            "kind": "replacement" if self.replacing else "rebalance",
+            "replacing": list(self.replacing),
             "status": self.status.value,
             "reason": self.reason,
             "batch": self.batch,

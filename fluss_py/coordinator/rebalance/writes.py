@@ -11,11 +11,11 @@ from typing import Any
 
 from fluss_py.coordinator.rebalance.progress import RebalanceProgress
 from fluss_py.coordinator.state import ReplicaState
-from fluss_py.coordinator.view_store import leader_isr_set_op
+from fluss_py.coordinator.view_store import leader_isr_set_op, node_write_ops
 from fluss_py.errors import InvalidRebalancePlanError
 from fluss_py.types import LeaderAndIsr, TableBucket
 from fluss_py.zk.paths import RebalanceZNode, TableAssignmentZNode
-from fluss_py.zk.values import CreateOp, Op, SetOp
+from fluss_py.zk.values import Op, SetOp
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +47,8 @@ class RebalanceWrites:
         for tb, (_, lai) in changes.items():
             lai_at[tb] = len(ops)
             ops.append(leader_isr_set_op(root, tb, lai, view.buckets[tb].zk_version))
-        node = RebalanceZNode.path(root)
         data = RebalanceZNode.encode(progress.to_json())
-        if self._node_version >= 0:
-            ops.append(SetOp(node, data, self._node_version))
-        else:
-            parent = node.rsplit("/", 1)[0]
-            if not await store.exists(parent):
-                ops.append(CreateOp(parent))
-            ops.append(CreateOp(node, data))
+        ops += await node_write_ops(store, RebalanceZNode.path(root), data, self._node_version)
         results = await store.commit(ops)
         self._node_version = getattr(results[-1], "version", 0)
         for tb, (replicas, lai) in changes.items():
