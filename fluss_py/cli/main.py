@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "fluss_py.cli.kv",  # upsert, delete, lookup, scan (primary-key tables)
     "fluss_py.cli.group",  # group list/describe/reset
     "fluss_py.cli.admin",  # admin rebalance
+    "fluss_py.cli.server_tag",  # server tag (permanent-offline, temporary-offline, none)
     "fluss_py.cli.console",  # console (the web console's URL)
     "fluss_py.cli.security",  # user add/list/remove, acl add/list/remove
     "fluss_py.cli.demo",  # demo failover

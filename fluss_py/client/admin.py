@@ -36,6 +36,7 @@ from fluss_py.client.metadata import (
     table_info_from_pb,
 )
 from fluss_py.client.options import DEFAULT_RETRY, Backoff, RetryOptions
+from fluss_py.client.server_tags import ServerTags, TagChange, alter_server_tag, describe_server_tags
 from fluss_py.client.transport import GrpcTransport, Transport
 from fluss_py.errors import (
     ApiError,
@@ -334,6 +335,14 @@ class Admin:
         response = await self._gateway.call(rpcs.COORDINATOR_GET_METADATA, common_pb2.MetadataRequest())
         self.metadata.apply_servers(response.metadata)
         return response.metadata
+
+    async def set_server_tag(self, server_id: int, tag: str) -> TagChange:
+        """Tag a tablet server ``permanent-offline``, ``temporary-offline`` or ``none`` (docs/rebalance.md §12)."""
+        return await alter_server_tag(self._gateway, server_id, tag)
+
+    async def describe_server_tags(self) -> ServerTags:
+        """Every known tablet server with its tag, and the running or last replacement."""
+        return await describe_server_tags(self._gateway)
 
     async def coordinator_info(self, address: str, timeout: float = 3.0) -> coordinator_pb2.GetCoordinatorInfoResponse:
         """GetCoordinatorInfo of the coordinator at ``address`` (any coordinator answers: state, leader, epoch)."""

@@ -95,6 +95,8 @@ LIST_GROUPS = Rpc(COORDINATOR_SERVICE, "ListGroups", coordinator_pb2.ListGroupsR
 CONSUMER_HEARTBEAT = Rpc(COORDINATOR_SERVICE, "ConsumerHeartbeat", coordinator_pb2.ConsumerHeartbeatResponse)
 DESCRIBE_GROUP = Rpc(COORDINATOR_SERVICE, "DescribeGroup", coordinator_pb2.DescribeGroupResponse)
 DELETE_GROUP = Rpc(COORDINATOR_SERVICE, "DeleteGroup", coordinator_pb2.SimpleResponse)
+ALTER_SERVER_TAG = Rpc(COORDINATOR_SERVICE, "AlterServerTag", coordinator_pb2.AlterServerTagResponse)
+DESCRIBE_SERVER_TAGS = Rpc(COORDINATOR_SERVICE, "DescribeServerTags", coordinator_pb2.DescribeServerTagsResponse)
 
 
 class EncodedRequest:

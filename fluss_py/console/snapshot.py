@@ -80,8 +80,8 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
                            "servers": [], "tables": [], "buckets": []}  # fmt: skip
     if view is None:
         return out
-    # a server that holds replicas but is not registered (dead) is shown too, as not alive
-    known = set(source.servers) | {sid for b in view.buckets.values() for sid in b.replicas}
+    # a server that holds replicas but is not registered (dead) is shown too, as not alive; so is a tagged one
+    known = set(source.servers) | {sid for b in view.buckets.values() for sid in b.replicas} | set(view.tagged)
     stats = {sid: {"leaders": 0, "replicas": 0, "under_replicated": 0} for sid in known}
     tables: dict[int, dict[str, Any]] = {}
     for table_id, info in sorted(view.tables.items()):
@@ -131,8 +131,9 @@ def build_snapshot(source: ConsoleSource, now: float) -> dict[str, Any]:
             }
         )
     out["tables"] = list(tables.values())
-    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live, **stats[sid],
-                       **_disk(source.disk.get(sid))} for sid in sorted(known)]  # fmt: skip
+    out["servers"] = [{"id": sid, **_server(source.servers.get(sid)), "alive": sid in source.live,
+                       "tag": view.tagged.get(sid, "none"), **stats[sid], **_disk(source.disk.get(sid))}
+                      for sid in sorted(known)]  # fmt: skip
     out["rebalance"] = source.rebalance
 
     def hw(tb: TableBucket) -> int:

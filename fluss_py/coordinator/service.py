@@ -28,6 +28,7 @@ from fluss_py.coordinator import processor as tables
 from fluss_py.coordinator.event_loop import CoordinatorEventLoop
 from fluss_py.coordinator.events import AddColumn, AlterTableBuckets, CreateDatabase, DropDatabase, Event, ListDatabases
 from fluss_py.coordinator.handlers import DEFAULT_DATABASE
+from fluss_py.coordinator.tag_service import ServerTagRpcs
 from fluss_py.errors import (
     ErrorCode,
     FlussError,
@@ -59,8 +60,9 @@ class CoordinatorView(Protocol):
     async def current_leader(self) -> CoordinatorLeaderInfo | None: ...
 
 
-class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
-    """Owns nothing; reads the server's state and hands work to its event loop."""
+class CoordinatorServicer(ServerTagRpcs, coordinator_pb2_grpc.CoordinatorServiceServicer):
+    """Owns nothing; reads the server's state and hands work to its event loop. The server-tag RPCs are in
+    ``tag_service.py``."""
 
     def __init__(
         self,

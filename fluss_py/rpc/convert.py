@@ -39,7 +39,7 @@ from fluss_py.errors import (
     UnknownServerError,
     error_from,
 )
-from fluss_py.rpc.pb import common_pb2
+from fluss_py.rpc.pb import common_pb2, coordinator_pb2
 from fluss_py.schema.schema import Column, SchemaVersion, TableSchema
 from fluss_py.schema.types import parse_type
 from fluss_py.types import LeaderAndIsr, ServerNode, TableBucket, TablePath
@@ -219,3 +219,27 @@ def schema_from_pb(pb: common_pb2.TableSchema) -> TableSchema:
     """The schema of the wire, every rule checked (INVALID_REQUEST naming the first one broken)."""
     versions = tuple(SchemaVersion(v.schema_id, tuple(column_from_pb(c) for c in v.columns)) for v in pb.versions)
     return TableSchema(versions, tuple(pb.primary_key), tuple(pb.bucket_key))
+
+
+# server tags (docs/rebalance.md §12): the wire enum <-> the tag's name ("none" for no tag)
+_SERVER_TAGS = {
+    coordinator_pb2.SERVER_TAG_NONE: "none",
+    coordinator_pb2.SERVER_TAG_PERMANENT_OFFLINE: "permanent-offline",
+    coordinator_pb2.SERVER_TAG_TEMPORARY_OFFLINE: "temporary-offline",
+}
+
+
+def server_tag_from_pb(value: int) -> str:
+    """The tag's name; INVALID_REQUEST for a value this version does not know."""
+    name = _SERVER_TAGS.get(value)
+    if name is None:
+        raise InvalidRequestError(f"unknown server tag {value}")
+    return name
+
+
+def server_tag_to_pb(name: str) -> int:
+    """The wire value of a tag's name; INVALID_REQUEST for anything but none, permanent-offline, temporary-offline."""
+    for value, known in _SERVER_TAGS.items():
+        if known == name:
+            return value
+    raise InvalidRequestError(f"server tag {name[:40]!r} is not one of permanent-offline, temporary-offline or none")

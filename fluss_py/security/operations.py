@@ -111,6 +111,9 @@ RULES: dict[str, Callable[[Any, TableName], Need]] = {
     _C + "ConsumerHeartbeat": _heartbeat,  # the only coordinator RPC authorized by table id
     _C + "DescribeGroup": _group(Operation.DESCRIBE),
     _C + "DeleteGroup": _group(Operation.DROP),
+    # server tags (docs/rebalance.md §12): a tag moves replicas and leaderships, as a rebalance does
+    _C + "AlterServerTag": lambda r, names: [(Operation.ALTER, CLUSTER)],
+    _C + "DescribeServerTags": lambda r, names: [(Operation.DESCRIBE, CLUSTER)],
 }
 
 # streams of requests whose every message is checked as the unary method named (docs/client.md "Produce on a

@@ -47,7 +47,8 @@ function renderCoordinators(s) {
 function renderServers(s) {
   fill($("servers").tBodies[0], s.servers.map((t) => {
     const disk = t.total ? `${bytes(t.free)} free of ${bytes(t.total)} (${Math.round(100 - 100 * t.free / t.total)}% used)` : "—";
-    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.leaders, t.replicas, t.under_replicated,
+    const tr = row([t.id, t.host, t.rack || "—", t.alive ? "yes" : "NO", t.tag && t.tag !== "none" ? t.tag : "—",
+      t.leaders, t.replicas, t.under_replicated,
       t.held === null || t.held === undefined ? "—" : bytes(t.held), disk], t.alive ? "" : "dead");
     tr.lastChild.title = (t.dirs || []).map(([p, f, n]) => `${p}: ${f < 0 ? "unknown" : `${bytes(f)} free of ${bytes(n)}`}`).join("\n");
     tr.dataset.server = t.id;
@@ -93,7 +94,7 @@ function renderBuckets(s) {
 function renderRebalance(s) {
   const r = s.rebalance;
   if (!r) return;
-  $("rebalance-status").textContent =
+  $("rebalance-status").textContent = (r.replacing && r.replacing.length ? `replacing [${r.replacing.join(", ")}] · ` : "") +
     `${r.status} · batch ${r.batch + 1}/${r.batches_total} · ${r.moves_done}/${r.moves_total} moves done` +
     (r.moves_rolled_back ? ` · ${r.moves_rolled_back} rolled back` : "") + (r.message ? ` · ${r.message}` : "");
   $("rebalance-progress").max = Math.max(1, r.moves_total);

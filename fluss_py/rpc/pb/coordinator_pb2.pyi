@@ -13,9 +13,18 @@ class ReplicaFault(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLICA_OFFLINE: _ClassVar[ReplicaFault]
     REPLICA_CORRUPT: _ClassVar[ReplicaFault]
     REPLICA_RECOVERED: _ClassVar[ReplicaFault]
+
+class ServerTag(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SERVER_TAG_NONE: _ClassVar[ServerTag]
+    SERVER_TAG_PERMANENT_OFFLINE: _ClassVar[ServerTag]
+    SERVER_TAG_TEMPORARY_OFFLINE: _ClassVar[ServerTag]
 REPLICA_OFFLINE: ReplicaFault
 REPLICA_CORRUPT: ReplicaFault
 REPLICA_RECOVERED: ReplicaFault
+SERVER_TAG_NONE: ServerTag
+SERVER_TAG_PERMANENT_OFFLINE: ServerTag
+SERVER_TAG_TEMPORARY_OFFLINE: ServerTag
 
 class SimpleResponse(_message.Message):
     __slots__ = ("error",)
@@ -356,3 +365,81 @@ class DeleteGroupRequest(_message.Message):
     GROUP_FIELD_NUMBER: _ClassVar[int]
     group: str
     def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class AlterServerTagRequest(_message.Message):
+    __slots__ = ("server_id", "tag")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    tag: ServerTag
+    def __init__(self, server_id: _Optional[int] = ..., tag: _Optional[_Union[ServerTag, str]] = ...) -> None: ...
+
+class ReplacementProgress(_message.Message):
+    __slots__ = ("id", "status", "replacing", "moves_total", "moves_done", "moves_in_flight", "bytes_total", "bytes_moved", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REPLACING_FIELD_NUMBER: _ClassVar[int]
+    MOVES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MOVES_DONE_FIELD_NUMBER: _ClassVar[int]
+    MOVES_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BYTES_MOVED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    status: str
+    replacing: _containers.RepeatedScalarFieldContainer[int]
+    moves_total: int
+    moves_done: int
+    moves_in_flight: int
+    bytes_total: int
+    bytes_moved: int
+    message: str
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., replacing: _Optional[_Iterable[int]] = ..., moves_total: _Optional[int] = ..., moves_done: _Optional[int] = ..., moves_in_flight: _Optional[int] = ..., bytes_total: _Optional[int] = ..., bytes_moved: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class AlterServerTagResponse(_message.Message):
+    __slots__ = ("error", "tag", "message", "replacement")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    tag: ServerTag
+    message: str
+    replacement: ReplacementProgress
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., tag: _Optional[_Union[ServerTag, str]] = ..., message: _Optional[str] = ..., replacement: _Optional[_Union[ReplacementProgress, _Mapping]] = ...) -> None: ...
+
+class DescribeServerTagsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerTagInfo(_message.Message):
+    __slots__ = ("server_id", "tag", "by", "since_ms", "reason", "live", "replicas", "leaders")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LEADERS_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    tag: ServerTag
+    by: str
+    since_ms: int
+    reason: str
+    live: bool
+    replicas: int
+    leaders: int
+    def __init__(self, server_id: _Optional[int] = ..., tag: _Optional[_Union[ServerTag, str]] = ..., by: _Optional[str] = ..., since_ms: _Optional[int] = ..., reason: _Optional[str] = ..., live: _Optional[bool] = ..., replicas: _Optional[int] = ..., leaders: _Optional[int] = ...) -> None: ...
+
+class DescribeServerTagsResponse(_message.Message):
+    __slots__ = ("error", "servers", "replacement", "to_replace")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    TO_REPLACE_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorInfo
+    servers: _containers.RepeatedCompositeFieldContainer[ServerTagInfo]
+    replacement: ReplacementProgress
+    to_replace: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., servers: _Optional[_Iterable[_Union[ServerTagInfo, _Mapping]]] = ..., replacement: _Optional[_Union[ReplacementProgress, _Mapping]] = ..., to_replace: _Optional[int] = ...) -> None: ...

@@ -130,6 +130,16 @@ class CoordinatorServiceStub:
                 request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
                 _registered_method=True)
+        self.AlterServerTag = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/AlterServerTag',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagResponse.FromString,
+                _registered_method=True)
+        self.DescribeServerTags = channel.unary_unary(
+                '/fluss.v1.CoordinatorService/DescribeServerTags',
+                request_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsRequest.SerializeToString,
+                response_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -252,6 +262,19 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterServerTag(self, request, context):
+        """Operators: server tags and the replacement of permanent-offline servers (docs/rebalance.md §12).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeServerTags(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -349,6 +372,16 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.FromString,
                     response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.SerializeToString,
+            ),
+            'AlterServerTag': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterServerTag,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagResponse.SerializeToString,
+            ),
+            'DescribeServerTags': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeServerTags,
+                    request_deserializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsRequest.FromString,
+                    response_serializer=fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -864,6 +897,60 @@ class CoordinatorService:
             '/fluss.v1.CoordinatorService/DeleteGroup',
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DeleteGroupRequest.SerializeToString,
             fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.SimpleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterServerTag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/AlterServerTag',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.AlterServerTagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeServerTags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fluss.v1.CoordinatorService/DescribeServerTags',
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsRequest.SerializeToString,
+            fluss__py_dot_rpc_dot_pb_dot_coordinator__pb2.DescribeServerTagsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,7 @@ class _PlainView:
     buckets: dict[TableBucket, _Bucket]
     offline: set[TableBucket] = field(default_factory=set)
     on_leader_and_isr: object = None
+    tagged: dict[int, str] = field(default_factory=dict)
 
     def is_offline(self, tb: TableBucket) -> bool:
         return tb in self.offline
@@ -100,6 +101,15 @@ def test_a_dead_unregistered_server_with_replicas_is_shown_not_alive():
     source.servers = {s: r for s, r in source.servers.items() if s != 3}  # 3's registration is gone
     servers = {s["id"]: s for s in build_snapshot(source, now=1.0)["servers"]}
     assert (servers[3]["alive"], servers[3]["host"], servers[3]["replicas"]) == (False, "", 3)
+
+
+def test_servers_show_their_tag_and_a_tagged_server_holding_nothing_is_listed():
+    view = _view({0: (1, (1, 2, 3))})
+    view.tagged = {3: "temporary-offline", 9: "permanent-offline"}  # 9: replaced, holds nothing, unregistered
+    servers = {s["id"]: s for s in build_snapshot(_source(view, live={1, 2, 3}), now=1.0)["servers"]}
+    assert {s: servers[s]["tag"] for s in servers} == {1: "none", 2: "none", 3: "temporary-offline",
+                                                       9: "permanent-offline"}  # fmt: skip
+    assert (servers[9]["alive"], servers[9]["replicas"]) == (False, 0)
 
 
 def test_a_standby_snapshot_has_no_tables():
