@@ -439,27 +439,28 @@ def make_batches(
     size = max(1, math.ceil(batch_ratio * len(moves)))
     batches: list[list[int]] = []
     touched: list[Counter[int]] = []
-    buckets: list[set[TableBucket]] = []
     last_batch: dict[TableBucket, int] = {}
+    # Every batch before first_free[s] already has max_concurrent moves touching server s, and every batch
+    # before first_room is full: first fit may start there (both only move forward: linear, not moves x batches).
+    first_free: dict[int, int] = {}
+    first_room = 0
     for i, move in enumerate(moves):
         source = move.from_server if sources is None else sources[i]
-        start = last_batch.get(move.bucket, -1) + 1
-        for b in range(start, len(batches) + 1):
-            if b == len(batches):
-                batches.append([])
-                touched.append(Counter())
-                buckets.append(set())
-            t = touched[b]
-            if (
-                len(batches[b]) < size
-                and t[source] < max_concurrent
-                and t[move.to_server] < max_concurrent
-                and move.bucket not in buckets[b]
-            ):
-                batches[b].append(i)
-                t[source] += 1
-                t[move.to_server] += 1
-                buckets[b].add(move.bucket)
-                last_batch[move.bucket] = b
-                break
+        ends = (source, move.to_server)
+        b = max(last_batch.get(move.bucket, -1) + 1, first_room, *(first_free.get(s, 0) for s in ends))
+        while b < len(batches) and (len(batches[b]) >= size or any(touched[b][s] >= max_concurrent for s in ends)):
+            b += 1
+        if b == len(batches):
+            batches.append([])
+            touched.append(Counter())
+        batches[b].append(i)
+        for s in ends:
+            touched[b][s] += 1
+            f = first_free.get(s, 0)
+            while f < len(batches) and touched[f][s] >= max_concurrent:
+                f += 1
+            first_free[s] = f
+        while first_room < len(batches) and len(batches[first_room]) >= size:
+            first_room += 1
+        last_batch[move.bucket] = b
     return tuple(tuple(b) for b in batches)
