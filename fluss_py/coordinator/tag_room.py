@@ -162,6 +162,8 @@ class ServerTagRoom:
             covered=covered,
         )  # fmt: skip
         await self._write(sid, new, "operator", "")
+        if sid in self.dead_since:  # an operator's word restarts replace-dead-after's clock for that server
+            self.dead_since[sid] = self._clock()
         log.info("Server tag of %d: %s -> %s (operator)", sid, tag_name(old.tag if old else None), tag_name(new))
         progress = self._ex.progress
         replaced = self._ex.running and progress is not None and sid in progress.replacing
@@ -211,7 +213,11 @@ class ServerTagRoom:
         if not await self._ensure_loaded(quiet=True) or not self._p.started:
             return
         now = self._clock()
-        for sid in due_for_replacement(self.dead_since, now, self.replace_dead_after, self.tags):
+        if not self.tags and not (self.dead_since and self.replace_dead_after > 0):
+            return  # the usual case: O(1)
+        hosting = self._hosting()
+        dead = {s: t for s, t in self.dead_since.items() if s in hosting}  # an emptied server is never due
+        for sid in due_for_replacement(dead, now, self.replace_dead_after, self.tags):
             await self._auto_tag(sid, now - self.dead_since[sid])
         if not self.tags:
             return
@@ -222,7 +228,7 @@ class ServerTagRoom:
         busy = {m.bucket for _, m in progress.open_moves()} if progress is not None and progress.running else set()
         changes = leaders_off(p.view.buckets, avoid, live, p.view.shutting_down, busy, p.epoch)
         await write_leaders(p, changes, "Bucket %s led by %d: its leader is tagged (docs/rebalance.md §12)", log)
-        await self._maybe_replace(now)
+        await self._maybe_replace(now, hosting)
 
     async def _auto_tag(self, sid: int, dead_for: float) -> None:
         reason = f"dead for {dead_for:.0f}s (tablet-server.replace-dead-after {self.replace_dead_after:g}s)"
@@ -238,8 +244,8 @@ class ServerTagRoom:
         await self._write(sid, PERM, "auto", reason)
         self.auto_tagged += 1
 
-    async def _maybe_replace(self, now: float) -> None:
-        gone = sorted(s for s, e in self.tags.items() if e.tag is PERM and s in self._hosting())
+    async def _maybe_replace(self, now: float, hosting: set[int]) -> None:
+        gone = sorted(s for s, e in self.tags.items() if e.tag is PERM and s in hosting)
         progress = self._ex.progress
         if not gone or self._ex.running:
             return
@@ -251,6 +257,10 @@ class ServerTagRoom:
                     self._failed = (progress.id, now)
                 if now - self._failed[1] < RETRY_AFTER_FAILURE:
                     return
+        problem = self._ex.health(tuple(gone))  # first: cheaper than a plan, and a plan would be refused
+        if problem is not None:
+            self._note(f"the cluster is not healthy ({problem})")
+            return
         plan = self.replacement_plan({s: e.tag for s, e in self.tags.items()})
         if not plan.moves:
             self._note(f"nothing can move yet: {'; '.join(plan.notes)}")

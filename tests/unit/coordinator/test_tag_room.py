@@ -278,3 +278,33 @@ async def test_an_unreadable_tags_node_is_never_written_over(four, caplog):
     rig.zk.put(path, ServerTagsZNode.encode({"2": {"tag": TEMP}}))  # fixed by the operator
     await room.check()
     assert room.loaded and rig.proc.view.tagged == {2: TEMP} and rig.proc.view.buckets_led_by(2) == []
+
+
+async def test_an_operators_untag_is_not_undone_by_replace_dead_after(four):
+    rig, _ = four
+    room = await room_on(rig, replace_dead_after=600.0)
+    await rig.kill(4)
+    rig.clock.now += 601
+    await room.check()
+    assert room.tags[4].by == "auto" and rig.ex.running
+    await room.set_tag(SetServerTag(4, "none"))  # the operator expects it back: stop replacing it
+    assert rig.ex.progress.status is RebalanceStatus.CANCELED
+    rig.clock.now += 300
+    await room.check()
+    assert 4 not in room.tags  # its clock restarted at the operator's word
+    rig.clock.now += 301
+    await room.check()
+    assert room.tags[4].by == "auto"  # dead for 600 s after it: tagged again
+
+
+async def test_an_emptied_dead_server_is_never_tagged_again(four):
+    rig, _ = four
+    room = await room_on(rig, replace_dead_after=600.0)
+    await rig.kill(4)
+    rig.clock.now += 601
+    await room.check()
+    await replace_to_end(rig, room)
+    await room.set_tag(SetServerTag(4, "none"))
+    rig.clock.now += 10_000
+    await room.check()
+    assert 4 not in room.tags and stored(rig) == {}  # it holds nothing: nothing to replace
