@@ -7,10 +7,11 @@ figure on the peer system, and ratio = value / peer). Writes ``bench-results/<ti
 table. Targets are goals, not assertions: the exit code is 0 unless a module raised.
 
 Workloads: cluster (a, b, c + NATS), produce (single bucket, d: kill -9 failover + NATS), scale (e: 2000
-buckets), log, replica, control_plane, metrics (a 2000-bucket /metrics scrape), schema (the row codec of
-primary-key tables), kv (a primary-key leader's writes and a replica's apply, per row), kv_cluster (primary-key
-tables on a cluster: upserts, lookups, changelog reads, the KV leader failover). Each cluster workload starts its
-own fresh LocalCluster (and NATS cluster when ``nats-server`` and nats-py are installed).
+buckets), replacement (a server of 4 gone for good, issue 37), log, replica, control_plane, metrics (a
+2000-bucket /metrics scrape), schema (the row codec of primary-key tables), kv (a primary-key leader's writes and
+a replica's apply, per row), kv_cluster (primary-key tables on a cluster: upserts, lookups, changelog reads, the
+KV leader failover). Each cluster workload starts its own fresh LocalCluster (and NATS cluster when
+``nats-server`` and nats-py are installed).
 """
 
 from __future__ import annotations

@@ -37,12 +37,12 @@ RECORD = 16 * 1024
 WINDOW_S = 10.0
 
 
-async def _load(servers: str, table: str, count: int) -> float:
-    """``count`` records of RECORD bytes, acks=all, spread evenly over the buckets; returns MB/s."""
+async def _load(servers: str, table: str, count: int, buckets: int = BUCKETS) -> float:
+    """``count`` records of RECORD bytes, acks=all, spread evenly over ``buckets``; returns MB/s."""
     value = b"x" * RECORD
     async with Producer(servers, ProducerOptions(acks=-1)) as producer:
         t = time.perf_counter()
-        futures = [await producer.send(table, value, bucket=i % BUCKETS) for i in range(count)]
+        futures = [await producer.send(table, value, bucket=i % buckets) for i in range(count)]
         await producer.flush()
         elapsed = time.perf_counter() - t
         for f in futures:
