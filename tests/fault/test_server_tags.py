@@ -1,8 +1,8 @@
 """Issue 37 acceptance on real processes (docs/rebalance.md §12): a tablet server of a 4-server cluster killed
 for good is replaced — after ``server tag N permanent-offline`` or by ``tablet-server.replace-dead-after`` —
 until every bucket has 3 replicas in its ISR on the others (racks respected), with every acknowledged record
-read back exactly once; temporary-offline moves leaderships off a live server and keeps a new table off it;
-refused tags leave every znode as it was.
+read back exactly once; temporary-offline moves leaderships off a live server and keeps a new table off it,
+also under the next coordinator leader; refused tags leave every znode as it was.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ RACKS = {1: "a", 2: "b", 3: "c", 4: "c"}
 COORDINATOR = {"coordinator.rebalance.auto": "false"}
 
 
-def four_servers(cluster_factory, racks: dict[int, str] | None = None, **coordinator: str) -> LocalCluster:
+def four_servers(
+    cluster_factory, racks: dict[int, str] | None = None, coordinators: int = 1, **coordinator: str
+) -> LocalCluster:
     cluster = cluster_factory(
-        coordinators=1,
+        coordinators=coordinators,
         tablet_servers=4,
         start=False,
         coordinator_overrides={**COORDINATOR, **coordinator},
@@ -204,7 +206,7 @@ def znodes(zk: ZkView, cluster: LocalCluster, table_ids: list[int]) -> dict[str,
 
 
 def test_temporary_offline_moves_leaderships_and_refusals_change_nothing(cluster_factory):
-    cluster = four_servers(cluster_factory)
+    cluster = four_servers(cluster_factory, coordinators=2)
     table_id = create_table(cluster, "maint", buckets=8, rf=RF)
     with ZkView(cluster.zookeeper_address) as zk:
 
@@ -217,6 +219,9 @@ def test_temporary_offline_moves_leaderships_and_refusals_change_nothing(cluster
         cluster.wait_until(lambda: not led(2), 30, "server 2 leads nothing")
         for b, replicas in assignment(zk, cluster, table_id).items():  # still a follower, in every ISR
             assert sorted(leader_isr(zk, cluster, TableBucket(table_id, b)).isr) == sorted(replicas)
+        old_leader = cluster.wait_for_leader(15)
+        cluster.kill(old_leader)  # the tag is in ZooKeeper: the next coordinator leader reads it
+        cluster.wait_for_leader(30, exclude=[old_leader])
         fresh = create_table(cluster, "maint_new", buckets=8, rf=RF)
         assert all(2 not in r for r in assignment(zk, cluster, fresh).values())
         servers = json.loads(fluss(cluster, "cluster", "servers", "--json").stdout)

@@ -7,8 +7,16 @@ from collections import Counter
 
 import pytest
 
-from fluss_py.coordinator.events import CancelRebalance, CreateTable, DescribeServerTags, SetServerTag, StartRebalance
+from fluss_py.coordinator.events import (
+    AlterTableBuckets,
+    CancelRebalance,
+    CreateTable,
+    DescribeServerTags,
+    SetServerTag,
+    StartRebalance,
+)
 from fluss_py.coordinator.rebalance.progress import RebalanceStatus
+from fluss_py.coordinator.table_alter import TableAlter
 from fluss_py.coordinator.tag_room import ServerTagRoom
 from fluss_py.errors import (
     ErrorCode,
@@ -219,6 +227,9 @@ async def test_temporary_offline_moves_leaderships_and_places_nothing_new(four):
                                                        replication_factor=3))  # fmt: skip
     placed = Counter(s for tb, b in rig.proc.view.buckets.items() if tb.table_id == table_id for s in b.replicas)
     assert placed[2] == 0 and set(placed) == {1, 3, 4}
+    await TableAlter(rig.proc).alter(AlterTableBuckets(TablePath("fluss", "fresh"), 24))  # added buckets too
+    added = [b.replicas for tb, b in rig.proc.view.buckets.items() if tb.table_id == table_id and tb.bucket >= 12]
+    assert len(added) == 12 and all(2 not in r for r in added)
     # an election after a failure may pick it; the next check moves it off again
     await rig.kill(1)
     await room.check()
