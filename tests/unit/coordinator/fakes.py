@@ -102,3 +102,24 @@ class FakeGateway:
 
     def clear(self) -> None:
         self.calls.clear()
+
+
+class RecordingLeader:
+    """A serving ``CoordinatorView`` for the servicer's unit tests: its event loop records every event it is
+    handed and answers ``answer(event)``."""
+
+    server_id, coordinator_epoch, state = 1, 1, None
+
+    def __init__(self, answer: Any = lambda event: None) -> None:
+        self.events: list[Any] = []
+        self._answer = answer
+
+    def serving_event_loop(self) -> RecordingLeader:
+        return self
+
+    async def submit(self, event: Any) -> Any:
+        self.events.append(event)
+        return self._answer(event)
+
+    async def current_leader(self) -> None:
+        return None

@@ -20,6 +20,7 @@ from fluss_py.types import TablePath
 from fluss_py.zk.paths import DynamicConfigZNode, TableZNode
 
 from . import test_processor
+from .fakes import RecordingLeader
 from .harness import ROOT, Harness
 
 T = test_processor.T
@@ -222,27 +223,8 @@ async def test_a_stored_schema_that_does_not_check_costs_only_its_table(h, schem
         await h2.channel.close()
 
 
-class _Leader:
-    """A serving CoordinatorView whose event loop records what it is handed."""
-
-    server_id, coordinator_epoch, state = 1, 1, None
-
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def serving_event_loop(self):
-        return self
-
-    async def submit(self, event):
-        self.events.append(event)
-        return 7
-
-    async def current_leader(self):
-        return None
-
-
 async def test_the_service_converts_the_schema_and_refuses_what_does_not_parse():
-    leader = _Leader()
+    leader = RecordingLeader(lambda event: 7)
     svc = CoordinatorServicer(leader)
     path = convert.table_path_to_pb(T)
     good = common_pb2.TableDescriptor(num_buckets=2, schema=convert.schema_to_pb(PK))

@@ -10,38 +10,26 @@ from fluss_py.errors import ErrorCode
 from fluss_py.rpc import convert
 from fluss_py.rpc.pb import coordinator_pb2
 
+from .fakes import RecordingLeader
+
 REPLACEMENT = {"id": "ab12", "status": "REBALANCING", "replacing": [3], "moves_total": 6, "moves_done": 2,
                "moves_in_flight": 2, "bytes_total": 600, "bytes_moved": 200, "message": ""}  # fmt: skip
 
 
-class _Leader:
-    """A serving CoordinatorView whose event loop records what it is handed and answers as the room does."""
-
-    server_id, coordinator_epoch, state = 1, 1, None
-
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def serving_event_loop(self):
-        return self
-
-    async def submit(self, event):
-        self.events.append(event)
-        if isinstance(event, SetServerTag):
-            return {"server_id": event.server_id, "tag": event.tag, "message": "m", "replacement": REPLACEMENT}
-        return {
-            "servers": [{"id": 3, "tag": "permanent-offline", "by": "auto", "since_ms": 5, "reason": "dead",
-                         "live": False, "replicas": 4, "leaders": 0}],
-            "replacement": REPLACEMENT,
-            "to_replace": 4,
-        }  # fmt: skip
-
-    async def current_leader(self):
-        return None
+def _answer(event):
+    """What the tag room answers (tag_room.py)."""
+    if isinstance(event, SetServerTag):
+        return {"server_id": event.server_id, "tag": event.tag, "message": "m", "replacement": REPLACEMENT}
+    return {
+        "servers": [{"id": 3, "tag": "permanent-offline", "by": "auto", "since_ms": 5, "reason": "dead",
+                     "live": False, "replicas": 4, "leaders": 0}],
+        "replacement": REPLACEMENT,
+        "to_replace": 4,
+    }  # fmt: skip
 
 
 async def test_alter_converts_the_tag_and_refuses_an_unknown_value_without_submitting():
-    leader = _Leader()
+    leader = RecordingLeader(_answer)
     svc = CoordinatorServicer(leader)
     answer = await svc.AlterServerTag(
         coordinator_pb2.AlterServerTagRequest(server_id=3, tag=coordinator_pb2.SERVER_TAG_PERMANENT_OFFLINE), None
@@ -54,7 +42,7 @@ async def test_alter_converts_the_tag_and_refuses_an_unknown_value_without_submi
 
 
 async def test_describe_fills_every_server_and_the_replacement():
-    leader = _Leader()
+    leader = RecordingLeader(_answer)
     answer = await CoordinatorServicer(leader).DescribeServerTags(coordinator_pb2.DescribeServerTagsRequest(), None)
     assert isinstance(leader.events[-1], DescribeServerTags)
     (s,) = answer.servers
