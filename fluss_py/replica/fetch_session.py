@@ -35,16 +35,21 @@ class FetchSession(Waker):
     ``positions``: the last request per bucket; ``last_used``: when its last request arrived (replica clock),
     i.e. the last time the follower was known to poll; ``stale``: the
     buckets appended to or changing role since the session last read them (an HW move marks a bucket dirty
-    but not stale); ``carried``: buckets the last answer left behind, read first at the next request."""
+    but not stale); ``carried``: buckets the last answer left behind, read first at the next request.
+    The read fence's ticks (``replica/read_fence.py``): ``answered_at`` (the last answer), ``proven_at`` (the
+    current request was sent after this tick), ``fence_demand`` (a round needs an answer after this tick)."""
 
     __slots__ = (
+        "answered_at",
         "carried",
         "closed",
+        "fence_demand",
         "for_follower",
         "id",
         "last_used",
         "next_epoch",
         "positions",
+        "proven_at",
         "replica_id",
         "stale",
     )
@@ -60,6 +65,12 @@ class FetchSession(Waker):
         self.carried: dict[TableBucket, None] = {}  # an ordered set
         self.last_used = now
         self.closed = False
+        self.answered_at = self.proven_at = self.fence_demand = 0
+
+    def answer_now(self) -> None:
+        """Wake a parked request without marking a bucket: its long poll ends and it answers what it has."""
+        if self.future is not None and not self.future.done():
+            self.future.set_result(None)
 
     def take_dirty(self) -> set[TableBucket]:
         """The buckets to read now (they are read at once: no longer stale)."""

@@ -67,11 +67,14 @@ class IsrChanges:
             self._wakeup.set()
 
     def maybe_shrink_isr(self) -> int:
-        """One scan over all leaders: propose removing followers lagging > replica.lag.time.max. Returns how
-        many buckets got a proposal."""
+        """One scan over all leaders: propose removing followers lagging > replica.lag.time.max, and those that
+        stopped fetching for as long while KV reads wait for them (``ReadFence.stopped``: a caught-up follower
+        of an idle bucket is in sync, but reads cannot be confirmed without it). Returns how many buckets got
+        a proposal."""
         n = 0
+        fence = self._rm.reads.fence
         for replica in self._replicas.values():
-            proposal = replica.shrink_proposal()
+            proposal = replica.shrink_proposal(fence.stopped(replica))
             if proposal is not None:
                 self.propose(replica, proposal)
                 n += 1
@@ -120,7 +123,7 @@ class IsrChanges:
                 self._rm.hw_maybe_moved(tb, replica)
             elif replica.flush_on_ack:  # a shrink may leave only members that already fsynced
                 self._rm.durable_maybe_moved(tb, replica)
-            self.count_change(isr_before, replica.isr)
+            self.isr_changed(tb, isr_before, replica.isr)
         return len(items)
 
     def _send_again(self, items: list[AdjustIsrItem]) -> None:
@@ -136,7 +139,11 @@ class IsrChanges:
         if self._pending and self._wakeup is not None:
             self._wakeup.set()
 
-    def count_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+    def isr_changed(self, tb: TableBucket, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+        """The ISR of led ``tb`` may have changed (an AdjustIsr answer, or the coordinator's word): counted for
+        /metrics, and KV reads waiting for their ISR's confirmation look again (a member that left no longer
+        holds them)."""
+        self._rm.reads.fence.recheck(tb)
         if set(after) < set(before):
             self.shrinks += 1
         elif set(after) > set(before):

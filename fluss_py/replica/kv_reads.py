@@ -2,10 +2,12 @@
 (docs/primary-key-tables.md §5).
 
 Before a bucket is read, its leader waits (bounded by the request's timeout, else KV_NOT_READY, retriable)
-until its KV has applied everything below ``max(HW at arrival, start offset of its leader epoch)`` (§1
-invariant 5): a lookup sees every write acknowledged before it arrived, and a new leader, whose HW may lag
-the old leader's, serves nothing until everything it inherited is known committed and applied. A request
-carries many buckets; each gets its own answer or error.
+until its ISR confirmed after the read arrived that it still leads (``read_fence.py``: no newer leader can
+have acknowledged a write the read would miss) and its KV has applied everything below ``max(HW at arrival,
+start offset of its leader epoch)`` (§1 invariant 5): a lookup sees every write acknowledged before it
+arrived, a deposed leader that does not know it yet answers nothing, and a new leader, whose HW may lag the
+old leader's, serves nothing until everything it inherited is known committed and applied. A request carries
+many buckets; each gets its own answer or error.
 
 Keys and prefixes are input: a key that is not exactly one key of the table, or not of the bucket it is sent
 to, is INVALID_ROW; a bucket of a log table is TABLE_TYPE_MISMATCH. Answers are bounded in rows and bytes.
@@ -15,6 +17,7 @@ Who may call: the tablet service (through the ``ReplicaManager``), on the server
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -119,24 +122,40 @@ class KvReads:
     ) -> dict[TableBucket, KvReadResult]:
         out: dict[TableBucket, KvReadResult] = {}
         waiting: dict[TableBucket, tuple[Replica, int, int]] = {}  # replica, its leader epoch, the target
+        fenced: list[TableBucket] = []  # their ISR must confirm the leader after now
+        fence = self._rm.reads.fence
         for tb in buckets:
             try:
                 replica, kv = self._leader_kv(tb)
                 check(tb, kv)
                 target = max(replica.high_watermark, replica.leader_epoch_start_offset)
-                if kv.applied_offset >= target:
+                if fence.needed(replica):
+                    fenced.append(tb)
+                elif kv.applied_offset >= target:
                     out[tb] = read(tb, kv)
-                else:
-                    waiting[tb] = (replica, replica.leader_epoch, target)
+                    continue
+                waiting[tb] = (replica, replica.leader_epoch, target)
             except Exception as e:
                 out[tb] = KvReadResult(as_api_error(e, f"KV read of {tb}"))
+        unconfirmed: set[TableBucket] = set()
         if waiting:
-            await self._applier.wait({tb: w[2] for tb, w in waiting.items()}, timeout_s)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            unconfirmed = await fence.confirm(fenced, timeout_s)
+            behind = {tb: t for tb, (r, _, t) in waiting.items() if tb not in unconfirmed and _applied(r) < t}
+            await self._applier.wait(behind, max(0.0, deadline - loop.time()))
         for tb, (replica, epoch, target) in waiting.items():
             try:
                 now, kv = self._leader_kv(tb)  # (NOT_LEADER_OR_FOLLOWER when it stopped leading meanwhile)
                 if now is not replica or now.leader_epoch != epoch:
                     raise KvNotReadyError(f"{tb}: a new leader epoch began during the wait; retry")
+                if tb in unconfirmed:
+                    others = [r for r in now.maximal_isr if r != self._rm.server_id]
+                    raise KvNotReadyError(
+                        f"{tb}: ISR members {others} did not all fetch at leader epoch {epoch} within "
+                        f"{timeout_s:.3f}s of the read (a member that stopped fetching holds reads until it "
+                        "leaves the ISR); retry"
+                    )
                 if kv.applied_offset < target:
                     raise KvNotReadyError(
                         f"{tb}: the leader's KV applied up to {kv.applied_offset}, not yet {target} (its HW and "
@@ -155,6 +174,11 @@ class KvReads:
         if kv.failed is not None:
             raise KvNotReadyError(f"{tb}: the KV stopped applying ({kv.failed})")
         return replica, kv
+
+
+def _applied(replica: Replica) -> int:
+    """The applied offset of the replica's KV (-1: it has none any more; the read fails when it looks again)."""
+    return -1 if replica.kv is None else replica.kv.applied_offset
 
 
 def _limit(asked: int) -> int:

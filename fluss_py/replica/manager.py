@@ -398,7 +398,7 @@ class ReplicaManager:
                         stop_fetching.append(tb)
                         self.isr.forget(tb)
                     if isr_before is not None:  # still leader: the coordinator changed the ISR (e.g. a death)
-                        self.isr.count_change(isr_before, replica.isr)
+                        self.isr.isr_changed(tb, isr_before, replica.isr)
                     self.hw_maybe_moved(tb, replica)
                 elif replica.make_follower(lai, state.replicas):
                     self.isr.forget(tb)
@@ -482,8 +482,7 @@ class ReplicaManager:
 
     def _role_changed(self, tb: TableBucket) -> None:
         self.kv.role_changed(tb)
-        self.reads.delayed_fetch.role_changed(tb)
-        self.reads.fetch_sessions.role_changed(tb)
+        self.reads.role_changed(tb)
 
     async def _checkpoint_loop(self) -> None:
         """Every log.flush.interval: fsync what is new (in a thread; advances recovery points), then write the

@@ -4,6 +4,9 @@ budget and the rebalance throttle, and ListOffsets / OffsetsForLeaderEpoch.
 Reads go to the ``Replica`` (leader only, epoch checked by ``ReplicaManager.leader_replica``); a follower's fetch
 records its progress, which may move the HW (``ReplicaManager.hw_maybe_moved``) or propose an ISR change
 (``IsrChanges.propose``). Nothing here looks inside a batch: records stay opaque bytes.
+
+Each session request also feeds the read fence of KV reads (``read_fence.py``): its arrival may confirm a
+waiting round, and a round that needs its answer ends its long poll at once.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from fluss_py.replica.messages import (
     OffsetSpec,
     as_api_error,
 )
+from fluss_py.replica.read_fence import ReadFence
 from fluss_py.replica.replica import LocalReplicaState, Replica
 from fluss_py.replica.throttle import ReplicationThrottle
 from fluss_py.types import TableBucket
@@ -40,7 +44,8 @@ if TYPE_CHECKING:
 
 
 class ReadPath:
-    """Owns the parked client fetches (``delayed_fetch``), the fetch sessions and the rebalance throttle, and
+    """Owns the parked client fetches (``delayed_fetch``), the fetch sessions, the read fence of KV reads
+    (``fence``) and the rebalance throttle, and
     answers FetchLog, ListOffsets and OffsetsForLeaderEpoch for the ``ReplicaManager`` that built it (the
     tablet service calls them through the manager from its RPC handlers; everything runs on the server's one
     asyncio loop). ``replicas`` is the manager's own map, read, never changed here."""
@@ -57,6 +62,7 @@ class ReadPath:
         self._replicas = replicas
         self.delayed_fetch = DelayedFetch()
         self.fetch_sessions = FetchSessionCache(clock)
+        self.fence = ReadFence(manager.server_id, replicas, self.fetch_sessions, clock)  # KV reads' ISR confirmation
         rate = throttle_bytes_per_s  # burst: one second of budget, at most one follower fetch
         self.throttle = ReplicationThrottle(rate, min(rate, max_fetch_bytes), clock)
         self.unassigned_fetches = 0  # follower fetches of buckets the fetcher holds no replica of (/metrics)
@@ -95,6 +101,7 @@ class ReadPath:
             raise InvalidRequestError("not a session fetch")
         for_follower = replica_id >= 0
         session = self.fetch_sessions.begin(replica_id, request.session, requests)
+        self.fence.requested(session)
         # buckets the last answer left behind first, then those marked since, then those named: a bucket with
         # a steady stream of data (named every time) cannot starve the others of the response budget
         to_read = {tb: session.positions[tb] for tb in session.take_carried()}
@@ -102,9 +109,11 @@ class ReadPath:
         to_read.update((r.table_bucket, r) for r in requests if r.table_bucket not in to_read)
         results = self._read_all(replica_id, max_bytes, to_read.values())
         max_wait_s, min_bytes = request.max_wait_s, request.min_bytes
-        if max_wait_s > 0 and not self._fetch_satisfied(results, min_bytes, for_follower):
+        waits = not self._fetch_satisfied(results, min_bytes, for_follower) and not self.fence.owes(session)
+        if max_wait_s > 0 and waits:
             await self._long_poll(session, session.positions, results, replica_id, max_wait_s, min_bytes, max_bytes)
         self._carry_over(session, results)
+        self.fence.answered(session)
         return FetchResponse(results, session.id)
 
     async def _long_poll(
@@ -131,8 +140,14 @@ class ReadPath:
                 break
             changed = [positions[b] for b in dirty if b in positions]
             results.update(self._read_all(replica_id, max_bytes, changed, results))
-            if self._fetch_satisfied(results, min_bytes, replica_id >= 0):
+            if self._fetch_satisfied(results, min_bytes, replica_id >= 0) or self.fence.owes(waiter):
                 break
+
+    def role_changed(self, tb: TableBucket) -> None:
+        """``tb`` changed role or left: parked fetches and sessions look again, waiting KV reads too."""
+        self.delayed_fetch.role_changed(tb)
+        self.fetch_sessions.role_changed(tb)
+        self.fence.recheck(tb)
 
     def _carry_over(self, session: FetchSession, results: FetchResult) -> None:
         """Carry to the front of the session's next request the buckets read without records that still need a

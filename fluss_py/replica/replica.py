@@ -410,18 +410,18 @@ class Replica:
         if progress is not None:
             self.followers[follower_id] = isr_rules.polled_caught_up(progress, offset, until)
 
-    def shrink_proposal(self) -> tuple[int, ...] | None:
-        """The ISR without followers lagging more than replica.lag.time.max (None: nothing to do or one in flight)."""
+    def shrink_proposal(self, stopped: tuple[int, ...] = ()) -> tuple[int, ...] | None:
+        """The ISR without followers lagging more than replica.lag.time.max, nor ``stopped`` ones (KV reads wait
+        for them: ``ReadFence.stopped``). None: nothing to do, or a change in flight."""
         if self.state is not LocalReplicaState.LEADER or not self._may_propose():
             return None
-        lagging = isr_rules.out_of_sync_replicas(
-            self.isr, self.server_id, self.followers, self.log.log_end_offset, self._clock(), self.lag_time_s
-        )
+        lag, leo = self.lag_time_s, self.log.log_end_offset
+        lagging = isr_rules.out_of_sync_replicas(self.isr, self.server_id, self.followers, leo, self._clock(), lag)
+        lagging += tuple(r for r in stopped if r in self.isr and r != self.server_id and r not in lagging)
         if not lagging:
             return None
-        log.info(
-            "bucket %s: followers %s lag more than %.1fs, shrinking ISR", self.table_bucket, lagging, self.lag_time_s
-        )
+        log.info("bucket %s: followers %s lag (or stopped fetching) more than %.1fs, shrinking ISR",
+                 self.table_bucket, lagging, lag)  # fmt: skip
         return isr_rules.shrunk_isr(self.isr, lagging)
 
     def _may_propose(self) -> bool:

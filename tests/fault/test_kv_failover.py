@@ -110,11 +110,6 @@ def test_kill9_of_a_kv_leader_under_upserts_deletes_and_lookups(cluster_factory,
     assert report.reads > 0 and report.final_records > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a deposed leader answers lookups from its KV until it learns of its demotion (36 stale answers in 3 s "
-    "after SIGCONT here); the server needs to fence lookups (read index or lease), see docs/primary-key-tables.md",
-)
 def test_a_resumed_zombie_leader_answers_no_stale_lookup(cluster_factory):
     """SIGSTOP of a primary-key bucket's leader past its session: a new leader is elected and acknowledges an
     upsert; on SIGCONT, a client with stale metadata asks the old leader at once. It must not answer the row it

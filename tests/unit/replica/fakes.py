@@ -22,8 +22,10 @@ from fluss_py.replica.messages import (
     AdjustIsrItem,
     AdjustIsrResult,
     EpochRequest,
+    FetchBucketRequest,
     FetchRequest,
     FetchResponse,
+    FetchSessionRequest,
 )
 from fluss_py.types import LeaderAndIsr, TableBucket
 
@@ -149,6 +151,35 @@ class LocalLeaderEndpoint:
     async def close(self) -> None:
         self.closed = True
         self.streams.drop()
+
+
+class HandFetches:
+    """One follower's fetch session with a leader's ReplicaManager, each request sent by the test as the
+    follower's fetcher would: the next request only after the answer to the previous one. ``open`` starts a
+    session naming ``positions`` (bucket -> (fetch offset, leader epoch)); ``next`` continues it, naming only
+    the buckets given (the others stay as the session holds them)."""
+
+    def __init__(self, leader, follower_id: int) -> None:
+        self.leader = leader
+        self.follower_id = follower_id
+        self.session_id = NO_SESSION
+        self.epoch = 0
+
+    async def open(self, positions: dict, max_wait_s: float = 0.0) -> FetchResponse:
+        self.session_id, self.epoch = NO_SESSION, 0
+        return await self.next(positions, max_wait_s)
+
+    async def next(self, positions: dict | None = None, max_wait_s: float = 0.0, forgotten=()) -> FetchResponse:
+        buckets = tuple(
+            FetchBucketRequest(tb, offset, 1 << 20, current_leader_epoch=epoch)
+            for tb, (offset, epoch) in (positions or {}).items()
+        )
+        session = FetchSessionRequest(self.session_id, self.epoch, tuple(forgotten))
+        request = FetchRequest(self.follower_id, max_wait_s, 1, 1 << 20, buckets, session)
+        answer = await self.leader.fetch_in_session(request)
+        self.epoch = 1 if answer.session_id != self.session_id else self.epoch + 1
+        self.session_id = answer.session_id
+        return answer
 
 
 @dataclass

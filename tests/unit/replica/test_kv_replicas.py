@@ -13,11 +13,11 @@ from fluss_py.kv.store import KvResources
 from fluss_py.kv.tablet import KvTablet
 from fluss_py.log.tablet import LogTablet
 from fluss_py.replica.kv_reads import KvReadResult, KvReads
-from fluss_py.replica.messages import FetchBucketRequest, ListOffsetsRequest, StopReplicaItem
+from fluss_py.replica.messages import ListOffsetsRequest, StopReplicaItem
 from fluss_py.testing.procs import async_wait_until as wait_until
 from fluss_py.types import LeaderAndIsr, OffsetSpec
 from tests.unit.kv.helpers import CONFIG, SCHEMA, TABLE, delete, key, kv_batch, kv_contents, replay, row, upsert
-from tests.unit.replica.fakes import batch
+from tests.unit.replica.fakes import HandFetches, batch
 from tests.unit.replica.harness import TB, ReplicaCluster
 
 MIN1 = {"min.insync.replicas": "1"}
@@ -116,8 +116,9 @@ async def test_a_new_leader_serves_lookups_only_once_its_hw_reached_its_epoch_st
         waiting = asyncio.ensure_future(lookup(c, 1, key(1), key(2)))
         await asyncio.sleep(0.05)
         assert not waiting.done()
-        follower_fetch = FetchBucketRequest(TB, 3, 1 << 20, current_leader_epoch=1, last_fetched_epoch=0)
-        await m.fetch(2, 0.0, 1, 1 << 20, [follower_fetch])  # server 2 caught up: the HW reaches 3
+        follower = HandFetches(m, 2)
+        await follower.open({TB: (3, 1)})  # server 2 caught up: the HW reaches 3
+        await follower.next()  # (and it confirms server 1 leads at epoch 1: docs/primary-key-tables.md §1.5)
         answer = await waiting
         assert answer.error is None and answer.values == [row(1, "new", 2), row(2, "two", 2)]
     finally:
