@@ -7,7 +7,9 @@ table's figure of the same workload in the same run (issue 34's benchmark rows):
   upserts, minus what they spent per record during the log table's run (fetching and appending the same
   bytes): the cost of keeping a hot-standby KV;
 - lookup latency p50/p99 one key at a time (1000 lookups of random keys) and batched (``lookup_many`` of 100
-  keys, 200 batches; per batch), from the leader's KV;
+  keys, 200 batches; per batch), from the leader's KV, and the CPU time the two followers spent meanwhile per
+  lookup call (each call waits for the followers' confirmation that the leader still leads: one more fetch
+  round trip each, docs/primary-key-tables.md §1 invariant 5);
 - changelog read throughput: a consumer reading the table's changelog from the start (rows/s), next to reading
   the log table;
 - the KV leader failover: a 1-bucket table holding ``FLUSS_BENCH_KV_MB`` (1024 by default: 1 GiB) of 1 KiB
@@ -115,7 +117,7 @@ async def _lookups(servers: str, table: str, n_keys: int) -> dict[str, float]:
         keys_per_s = 200 * 100 / (time.perf_counter() - t_all)
     p50, p99 = p50_p99_ms(single)
     b50, b99 = p50_p99_ms(batched)
-    return dict(p50=p50, p99=p99, b50=b50, b99=b99, keys_per_s=keys_per_s)
+    return dict(p50=p50, p99=p99, b50=b50, b99=b99, keys_per_s=keys_per_s, requests=len(single) + len(batched))
 
 
 async def _steady(cluster: LocalCluster, servers: str, table: str, rows: int) -> list[dict]:
@@ -138,7 +140,9 @@ async def _steady(cluster: LocalCluster, servers: str, table: str, rows: int) ->
     kv_rate = await _upserts(servers, table, rows, PAYLOAD)
     await asyncio.sleep(2.0)
     kv_cpu = followers_cpu(kv_followers) - before
+    before = followers_cpu(kv_followers)
     look = await _lookups(servers, table, rows)
+    look_cpu = followers_cpu(kv_followers) - before
     kv_read = await _read_all(servers, table, rows + 1)
     log_read = await _read_all(servers, table + "_log", rows + 1)
     apply_us = (kv_cpu - log_cpu) / (2 * rows) * 1e6
@@ -151,6 +155,7 @@ async def _steady(cluster: LocalCluster, servers: str, table: str, rows: int) ->
         row("lookup batched 100 keys p50 (per batch)", look["b50"], "ms"),
         row("lookup batched 100 keys p99 (per batch)", look["b99"], "ms"),
         row("lookup batched throughput", look["keys_per_s"], "keys/s"),
+        row("follower CPU during the lookups, per request (both followers)", look_cpu / look["requests"] * 1e6, "us"),
         row("changelog read from the start (peer: log table)", kv_read, "rows/s", peer=log_read),
     ]
 
