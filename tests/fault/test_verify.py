@@ -15,7 +15,8 @@ from fluss_py.verify.schedule import KINDS
 pytestmark = pytest.mark.fault
 
 SEED = 38  # a 75 s schedule with every kind, three kinds of partition, loss and latency
-KV_SEED = 1  # 45 s of kill/term: each tablet server killed once, one SIGTERMed, a coordinator and ZooKeeper killed
+KV_SEED = 197  # 45 s of kill/term/pause: a coordinator, ZooKeeper and a tablet server killed, two tablet servers
+# SIGSTOPped, a tablet server and a coordinator SIGTERMed
 
 
 @pytest.mark.timeout(480)
@@ -56,14 +57,13 @@ def test_chaos_run(netns_hosts, tmp_path: Path):
 
 @pytest.mark.timeout(480)
 def test_short_verify_run_of_the_primary_key_workload(tmp_path: Path):
-    """``fluss-py verify --workload kv --no-netns``: kill -9 and SIGTERM of any process under writers upserting
-    and deleting and a reader looking up; no lost update, resurrected delete, stale, lost or phantom read, and
-    every replica's KV equals the final rows and its own log's replay. SIGSTOP is left out: a tablet server
-    resumed after losing its leadership answers lookups of a client whose metadata still names it from its
-    frozen KV until it learns of its demotion (``test_kv_failover.py``'s zombie test, xfail until the server
-    fences such reads), which a run with ``pause`` shows as stale reads when the reader's metadata lags."""
+    """``fluss-py verify --workload kv --no-netns``: kill -9, SIGTERM and SIGSTOP of any process under writers
+    upserting and deleting and a reader looking up; no lost update, resurrected delete, stale, lost or phantom
+    read, and every replica's KV equals the final rows and its own log's replay. A tablet server resumed after
+    losing its leadership answers no lookup until it learns of its demotion (the read fence,
+    docs/primary-key-tables.md §1 invariant 5; ``test_kv_failover.py``'s zombie test is its direct check)."""
     options = VerifyOptions(
-        time=45, seed=KV_SEED, faults=("kill", "term"), zookeepers=1, coordinators=2, tablet_servers=3,
+        time=45, seed=KV_SEED, faults=("kill", "term", "pause"), zookeepers=1, coordinators=2, tablet_servers=3,
         producers=3, rate=40, netns=False, workload="kv", keys=200, table="fluss.verify_kv",
     )  # fmt: skip
     verify = Verify(options, tmp_path / "verify")
@@ -71,7 +71,7 @@ def test_short_verify_run_of_the_primary_key_workload(tmp_path: Path):
     summary = json.loads((tmp_path / "verify" / "report.json").read_text())
     assert report.ok, summary["examples"]
     assert summary["crashes"] == [] and summary["workload"] == "kv"
-    assert set(summary["faults_by_kind"]) == {"kill", "term"}
+    assert set(summary["faults_by_kind"]) == {"kill", "term", "pause"}
     assert report.acked > 1000 and report.unanswered == 0
     assert report.reads > 1000 and report.final_records > 0
     assert (tmp_path / "verify" / "timeline.svg").read_text().count("<circle") > 1000
