@@ -201,9 +201,15 @@ def test_sigterm_of_the_leader_deletes_its_nodes_at_once_and_hands_over(cluster_
     log = cluster.log_text(leader)
     stops = [m.group(1) for m in re.finditer(r"Stopped leader resource: (\S+)", log)]
     assert stops == [
-        "auto-partition-manager", "leader-balancer", "rebalance-manager", "event-processor", "background-managers",
-        "channel-manager", "rpc-channels",
-    ]  # fmt: skip
+        "auto-partition-manager",
+        "server-tag-check",
+        "leader-balancer",
+        "rebalance-manager",
+        "event-processor",
+        "background-managers",
+        "channel-manager",
+        "rpc-channels",
+    ]
 
 
 def test_a_leader_that_cannot_initialise_releases_leadership(cluster_factory):
